@@ -1,0 +1,3 @@
+from fakplan.cli import main
+
+main()

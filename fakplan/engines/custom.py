@@ -1,0 +1,107 @@
+"""The escape hatch: an engine fakplan does not model, with its contract typed in.
+
+Each component is stated once, at one dtype (or as dtype-independent); the rate
+at any other dtype is derived here, never typed in twice. That is the seed-002
+trap: an index key that does not double with the cache makes bf16 1.89x fp8.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from fakplan.contract import Capacity, CostComponent, KvCost, exact_number, paged_capacity
+from fakplan.dtypes import element_type, known_dtype
+from fakplan.units import format_bytes
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
+
+
+class CustomEngine:
+    name = "custom"
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        contract = loaded.shape.contract
+        assert contract is not None
+        if contract.dtypes:
+            return tuple(contract.dtypes)
+        stated = {c.dtype for c in contract.per_token if c.dtype}
+        return tuple(sorted(stated)) or ("auto",)
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        return loaded.shape.engine_version
+
+    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+        shape = loaded.shape
+        contract = shape.contract
+        assert contract is not None, "checked when the shape was loaded"
+        dtype = shape.serving.kv_cache_dtype
+        page_tokens = contract.page_tokens
+        components: list[CostComponent] = []
+        for index, part in enumerate(contract.per_token):
+            loc = ("contract", "per_token", index)
+            if part.per_page is not None:
+                stated_page = Fraction(part.per_page)
+                stated = f"{format_bytes(part.per_page)} per {page_tokens}-token page"
+            else:
+                assert part.per_token is not None
+                stated_page = Fraction(part.per_token * page_tokens)
+                stated = f"{format_bytes(part.per_token)}/token x {page_tokens} tokens per page"
+            if part.dtype is None:
+                page = stated_page
+                how = f"{stated} at every dtype"
+            else:
+                for name, where in (
+                    (part.dtype, (*loc, "dtype")),
+                    (dtype, ("serving", "kv_cache_dtype")),
+                ):
+                    if not known_dtype(name):
+                        raise loaded.error(f"unknown KV dtype {name!r}", *where)
+                ratio = (
+                    element_type(dtype).bytes_per_element
+                    / element_type(part.dtype).bytes_per_element
+                )
+                page = stated_page * ratio
+                how = f"{stated} at {part.dtype}"
+                if ratio != 1:
+                    how += f" x {ratio} ({dtype}/{part.dtype} element size)"
+            if page.denominator != 1:
+                raise loaded.error(
+                    f"{part.name} at {dtype} comes to {float(page):.3f} B per page, not whole bytes; "
+                    "state it per page at a dtype where it is exact",
+                    *loc,
+                )
+            components.append(
+                CostComponent(
+                    name=part.name,
+                    kind="contract",
+                    page_bytes=int(page),
+                    per_seq_bytes=0,
+                    scales_with_dtype=part.dtype is not None,
+                    derivation=(
+                        f"{how} = {int(page):,} B per page"
+                        f" = {exact_number(page / page_tokens):,} B/token"
+                    ),
+                )
+            )
+        if contract.per_seq:
+            components.append(
+                CostComponent(
+                    name="per_seq",
+                    kind="state",
+                    page_bytes=0,
+                    per_seq_bytes=contract.per_seq,
+                    scales_with_dtype=False,
+                    derivation=f"{contract.per_seq:,} B per sequence slot, stated in the contract",
+                )
+            )
+        return KvCost(
+            dtype=dtype,
+            page_tokens=page_tokens,
+            components=tuple(components),
+            fixed_bytes=contract.fixed,
+        )
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)

@@ -1,0 +1,70 @@
+"""fakplan's one error tree.
+
+    FakplanError                 anything the user can fix; the CLI exits 2
+    ├── UnitsError               a byte size that is not "<number> <unit>"
+    ├── ShapeError               a shape file: file, line, field, expected form
+    ├── GeometryError            a model fakplan cannot read or does not know
+    ├── LedgerError              a boot log that states nothing fakplan recognises
+    ├── RecordError              a compiled record (plan.json) that is missing or damaged
+    └── ProbeError               an endpoint that cannot be probed at all
+
+Library code raises these and never exits; ``fakplan.cli`` maps them to exit
+codes in one place. Every message is one line that says where and how to fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class FakplanError(Exception):
+    """Bad input: the message is the one line the user sees."""
+
+
+class UnitsError(FakplanError, ValueError):
+    """A byte quantity that cannot be read."""
+
+
+class ShapeError(FakplanError):
+    """A shape that cannot be loaded or cannot be planned.
+
+    ``file``, ``line`` and ``field`` locate the fault; any may be unknown.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.field = field
+        self.detail = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = self.file if self.line is None else f"{self.file}:{self.line}"
+            where += ": "
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.detail}"
+
+
+class GeometryError(FakplanError):
+    """A model source that is unreadable, or an architecture fakplan does not know."""
+
+
+class LedgerError(FakplanError):
+    """A boot log from which nothing can be derived."""
+
+
+class RecordError(FakplanError):
+    """A compiled record that cannot be read or updated."""
+
+
+class ProbeError(FakplanError):
+    """An endpoint that cannot be probed at all (bad URL, missing key)."""

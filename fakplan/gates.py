@@ -1,0 +1,208 @@
+"""Gate checks: pure functions from a plan's figures to a verdict with its numbers.
+
+Each gate has an id, a one-line rationale, and says what to change when it
+fails. ``unknown`` is a verdict of its own: a gate that cannot be evaluated is
+reported, never passed silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from fakplan.units import MIB, human
+
+if TYPE_CHECKING:
+    from fakplan.plan import Figures
+
+GateStatus = Literal["pass", "fail", "warn", "unknown"]
+
+
+class GateResult(BaseModel):
+    """One gate's verdict on one shape. ``ok`` is True when it holds (a warning
+    holds), False when it fails, None when it could not be evaluated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    ok: bool | None = None
+    title: str
+    status: GateStatus
+    summary: str
+    detail: str
+    rationale: str
+    fix: str | None = None
+    numbers: dict[str, int | float | str | None] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ok_from_status(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("ok") is None and "status" in data:
+            status = data["status"]
+            data = {**data, "ok": None if status == "unknown" else status != "fail"}
+        return data
+
+
+@dataclass(frozen=True)
+class Gate:
+    id: str
+    title: str
+    rationale: str
+    check: Callable[[Figures], GateResult | None]
+
+
+def _mib(n: int) -> str:
+    return human(n, "MiB")
+
+
+def _mib_up(n: int) -> str:
+    """MiB rounded up: what a fix must add is never understated."""
+    return f"{-(-n // MIB):,} MiB"
+
+
+def pool_covers_contract(f: Figures) -> GateResult:
+    ok = f.kv_budget_bytes >= f.contract_bytes
+    gap = f.contract_bytes - f.kv_budget_bytes
+    return GateResult(
+        id="pool-contract",
+        title="pool ≥ contract",
+        status="pass" if ok else "fail",
+        summary=f"{_mib(f.kv_budget_bytes)} {'≥' if ok else '<'} {_mib(f.contract_bytes)}",
+        detail=f"contract: {f.contract_derivation}",
+        rationale=POOL_CONTRACT.rationale,
+        fix=None
+        if ok
+        else (
+            f"grow budget.kv by at least {_mib_up(gap)} (to {_mib_up(f.contract_bytes)}), "
+            f"or lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full "
+            f"window), or lower serving.max_model_len"
+        ),
+        numbers={
+            "pool_bytes": f.kv_budget_bytes,
+            "contract_bytes": f.contract_bytes,
+            "short_bytes": max(0, gap),
+            "tokens_backed": f.tokens_backed,
+            "tokens_needed": f.max_num_seqs * f.max_model_len,
+        },
+    )
+
+
+def pair_within_ceiling(f: Figures) -> GateResult:
+    if f.ceiling_bytes is None:
+        return GateResult(
+            id="pair-ceiling",
+            title="pair ≤ ceiling",
+            status="unknown",
+            summary=f"pair {_mib(f.pair_bytes)}, ceiling unknown",
+            detail=f.ceiling_derivation,
+            rationale=PAIR_CEILING.rationale,
+            fix="state ceiling: as a byte size read from a boot ledger, or {ledger: PATH}",
+            numbers={"pair_bytes": f.pair_bytes, "ceiling_bytes": None},
+        )
+    ok = f.pair_bytes <= f.ceiling_bytes
+    over = f.pair_bytes - f.ceiling_bytes
+    return GateResult(
+        id="pair-ceiling",
+        title="pair ≤ ceiling",
+        status="pass" if ok else "fail",
+        summary=f"{_mib(f.pair_bytes)} {'≤' if ok else '>'} {_mib(f.ceiling_bytes)}",
+        detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
+        rationale=PAIR_CEILING.rationale,
+        fix=None
+        if ok
+        else f"take {_mib_up(over)} out of budget.weights or budget.kv (the pair is over the ceiling)",
+        numbers={
+            "pair_bytes": f.pair_bytes,
+            "ceiling_bytes": f.ceiling_bytes,
+            "over_bytes": max(0, over),
+        },
+    )
+
+
+def dtype_accepted(f: Figures) -> GateResult:
+    ok = f.kv_cache_dtype in f.accepted_dtypes
+    return GateResult(
+        id="kv-dtype",
+        title="KV dtype accepted",
+        status="pass" if ok else "fail",
+        summary=f"{f.kv_cache_dtype} {'in' if ok else 'not in'} {', '.join(f.accepted_dtypes)}",
+        detail=f"{f.engine} takes --kv-cache-dtype {'|'.join(f.accepted_dtypes)}",
+        rationale=KV_DTYPE.rationale,
+        fix=None if ok else f"set serving.kv_cache_dtype to one of {', '.join(f.accepted_dtypes)}",
+        numbers={"kv_cache_dtype": f.kv_cache_dtype},
+    )
+
+
+def spec_rows_within_bound(f: Figures) -> GateResult | None:
+    if f.max_spec_rows is None:
+        return None
+    rows = f.max_num_seqs * (1 + f.spec_tokens)
+    ok = rows <= f.max_spec_rows
+    return GateResult(
+        id="spec-rows",
+        title="speculative rows within bound",
+        status="pass" if ok else "fail",
+        summary=f"{f.max_num_seqs} x (1 + {f.spec_tokens}) = {rows} {'≤' if ok else '>'} {f.max_spec_rows}",
+        detail=f"rows = max_num_seqs x (1 + spec_tokens) = {rows}; limits.max_spec_rows = {f.max_spec_rows}",
+        rationale=SPEC_ROWS.rationale,
+        fix=None if ok else "lower serving.max_num_seqs or serving.spec_tokens",
+        numbers={"rows": rows, "bound": f.max_spec_rows},
+    )
+
+
+def unclaimed_below_floor(f: Figures) -> GateResult | None:
+    if f.unclaimed_warn_above is None or f.unclaimed_bytes is None:
+        return None
+    over = f.unclaimed_bytes > f.unclaimed_warn_above
+    return GateResult(
+        id="unclaimed",
+        title="unclaimed VRAM",
+        status="warn" if over else "pass",
+        summary=f"{_mib(f.unclaimed_bytes)} unclaimed {'>' if over else '≤'} {_mib(f.unclaimed_warn_above)}",
+        detail=f"unclaimed = ceiling - pair = {f.unclaimed_bytes:,} B",
+        rationale=UNCLAIMED.rationale,
+        fix="give the unclaimed bytes to budget.kv or budget.weights" if over else None,
+        numbers={"unclaimed_bytes": f.unclaimed_bytes, "floor_bytes": f.unclaimed_warn_above},
+    )
+
+
+POOL_CONTRACT = Gate(
+    "pool-contract",
+    "pool ≥ contract",
+    "a pool below the contract boots, serves short chats, then refuses every long request",
+    pool_covers_contract,
+)
+PAIR_CEILING = Gate(
+    "pair-ceiling",
+    "pair ≤ ceiling",
+    "weights + KV above the engine's ceiling does not boot, or settles below the engine's floor",
+    pair_within_ceiling,
+)
+KV_DTYPE = Gate(
+    "kv-dtype",
+    "KV dtype accepted",
+    "an engine refuses at boot a --kv-cache-dtype it does not take",
+    dtype_accepted,
+)
+SPEC_ROWS = Gate(
+    "spec-rows",
+    "speculative rows within bound",
+    "seqs x (1 + spec_tokens) rows past a declared bound leave the exact path (seed 002's sampler)",
+    spec_rows_within_bound,
+)
+UNCLAIMED = Gate(
+    "unclaimed",
+    "unclaimed VRAM",
+    "VRAM between the pair and the ceiling is throughput left on the floor (a warning)",
+    unclaimed_below_floor,
+)
+
+BUILTIN_GATES: tuple[Gate, ...] = (POOL_CONTRACT, PAIR_CEILING, KV_DTYPE, SPEC_ROWS, UNCLAIMED)
+
+
+def run_gates(figures: Figures, gates: tuple[Gate, ...] = BUILTIN_GATES) -> tuple[GateResult, ...]:
+    results = (gate.check(figures) for gate in gates)
+    return tuple(r for r in results if r is not None)

@@ -1,0 +1,302 @@
+"""Compile a shape into a ``Plan``: every derived number with its derivation.
+
+The plan is a frozen record. Its JSON form (``Plan.to_json``) is a public,
+versioned interface (``schema: fakplan.plan/1``) documented in the README.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
+from fakplan.engines import ENGINES
+from fakplan.gates import GateResult, run_gates
+from fakplan.predict import Prediction
+from fakplan.shape import LoadedShape
+from fakplan.units import human
+
+PLAN_SCHEMA = "fakplan.plan/1"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The derived numbers gates and predictions are computed from."""
+
+    name: str
+    engine: str
+    kv_cache_dtype: str
+    accepted_dtypes: tuple[str, ...]
+    max_num_seqs: int
+    max_model_len: int
+    spec_tokens: int
+    cost: KvCost
+    contract_bytes: int
+    contract_derivation: str
+    kv_budget_bytes: int
+    weights_budget_bytes: int
+    tokens_backed: int
+    tokens_derivation: str
+    pair_bytes: int
+    pair_derivation: str
+    ceiling_bytes: int | None
+    ceiling_derivation: str
+    max_spec_rows: int | None
+    unclaimed_warn_above: int | None
+
+    @property
+    def whole_sessions(self) -> int:
+        return self.tokens_backed // self.max_model_len
+
+    @property
+    def unclaimed_bytes(self) -> int | None:
+        return None if self.ceiling_bytes is None else self.ceiling_bytes - self.pair_bytes
+
+
+class ComponentRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: str
+    bytes_per_page: int
+    bytes_per_token: int | float
+    bytes_per_seq: int
+    scales_with_dtype: bool
+    derivation: str
+
+
+class Plan(BaseModel):
+    """A compiled shape. Field order is the JSON order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_: str = PLAN_SCHEMA
+    name: str
+    engine: str
+    engine_version: str | None
+    shape: str
+    model: str
+    kv_cache_dtype: str
+    max_num_seqs: int
+    max_model_len: int
+    rate_bytes_per_token: int | float
+    page_tokens: int
+    page_bytes: int
+    per_seq_bytes: int
+    fixed_bytes: int
+    components: tuple[ComponentRecord, ...]
+    contract_bytes: int
+    kv_budget_bytes: int
+    weights_budget_bytes: int
+    tokens_backed: int
+    sessions_at_window: float
+    whole_sessions_at_window: int
+    pair_bytes: int
+    card_total_bytes: int
+    ceiling_bytes: int | None
+    unclaimed_bytes: int | None
+    derivations: dict[str, str]
+    gates: tuple[GateResult, ...]
+    predictions: tuple[Prediction, ...]
+
+    @property
+    def failed(self) -> bool:
+        return any(g.status == "fail" for g in self.gates)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        return {"schema": data.pop("schema_"), **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
+    ceiling = loaded.shape.ceiling
+    if ceiling is None:
+        return None, "unknown: the shape states no ceiling"
+    if ceiling.bytes is not None:
+        note = f" ({ceiling.note})" if ceiling.note else ""
+        return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}"
+    return None, f"unknown: ledger {ceiling.ledger} (reading boot ledgers is not available yet)"
+
+
+def derive_figures(loaded: LoadedShape) -> Figures:
+    shape = loaded.shape
+    engine = ENGINES[shape.engine]
+    cost = engine.kv_cost(loaded)
+    seqs, window = shape.serving.max_num_seqs, shape.serving.max_model_len
+    requirement = contract_requirement(cost, seqs, window)
+    capacity = engine.capacity(loaded, cost, shape.budget.kv)
+    pair = shape.budget.weights + shape.budget.kv
+    ceiling, ceiling_text = _ceiling(loaded)
+    return Figures(
+        name=shape.name,
+        engine=shape.engine,
+        kv_cache_dtype=shape.serving.kv_cache_dtype,
+        accepted_dtypes=engine.accepted_dtypes(loaded),
+        max_num_seqs=seqs,
+        max_model_len=window,
+        spec_tokens=shape.serving.spec_tokens,
+        cost=cost,
+        contract_bytes=requirement.bytes,
+        contract_derivation=requirement.derivation,
+        kv_budget_bytes=shape.budget.kv,
+        weights_budget_bytes=shape.budget.weights,
+        tokens_backed=capacity.tokens,
+        tokens_derivation=capacity.derivation,
+        pair_bytes=pair,
+        pair_derivation=(
+            f"{human(shape.budget.weights)} weights + {human(shape.budget.kv)} KV = {human(pair)}"
+        ),
+        ceiling_bytes=ceiling,
+        ceiling_derivation=ceiling_text,
+        max_spec_rows=shape.limits.max_spec_rows,
+        unclaimed_warn_above=shape.limits.unclaimed_warn_above,
+    )
+
+
+def _predictions(loaded: LoadedShape, f: Figures) -> tuple[Prediction, ...]:
+    shape = loaded.shape
+    path = loaded.path.as_posix()
+    tolerance = shape.limits.kv_tokens_tolerance_pct
+    verify = f"fakplan verify {path} --ledger BOOT.log"
+    retrieved = min(f.max_num_seqs, f.whole_sessions)
+    out = [
+        Prediction(
+            id="kv-tokens",
+            claim=(f"the boot ledger reports {f.tokens_backed:,} KV tokens (± {tolerance:g} %)"),
+            value=f.tokens_backed,
+            low=math.floor(f.tokens_backed * (1 - tolerance / 100)),
+            high=math.ceil(f.tokens_backed * (1 + tolerance / 100)),
+            unit="tokens",
+            derivation=f.tokens_derivation,
+            closed_by="ledger",
+            command=verify,
+        ),
+        Prediction(
+            id="sessions-at-window",
+            claim=(f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"),
+            value=f.whole_sessions,
+            low=f.whole_sessions,
+            high=f.whole_sessions,
+            unit="sequences",
+            derivation=f"{f.tokens_backed:,} tokens // {f.max_model_len:,} = {f.whole_sessions}",
+            closed_by="ledger",
+            command=verify,
+        ),
+        Prediction(
+            id="boundary",
+            claim=(
+                f"{f.max_num_seqs} concurrent prompts of max_model_len - gen tokens each: "
+                f"{retrieved}/{f.max_num_seqs} return the marker at their head"
+            ),
+            value=retrieved,
+            low=retrieved,
+            high=retrieved,
+            unit="retrieved",
+            derivation=(
+                f"min({f.max_num_seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}"
+            ),
+            closed_by="probe boundary",
+            command=f"fakplan probe {path} --url URL --only boundary",
+        ),
+    ]
+    for expectation in shape.expect:
+        control = shape.control[expectation.control]
+        low_pct, high_pct = expectation.change_pct
+        low = round(control.value * (1 + low_pct / 100), 2)
+        high = round(control.value * (1 + high_pct / 100), 2)
+        probe = "decode" if expectation.metric == "decode_tps" else "prefill"
+        out.append(
+            Prediction(
+                id=expectation.id,
+                claim=(
+                    f"{probe} {low_pct:+g}..{high_pct:+g} % vs {expectation.control} "
+                    f"({control.value:g} {control.unit}): {low:g}..{high:g} {control.unit}"
+                ),
+                value=None,
+                low=low,
+                high=high,
+                unit=control.unit,
+                derivation=expectation.note or f"declared against control {expectation.control}",
+                closed_by="probe decode" if probe == "decode" else "probe prefill",
+                command=f"fakplan probe {path} --url URL --only {probe}",
+            )
+        )
+    return tuple(out)
+
+
+def compile_plan(loaded: LoadedShape) -> Plan:
+    """The pure core: shape in, plan out (no files written)."""
+    shape = loaded.shape
+    f = derive_figures(loaded)
+    cost = f.cost
+    rate = exact_number(cost.rate)
+    rate_text = " + ".join(
+        f"{c.name} {exact_number(per_token_rate(c.page_bytes, cost.page_tokens)):,}"
+        for c in cost.components
+        if c.page_bytes
+    )
+    sessions = f.tokens_backed / f.max_model_len
+    derivations = {
+        "rate_bytes_per_token": f"{rate_text} = {rate:,} B/token/rank at {f.kv_cache_dtype}",
+        "contract_bytes": f.contract_derivation,
+        "tokens_backed": f.tokens_derivation,
+        "sessions_at_window": (
+            f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f}"
+        ),
+        "pair_bytes": f.pair_derivation,
+        "ceiling_bytes": f.ceiling_derivation,
+        "unclaimed_bytes": (
+            "unknown: no ceiling"
+            if f.unclaimed_bytes is None
+            else f"{human(f.ceiling_bytes or 0)} ceiling - {human(f.pair_bytes)} pair "
+            f"= {human(f.unclaimed_bytes)}"
+        ),
+    }
+    components = tuple(
+        ComponentRecord(
+            name=c.name,
+            kind=c.kind,
+            bytes_per_page=c.page_bytes,
+            bytes_per_token=exact_number(per_token_rate(c.page_bytes, cost.page_tokens)),
+            bytes_per_seq=c.per_seq_bytes,
+            scales_with_dtype=c.scales_with_dtype,
+            derivation=c.derivation,
+        )
+        for c in cost.components
+    )
+    return Plan(
+        name=shape.name,
+        engine=shape.engine,
+        engine_version=ENGINES[shape.engine].version_used(loaded),
+        shape=loaded.path.as_posix(),
+        model=shape.model,
+        kv_cache_dtype=f.kv_cache_dtype,
+        max_num_seqs=f.max_num_seqs,
+        max_model_len=f.max_model_len,
+        rate_bytes_per_token=rate,
+        page_tokens=cost.page_tokens,
+        page_bytes=cost.page_bytes,
+        per_seq_bytes=cost.per_seq_bytes,
+        fixed_bytes=cost.fixed_bytes,
+        components=components,
+        contract_bytes=f.contract_bytes,
+        kv_budget_bytes=f.kv_budget_bytes,
+        weights_budget_bytes=f.weights_budget_bytes,
+        tokens_backed=f.tokens_backed,
+        sessions_at_window=round(sessions, 4),
+        whole_sessions_at_window=f.whole_sessions,
+        pair_bytes=f.pair_bytes,
+        card_total_bytes=shape.card.total,
+        ceiling_bytes=f.ceiling_bytes,
+        unclaimed_bytes=f.unclaimed_bytes,
+        derivations=derivations,
+        gates=run_gates(f),
+        predictions=_predictions(loaded, f),
+    )

@@ -1,0 +1,453 @@
+"""The shape: an endpoint's declared VRAM pair, slots, window and dtype, as YAML.
+
+``load_shape`` reads a file and returns a frozen ``Shape``, or raises one
+``ShapeError`` that names the file, the line and the field:
+
+    shapes/x.yaml:12: budget.kv: expected a byte size such as "5120 MiB", got 5120
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from fakplan.errors import ShapeError, UnitsError
+from fakplan.units import ByteSize, parse_bytes
+
+PositiveInt = Annotated[int, Strict(), Field(gt=0)]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0)]
+Slug = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$",
+        description="lower-case letters, digits, '.', '_' and '-' (it names files)",
+    ),
+]
+
+
+class Strict_(BaseModel):
+    """One base for every shape model: typos are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Card(Strict_):
+    total: ByteSize = Field(
+        description="memory of one card, as the vendor or boot ledger states it"
+    )
+    count: PositiveInt = Field(1, description="cards per node")
+
+
+class Parallel(Strict_):
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    nodes: PositiveInt = Field(1, description="nodes the parallel group spans")
+
+
+class Budget(Strict_):
+    """The pair: what one card gives to weights and to the KV pool."""
+
+    weights: ByteSize = Field(description="weights budget per card")
+    kv: ByteSize = Field(description="KV pool per card")
+
+
+class Serving(Strict_):
+    max_num_seqs: PositiveInt = Field(description="sequence slots served at once")
+    max_model_len: PositiveInt = Field(description="the context window, in tokens")
+    kv_cache_dtype: str = Field("auto", description="KV element type, in the engine's spelling")
+    spec_tokens: NonNegativeInt = Field(0, description="speculative tokens per step")
+    block_size: PositiveInt | None = Field(
+        None, description="KV page size in tokens, where the engine takes one"
+    )
+
+
+class LedgerCeiling(Strict_):
+    """A ceiling read from a boot ledger rather than typed in."""
+
+    ledger: str | None = Field(None, description="boot log path, relative to the shape file")
+    bytes: ByteSize | None = None
+    engine_floor: ByteSize | None = Field(
+        None, description="what the engine keeps free at worst case, when the log does not say"
+    )
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LedgerCeiling:
+        if (self.ledger is None) == (self.bytes is None):
+            raise PydanticCustomError(
+                "ceiling_source",
+                'give the ceiling as a byte size ("29120 MiB") or as {ledger: PATH}',
+            )
+        return self
+
+
+class ControlFigure(Strict_):
+    """A measured baseline a prediction compares against."""
+
+    value: Annotated[float, Field(gt=0)]
+    unit: str = "tokens/s"
+    note: str = ""
+
+
+class Component(Strict_):
+    """One per-token cost of a custom engine, stated once.
+
+    With ``dtype`` the cost scales with the KV element size (stated at that
+    dtype); without it the cost is the same at every dtype (an index key).
+    """
+
+    name: Slug
+    per_token: ByteSize | None = None
+    per_page: ByteSize | None = None
+    dtype: str | None = Field(None, description="the KV dtype this size is stated at")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Component:
+        if (self.per_token is None) == (self.per_page is None):
+            raise PydanticCustomError(
+                "component_size", "give exactly one of per_token or per_page (a byte size)"
+            )
+        return self
+
+
+class Contract(Strict_):
+    """What a token, a sequence and the pool cost on an engine fakplan does not model."""
+
+    page_tokens: PositiveInt = Field(1, description="tokens per KV page")
+    per_token: list[Component] = Field(min_length=1)
+    per_seq: ByteSize = Field(0, description="state per sequence slot, dtype-independent")
+    fixed: ByteSize = Field(0, description="pool-resident constants (prefix checkpoints, ...)")
+    dtypes: list[str] | None = Field(None, description="the KV dtypes this engine accepts")
+
+
+class Limits(Strict_):
+    """Declared bounds the gates hold a shape to."""
+
+    max_spec_rows: PositiveInt | None = Field(
+        None, description="bound on seqs x (1 + spec_tokens), e.g. a sampler's exactness bound"
+    )
+    unclaimed_warn_above: ByteSize | None = Field(
+        None, description="warn when more than this is left between the pair and the ceiling"
+    )
+    kv_tokens_tolerance_pct: Annotated[float, Field(gt=0, le=50)] = Field(
+        0.5, description="tolerance of the KV-tokens prediction against the boot ledger"
+    )
+    rope_scaling: bool = Field(
+        False, description="declare that max_model_len past the trained context is intended"
+    )
+
+
+class Expectation(Strict_):
+    """A live-rate prediction against a named control figure."""
+
+    id: Slug
+    metric: Literal["decode_tps", "prefill_tps"]
+    control: str
+    change_pct: tuple[float, float] = Field(description="[low, high] percent change vs control")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Expectation:
+        low, high = self.change_pct
+        if low > high:
+            raise PydanticCustomError("change_order", "change_pct must be [low, high]")
+        return self
+
+
+class Shape(Strict_):
+    """One endpoint, as an operator reviews it in git."""
+
+    name: Slug
+    engine: str = Field(description="vllm, sglang, llamacpp or custom")
+    engine_version: str | None = Field(None, description="the release whose arithmetic applies")
+    model: str = Field(description="catalog id, GGUF path, or HF folder/config.json")
+    card: Card
+    parallel: Parallel = Parallel()
+    budget: Budget
+    serving: Serving
+    ceiling: LedgerCeiling | None = None
+    control: dict[str, ControlFigure] = Field(default_factory=dict)
+    contract: Contract | None = None
+    limits: Limits = Limits()
+    expect: list[Expectation] = Field(default_factory=list)
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from fakplan.engines import ENGINES
+
+        if value not in ENGINES:
+            raise PydanticCustomError(
+                "engine",
+                "expected one of {names}, got {got}",
+                {"names": ", ".join(sorted(ENGINES)), "got": repr(value)},
+            )
+        return value
+
+    @field_validator("ceiling", mode="before")
+    @classmethod
+    def _ceiling_text(cls, value: Any) -> Any:
+        if isinstance(value, dict) or value is None:
+            return value
+        if isinstance(value, str):
+            try:
+                parse_bytes(value)
+            except UnitsError as exc:
+                raise PydanticCustomError("byte_size", str(exc)) from None
+            return {"bytes": value}
+        raise PydanticCustomError(
+            "byte_size",
+            'expected a byte size such as "29120 MiB" or {{ledger: PATH}}, got {got}',
+            {"got": value},
+        )
+
+
+# ---------------------------------------------------------------- loading
+
+
+class _LineMap:
+    """Field path -> line, from the YAML node tree (so errors can point at lines)."""
+
+    def __init__(self, root: yaml.Node) -> None:
+        self.root = root
+
+    def line(self, path: tuple[str | int, ...]) -> int:
+        node = self.root
+        best = node.start_mark.line + 1
+        for part in path:
+            nxt: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                        best = key.start_mark.line + 1
+                        nxt = value
+                        break
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and 0 <= part < len(node.value)
+            ):
+                nxt = node.value[part]
+                best = nxt.start_mark.line + 1
+            if nxt is None:
+                return best
+            node = nxt
+        return best
+
+
+def _duplicate_key(node: yaml.Node) -> tuple[str, int] | None:
+    """PyYAML keeps the last of two equal keys silently; a shape must not."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    return key.value, key.start_mark.line + 1
+                seen.add(key.value)
+            found = _duplicate_key(value)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _duplicate_key(item)
+            if found:
+                return found
+    return None
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _message(error: ErrorDetails, model: type[BaseModel]) -> str:
+    kind = error["type"]
+    got = error.get("input")
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(model, error["loc"][:-1])
+        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+        return f"unknown key{hint}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in {"greater_than", "greater_than_equal", "less_than_equal"}:
+        return f"{error['msg'].replace('Input should be', 'expected a value')}, got {got!r}"
+    if kind in {"int_type", "int_parsing", "int_from_float"}:
+        return f"expected a whole number, got {got!r}"
+    if kind in {"string_type"}:
+        return f"expected text, got {got!r}"
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"expected a mapping of keys, got {got!r}"
+    if kind in {"list_type", "tuple_type"}:
+        return f"expected a list, got {got!r}"
+    if kind == "string_pattern_mismatch":
+        return f"expected lower-case letters, digits, '.', '_' or '-', got {got!r}"
+    msg = error["msg"]
+    for prefix in ("Value error, ",):
+        msg = msg.removeprefix(prefix)
+    return msg
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or not (
+            isinstance(current, type) and issubclass(current, BaseModel)
+        ):
+            current = _inner_model(current)
+            if isinstance(part, int):
+                continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        info = current.model_fields.get(str(part))
+        if info is None:
+            return []
+        current = _inner_model(info.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _inner_model(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
+
+
+def _read_yaml(path: Path, text: str) -> tuple[Any, _LineMap]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise ShapeError(f"malformed YAML: {problem}", file=path, line=line) from None
+    except yaml.YAMLError as exc:
+        raise ShapeError(f"malformed YAML: {exc}", file=path) from None
+    if node is None:
+        raise ShapeError("the file is empty; a shape is a YAML mapping", file=path, line=1)
+    duplicate = _duplicate_key(node)
+    if duplicate:
+        key, line = duplicate
+        raise ShapeError(f"key {key!r} appears twice", file=path, line=line)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ShapeError(
+            f"a shape is a YAML mapping of keys, got {type(data).__name__}",
+            file=path,
+            line=node.start_mark.line + 1,
+        )
+    return data, _LineMap(node)
+
+
+def load_shape(path: str | Path) -> LoadedShape:
+    """Read and validate one shape file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ShapeError("no such file", file=path) from None
+    except IsADirectoryError:
+        raise ShapeError("is a folder, expected a shape file (.yaml)", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ShapeError(f"cannot read: {exc}", file=path) from None
+    data, lines = _read_yaml(path, text)
+    try:
+        shape = Shape.model_validate(data)
+    except ValidationError as exc:
+        errors = sorted(exc.errors(), key=lambda e: lines.line(e["loc"]))
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ShapeError(
+            _message(first, Shape) + more,
+            file=path,
+            line=lines.line(first["loc"]),
+            field=field_path(first["loc"]) or None,
+        ) from None
+    loaded = LoadedShape(shape=shape, path=path, lines=lines)
+    _check_semantics(loaded)
+    return loaded
+
+
+class LoadedShape:
+    """A validated shape and where it came from (for later line-numbered errors)."""
+
+    def __init__(self, shape: Shape, path: Path, lines: _LineMap) -> None:
+        self.shape = shape
+        self.path = path
+        self._lines = lines
+
+    def error(self, message: str, *loc: str | int) -> ShapeError:
+        """A ShapeError located at ``loc`` in this file."""
+        return ShapeError(
+            message, file=self.path, line=self._lines.line(loc), field=field_path(loc)
+        )
+
+    def resolve(self, reference: str) -> Path:
+        """A path named in the shape, relative to the shape's folder."""
+        candidate = Path(reference).expanduser()
+        return candidate if candidate.is_absolute() else self.path.parent / candidate
+
+
+_DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _check_semantics(loaded: LoadedShape) -> None:
+    """Rules that span fields; each names the field to change."""
+    shape = loaded.shape
+    if shape.engine == "custom" and shape.contract is None:
+        raise loaded.error(
+            "engine custom needs a contract block (per_token components, per_seq, fixed, "
+            "page_tokens): fakplan cannot derive what an engine it does not model costs",
+            "engine",
+        )
+    if shape.engine != "custom" and shape.contract is not None:
+        raise loaded.error(
+            f"engine {shape.engine} derives its contract from the model; "
+            "remove contract (it is for engine: custom)",
+            "contract",
+        )
+    if not _DTYPE_NAME.match(shape.serving.kv_cache_dtype):
+        raise loaded.error(
+            f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
+            "serving",
+            "kv_cache_dtype",
+        )
+    par = shape.parallel
+    cards = shape.card.count * par.nodes
+    if par.tensor * par.pipeline > cards:
+        raise loaded.error(
+            f"tensor {par.tensor} x pipeline {par.pipeline} needs {par.tensor * par.pipeline} "
+            f"cards, the shape has {shape.card.count} per node x {par.nodes} node(s) = {cards}",
+            "parallel",
+        )
+    if shape.budget.kv <= 0:
+        raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
+    for index, expectation in enumerate(shape.expect):
+        if expectation.control not in shape.control:
+            known = ", ".join(sorted(shape.control)) or "none declared"
+            raise loaded.error(
+                f"names control {expectation.control!r}; controls: {known}",
+                "expect",
+                index,
+                "control",
+            )

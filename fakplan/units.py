@@ -1,0 +1,130 @@
+"""Byte quantities with explicit units.
+
+A bare number is refused: ``5120`` could be MiB or bytes, and that ambiguity is
+exactly the shell-comment arithmetic fakplan replaces.
+
+    >>> parse_bytes("31.86 GiB")
+    34208747274
+    >>> format_bytes(29120 * MIB)
+    '29120 MiB'
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from fakplan.errors import UnitsError
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+TIB = 1 << 40
+
+# Binary units first: they are what engines allocate in. Decimal units are
+# accepted because vendors print them ("80 GB" cards).
+UNITS: dict[str, int] = {
+    "B": 1,
+    "KiB": KIB,
+    "MiB": MIB,
+    "GiB": GIB,
+    "TiB": TIB,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+}
+
+EXAMPLE = '"5120 MiB"'
+ACCEPTED_FORMS = (
+    'a number and a unit, e.g. "5120 MiB", "31.86 GiB", "7488 B"; '
+    "units B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
+)
+
+_QUANTITY = re.compile(r"^\s*(?P<number>[0-9][0-9_,]*(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]+)\s*$")
+_UNIT_BY_FOLD = {unit.casefold(): unit for unit in UNITS}
+
+
+def parse_bytes(text: str) -> int:
+    """Read ``"<number> <unit>"`` as whole bytes (rounded half-even to the byte)."""
+    if not isinstance(text, str):
+        raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}")
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}")
+    number_text = match["number"].replace(",", "").replace("_", "")
+    unit_text = match["unit"]
+    unit = unit_text if unit_text in UNITS else _UNIT_BY_FOLD.get(unit_text.casefold())
+    if unit is None or (unit != unit_text and unit_text.casefold() in {"kb", "mb", "gb", "tb"}):
+        # "mb"/"Mb" are too easily bits or a typo for MiB: insist on the exact spelling.
+        raise UnitsError(
+            f"unknown unit {unit_text!r} in {text!r}; "
+            "use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
+        )
+    try:
+        value = Decimal(number_text) * UNITS[unit]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
+        raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}") from exc
+    return int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def format_bytes(n: int) -> str:
+    """Exact text for ``n`` bytes that ``parse_bytes`` reads back to ``n``.
+
+    The largest binary unit in which ``n`` is exact with at most two decimals,
+    so 29,120 MiB stays "29120 MiB" rather than "28.4375 GiB".
+    """
+    if n < 0:
+        return "-" + format_bytes(-n)
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        size = UNITS[unit]
+        if n >= size and (n * 100) % size == 0:
+            value = Decimal(n) / size
+            text = format(value.normalize(), "f")
+            return f"{text} {unit}"
+    return f"{n} B"
+
+
+def human(n: int | float, unit: str = "MiB", decimals: int = 0) -> str:
+    """Rounded display in one unit with thousands separators (for tables, not for parsing)."""
+    value = n / UNITS[unit]
+    return f"{value:,.{decimals}f} {unit}"
+
+
+def _validate_byte_size(value: Any) -> int:
+    if isinstance(value, bool | int | float):
+        raise PydanticCustomError(
+            "byte_size",
+            'expected a byte size such as "5120 MiB", got {got}',
+            {"got": value},
+        )
+    if not isinstance(value, str):
+        raise PydanticCustomError(
+            "byte_size",
+            'expected a byte size such as "5120 MiB", got {got}',
+            {"got": repr(value)},
+        )
+    try:
+        return parse_bytes(value)
+    except UnitsError as exc:
+        raise PydanticCustomError("byte_size", str(exc)) from None
+
+
+ByteSize = Annotated[
+    int,
+    BeforeValidator(_validate_byte_size),
+    PlainSerializer(format_bytes, return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^\s*[0-9][0-9_,]*(\.[0-9]+)?\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\s*$",
+            "description": ACCEPTED_FORMS,
+            "examples": ["5120 MiB", "31.86 GiB", "7488 B"],
+        }
+    ),
+]
+"""A pydantic field type: text with a unit in, integer bytes stored."""

@@ -1,0 +1,168 @@
+"""Shape loading: every refusal names file, line and field, in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fakplan.errors import ShapeError
+from fakplan.shape import Shape, load_shape
+
+from .conftest import SHAPES
+
+GOOD = (SHAPES / "frank-archon.yaml").read_text()
+
+
+def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(path: Path) -> ShapeError:
+    with pytest.raises(ShapeError) as info:
+        load_shape(path)
+    message = str(info.value)
+    assert "\n" not in message, "one line"
+    return info.value
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_examples_load() -> None:
+    for path in SHAPES.glob("*.yaml"):
+        assert load_shape(path).shape.name == path.stem
+
+
+def test_bare_number_for_bytes(tmp_path: Path) -> None:
+    text = GOOD.replace("kv: 6912 MiB", "kv: 5120")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert str(err) == (
+        f"{path}:{line_of(text, 'kv: 5120')}: budget.kv: "
+        'expected a byte size such as "5120 MiB", got 5120'
+    )
+
+
+def test_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
+    text = GOOD.replace("  max_num_seqs: 2", "  max_num_seq: 2\n  max_num_seqs: 2")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert err.line == line_of(text, "max_num_seq: 2")
+    assert err.field == "serving.max_num_seq"
+    assert "unknown key; expected one of: max_num_seqs, max_model_len" in str(err)
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "budgets: {}\n")
+    err = error_of(path)
+    assert err.field == "budgets"
+    assert err.line == len(GOOD.splitlines()) + 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_seq_count_must_be_positive(tmp_path: Path, value: str) -> None:
+    text = GOOD.replace("max_num_seqs: 2", f"max_num_seqs: {value}")
+    err = error_of(write(tmp_path, text))
+    assert err.field == "serving.max_num_seqs"
+    assert err.line == line_of(text, "max_num_seqs:")
+    assert f"expected a value greater than 0, got {value}" in str(err)
+
+
+def test_seq_count_must_be_a_whole_number(tmp_path: Path) -> None:
+    text = GOOD.replace("max_num_seqs: 2", "max_num_seqs: true")
+    err = error_of(write(tmp_path, text))
+    assert err.field == "serving.max_num_seqs"
+    assert "expected a whole number, got True" in str(err)
+
+
+def test_malformed_yaml(tmp_path: Path) -> None:
+    text = GOOD.replace("  count: 1", "  count: [1")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert str(err).startswith(f"{path}:")
+    assert "malformed YAML" in str(err)
+    assert err.line is not None and err.line >= line_of(text, "count: [1")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    err = error_of(tmp_path / "nope.yaml")
+    assert str(err) == f"{tmp_path / 'nope.yaml'}: no such file"
+
+
+def test_missing_field_points_at_its_parent(tmp_path: Path) -> None:
+    text = GOOD.replace("  weights: 22208 MiB\n", "")
+    err = error_of(write(tmp_path, text))
+    assert err.field == "budget.weights"
+    assert err.line == line_of(text, "budget:")
+    assert "required field is missing" in str(err)
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    text = GOOD.replace("  max_num_seqs: 2", "  max_num_seqs: 2\n  max_num_seqs: 3")
+    err = error_of(write(tmp_path, text))
+    assert "key 'max_num_seqs' appears twice" in str(err)
+    assert err.line == line_of(text, "max_num_seqs: 3")
+
+
+def test_custom_engine_needs_a_contract(tmp_path: Path) -> None:
+    text = GOOD.split("contract:")[0] + "limits:\n  max_spec_rows: 25\n"
+    err = error_of(write(tmp_path, text))
+    assert err.field == "engine"
+    assert "engine custom needs a contract block" in str(err)
+
+
+def test_unknown_engine(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, GOOD.replace("engine: custom", "engine: tgi")))
+    assert err.field == "engine"
+    assert "got 'tgi'" in str(err)
+
+
+def test_component_needs_exactly_one_size(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "      per_page: 26 KiB\n", "      per_page: 26 KiB\n      per_token: 6656 B\n"
+    )
+    err = error_of(write(tmp_path, text))
+    assert err.field == "contract.per_token[0]"
+    assert "give exactly one of per_token or per_page" in str(err)
+
+
+def test_parallel_needs_the_cards(tmp_path: Path) -> None:
+    text = GOOD.replace("  tensor: 1", "  tensor: 2")
+    err = error_of(write(tmp_path, text))
+    assert err.field == "parallel"
+    assert "tensor 2 x pipeline 1 needs 2 cards" in str(err)
+
+
+def test_expectation_names_a_declared_control(tmp_path: Path) -> None:
+    text = GOOD.replace("control: decode_fp8", "control: decode_bf16")
+    err = error_of(write(tmp_path, text))
+    assert err.field == "expect[0].control"
+    assert "controls: decode_fp8" in str(err)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, "- a\n- b\n"))
+    assert err.line == 1
+    assert "a shape is a YAML mapping" in str(err)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    assert "the file is empty" in str(error_of(write(tmp_path, "")))
+
+
+def test_shape_is_immutable() -> None:
+    shape = load_shape(SHAPES / "frank-archon.yaml").shape
+    with pytest.raises(ValueError, match="frozen"):
+        shape.budget.kv = 1  # type: ignore[misc]
+
+
+def test_schema_lists_engines_and_byte_form() -> None:
+    document = Shape.model_json_schema()
+    text = json.dumps(document)
+    assert document["additionalProperties"] is False
+    assert "KiB, MiB, GiB" in text
