@@ -1,0 +1,71 @@
+"""``fakplan compile``: shapes in, DIR/<name>/{plan.json, rendered files} out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.cli.shapes import shape_files
+from fakplan.errors import FakplanError
+from fakplan.plan import Plan, compile_plan
+from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
+from fakplan.render import RenderedFile, render_plan
+from fakplan.shape import load_shape
+
+
+@click.command(name="compile")
+@click.argument("shapes", nargs=-1, required=True)
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out"),
+    show_default=True,
+    help="Folder that receives <name>/plan.json and the rendered files.",
+)
+@click.option(
+    "--templates",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Your own templates folder (same layout as the built-in templates/).",
+)
+def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> None:
+    """Compile shapes (files or folders of *.yaml) into DIR/<name>/.
+
+    Every shape is loaded and rendered before anything is written, so a bad
+    shape leaves no half-written output. Re-running is byte-identical; verdicts
+    already recorded are kept. Exit 1 when a gate fails (files are still
+    written, with the failure in their header).
+    """
+    loaded = [load_shape(p) for p in shape_files(shapes)]
+    names: dict[str, Path] = {}
+    for item in loaded:
+        if item.shape.name in names:
+            raise FakplanError(
+                f"{item.path}: name {item.shape.name!r} is also the name of "
+                f"{names[item.shape.name]}"
+            )
+        names[item.shape.name] = item.path
+    staged: list[tuple[Plan, list[RenderedFile]]] = []
+    for item in loaded:
+        compiled = compile_plan(item)
+        target = record_path(out_dir, compiled.name)
+        previous = read_record(target) if target.exists() else None
+        compiled = carry_verdicts(compiled, previous)
+        staged.append((compiled, render_plan(item, compiled, templates)))
+    failed = False
+    for compiled, files in staged:
+        folder = out_dir / compiled.name
+        for rendered in files:
+            write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
+        write_atomic(folder / "plan.json", compiled.to_json())
+        names_written = ", ".join(["plan.json", *(f.name for f in files)])
+        failing = [g.title for g in compiled.gates if g.status == "fail"]
+        status = "FAILS " + ", ".join(failing) if failing else "ok"
+        click.echo(f"{folder}/: {names_written} ({status})")
+        failed = failed or bool(failing)
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
