@@ -72,6 +72,15 @@ class Serving(Strict_):
     block_size: PositiveInt | None = Field(
         None, description="KV page size in tokens, where the engine takes one"
     )
+    max_num_batched_tokens: PositiveInt | None = Field(
+        None, description="vLLM: tokens per scheduler step (sizes sliding-window blocks)"
+    )
+    prefix_caching: bool = Field(
+        True, description="vLLM: prefix caching (hybrid models keep 2 state pages per sequence)"
+    )
+    kv_unified: bool | None = Field(
+        None, description="llama.cpp: one KV cache shared by all slots (-kvu)"
+    )
 
 
 class LedgerCeiling(Strict_):

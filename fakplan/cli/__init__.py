@@ -50,12 +50,13 @@ def main() -> None:
 
 def _register() -> None:
     from fakplan.cli import compile as compile_command
-    from fakplan.cli import plan, schema
+    from fakplan.cli import kv, plan, schema
 
     commands: list[click.Command] = [  # the one registry of sub-commands
         plan.plan,
         compile_command.compile_,
         schema.schema,
+        kv.kv,
     ]
     for command in commands:
         main.add_command(command)

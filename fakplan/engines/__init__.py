@@ -6,12 +6,19 @@ engine touches its module, its templates and its tests.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from fakplan.engines.custom import CustomEngine
+from fakplan.engines.llamacpp import LlamacppEngine
+from fakplan.engines.sglang import SglangEngine
+from fakplan.engines.vllm import VllmEngine
+from fakplan.errors import FakplanError, GeometryError
 
 if TYPE_CHECKING:
     from fakplan.contract import Capacity, KvCost
+    from fakplan.geometry import Geometry
+    from fakplan.kv import KvBreakdown, KvQuery, PoolResult
     from fakplan.shape import LoadedShape
 
 
@@ -37,6 +44,73 @@ class Engine(Protocol):
         ...
 
 
+class ModelledEngine(Engine, Protocol):
+    """An engine whose arithmetic fakplan derives from the model's geometry."""
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown: ...
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult: ...
+
+
 ENGINES: dict[str, Engine] = {
+    "vllm": VllmEngine(),
+    "sglang": SglangEngine(),
+    "llamacpp": LlamacppEngine(),
     "custom": CustomEngine(),
 }
+
+MODELLED: dict[str, ModelledEngine] = {
+    "vllm": VllmEngine(),
+    "sglang": SglangEngine(),
+    "llamacpp": LlamacppEngine(),
+}
+
+
+def modelled_engine(name: str) -> ModelledEngine:
+    try:
+        return MODELLED[name]
+    except KeyError:
+        raise FakplanError(
+            f"engine {name!r}: fakplan models {', '.join(MODELLED)}; "
+            "an engine it does not model takes engine: custom with a contract"
+        ) from None
+
+
+@lru_cache(maxsize=64)
+def _geometry(reference: str) -> Geometry:
+    from fakplan.geometry import load_geometry
+
+    return load_geometry(reference)
+
+
+def shape_geometry(loaded: LoadedShape) -> Geometry:
+    """The geometry a shape's ``model:`` names: a path relative to the shape, or a catalog id."""
+    reference = loaded.shape.model
+    local = loaded.resolve(reference)
+    target = str(local) if local.exists() else reference
+    try:
+        return _geometry(target)
+    except GeometryError as exc:
+        raise loaded.error(str(exc), "model") from None
+
+
+def query_for_shape(loaded: LoadedShape) -> KvQuery:
+    from fakplan.kv import KvQuery
+
+    shape = loaded.shape
+    serving = shape.serving
+    return KvQuery(
+        geometry=shape_geometry(loaded),
+        engine=shape.engine,
+        engine_version=shape.engine_version,
+        kv_dtype=serving.kv_cache_dtype,
+        tp=shape.parallel.tensor,
+        pp=shape.parallel.pipeline,
+        block_size=serving.block_size,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens,
+        prefix_caching=serving.prefix_caching,
+        spec_tokens=serving.spec_tokens,
+        kv_unified=serving.kv_unified,
+    )

@@ -1,0 +1,251 @@
+"""``fakplan kv``: a model's KV cost on one engine, component by component."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fakplan.contract import exact_number
+from fakplan.engines import MODELLED
+from fakplan.errors import FakplanError, UnitsError
+from fakplan.geometry import Geometry, load_geometry
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult, kv_breakdown, pool_tokens
+from fakplan.units import parse_bytes
+
+KV_SCHEMA = "fakplan.kv/1"
+
+
+def _pool_bytes(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_bytes(text)
+    except UnitsError as exc:
+        raise FakplanError(f"--pool: {exc}") from None
+
+
+@click.command()
+@click.argument("model", required=False)
+@click.option("--engine", type=click.Choice(sorted(MODELLED)), default="vllm", show_default=True)
+@click.option(
+    "--engine-version",
+    default=None,
+    help="Release whose arithmetic applies (default: newest modelled).",
+)
+@click.option(
+    "--kv-dtype",
+    default="auto",
+    show_default=True,
+    help="KV dtype in the engine's spelling (auto = as the engine resolves it).",
+)
+@click.option(
+    "--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel size."
+)
+@click.option(
+    "--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size."
+)
+@click.option(
+    "--block-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Page size in tokens (vLLM block / SGLang page).",
+)
+@click.option(
+    "--max-model-len",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Context window (default: the model's trained context).",
+)
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Sequence slots (llama.cpp -np).",
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="vLLM scheduler tokens per step (sliding windows).",
+)
+@click.option(
+    "--prefix-caching/--no-prefix-caching",
+    default=True,
+    show_default=True,
+    help="vLLM prefix caching (hybrid state pages).",
+)
+@click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--kv-unified/--no-kv-unified", default=None, help="llama.cpp: one cache for all slots."
+)
+@click.option(
+    "--pool",
+    default=None,
+    help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine prints.',
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.kv/1).")
+@click.option("--list", "list_catalog", is_flag=True, help="List the built-in catalog's model ids.")
+def kv(
+    model: str | None,
+    engine: str,
+    engine_version: str | None,
+    kv_dtype: str,
+    tp: int,
+    pp: int,
+    block_size: int | None,
+    max_model_len: int | None,
+    max_num_seqs: int,
+    max_num_batched_tokens: int | None,
+    prefix_caching: bool,
+    spec_tokens: int,
+    kv_unified: bool | None,
+    pool: str | None,
+    as_json: bool,
+    list_catalog: bool,
+) -> None:
+    """A model's KV cost per rank on one engine: per token, per sequence, and a pool's tokens.
+
+    MODEL is a GGUF path, an HF folder or config.json, or a catalog id
+    (fakplan kv --list). Examples:
+
+    \b
+      fakplan kv meta-llama/Llama-3.1-8B-Instruct --tp 8
+      fakplan kv deepseek-ai/DeepSeek-V3 --engine sglang --kv-dtype fp8_e4m3
+      fakplan kv model.gguf --engine llamacpp --kv-dtype q8_0 --pool "4352 MiB"
+    """
+    if list_catalog:
+        from fakplan.geometry.catalog import catalog_ids
+
+        for model_id in catalog_ids():
+            click.echo(model_id)
+        return
+    if model is None:
+        raise click.UsageError(
+            "give MODEL (a GGUF path, an HF folder or config.json, or a catalog id)"
+        )
+    geometry = load_geometry(model)
+    query = KvQuery(
+        geometry=geometry,
+        engine=engine,
+        engine_version=engine_version,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        pp=pp,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        prefix_caching=prefix_caching,
+        spec_tokens=spec_tokens,
+        kv_unified=kv_unified,
+    )
+    breakdown = kv_breakdown(query)
+    pool_bytes = _pool_bytes(pool)
+    result = pool_tokens(query, pool_bytes) if pool_bytes is not None else None
+    if as_json:
+        click.echo(json.dumps(kv_json(query, breakdown, pool_bytes, result), indent=2))
+    else:
+        _print(query, breakdown, pool_bytes, result)
+
+
+def _geometry_json(g: Geometry) -> dict[str, Any]:
+    return {
+        "source": g.source,
+        "architecture": g.architecture,
+        "num_layers": g.num_layers,
+        "layer_kinds": {
+            kind.value: g.layer_kinds.count(kind) for kind in dict.fromkeys(g.layer_kinds)
+        },
+        "context_length": g.context_length,
+        "dtype": g.dtype,
+        "weight_bytes": g.weight_bytes,
+    }
+
+
+def kv_json(
+    query: KvQuery, b: KvBreakdown, pool_bytes: int | None, result: PoolResult | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "schema": KV_SCHEMA,
+        "engine": b.engine,
+        "engine_version": b.engine_version,
+        "kv_dtype": b.kv_dtype,
+        "tp": query.tp,
+        "pp": query.pp,
+        "max_model_len": query.window,
+        "page_tokens": b.page_tokens,
+        "bytes_per_token": exact_number(b.bytes_per_token),
+        "bytes_per_seq": b.bytes_per_seq,
+        "layers": b.layers,
+        "components": [
+            {
+                "name": c.name,
+                "kind": c.kind,
+                "bytes_per_token": exact_number(
+                    b.bytes_per_token.__class__(c.page_bytes, b.page_tokens)
+                ),
+                "bytes_per_seq": c.per_seq_bytes,
+                "scales_with_dtype": c.scales_with_dtype,
+                "derivation": c.derivation,
+            }
+            for c in b.components
+        ],
+        "rules": list(b.rules),
+        "notes": list(b.notes) + list(query.geometry.notes),
+        "geometry": _geometry_json(query.geometry),
+    }
+    if result is not None:
+        out.update(
+            pool_bytes=pool_bytes,
+            tokens=result.tokens,
+            num_blocks=result.num_blocks,
+            max_concurrency=result.max_concurrency,
+            pool_derivation=result.derivation,
+            **{k: v for k, v in result.extra.items()},
+        )
+    return out
+
+
+def _print(
+    query: KvQuery, b: KvBreakdown, pool_bytes: int | None, result: PoolResult | None
+) -> None:
+    console = Console(highlight=False)
+    g = query.geometry
+    console.print(
+        Text(
+            f"{g.architecture} ({g.source}) on {b.engine} {b.engine_version}, KV {b.kv_dtype}, "
+            f"TP {query.tp} x PP {query.pp}",
+            style="bold",
+        )
+    )
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("component")
+    table.add_column("B/token/rank", justify="right")
+    table.add_column("B/seq", justify="right")
+    table.add_column("derivation", overflow="fold")
+    for c in b.components:
+        per_token = exact_number(b.bytes_per_token.__class__(c.page_bytes, b.page_tokens))
+        table.add_row(Text(c.name), f"{per_token:,}", f"{c.per_seq_bytes:,}", Text(c.derivation))
+    table.add_row(
+        Text("total", style="bold"),
+        f"{exact_number(b.bytes_per_token):,}",
+        f"{b.bytes_per_seq:,}",
+        "",
+    )
+    console.print(table)
+    for rule in (*b.rules, *b.notes, *g.notes):
+        console.print(Text(f"  {rule}"))
+    if result is not None and pool_bytes is not None:
+        console.print(
+            Text(
+                f"pool {pool_bytes:,} B -> {result.tokens:,} tokens"
+                + (f", {result.num_blocks:,} blocks" if result.num_blocks is not None else "")
+            )
+        )
+        console.print(Text(f"  {result.derivation}"))

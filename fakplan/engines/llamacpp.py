@@ -1,0 +1,279 @@
+"""llama.cpp's KV arithmetic (reference/engines.md §3).
+
+llama.cpp sizes its cache in cells (``-c``), not bytes: a KV budget becomes the
+largest n_ctx whose cache fits it. Rule sets (newest first):
+
+- ``current`` — read in 0c1e57098 (vendored by llama-cpp-python 0.3.36): n_ctx padded
+  to 256; ``--parallel`` slots with or without a unified cache; MLA caches K only;
+  iSWA caches ``pad(min(n_ctx_seq, n_swa × (unified ? n_seq : 1) + n_ubatch), 256)`` cells.
+- ``2024`` — read in 74d73dc (llama-cpp-python 0.3.2, Nov 2024): n_ctx padded to 256
+  with flash attention, else 32; one shared cache.
+The boundary between them was not read; builds from b5000 on take ``current``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.dtypes import ElementType, element_type
+from fakplan.engines.releases import Release, select
+from fakplan.errors import FakplanError
+from fakplan.geometry import LayerKind
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
+
+RELEASES = (
+    Release("current", (5000,), "0c1e57098"),
+    Release("2024", (1,), "74d73dc"),
+)
+# common/arg.cpp kv_cache_types (0c1e57098); default f16 (common/common.h)
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+N_UBATCH = 512  # default physical batch (common/common.h)
+PAD = 256
+
+
+def _pad(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class _Cache:
+    k: ElementType
+    v: ElementType
+    k_name: str
+    v_name: str
+    full_layers: int
+    swa_layers: int
+    k_elems: int  # n_embd_k_gqa of full layers
+    v_elems: int  # n_embd_v_gqa (0 for MLA: no V tensor in 0c1e57098)
+    swa_k_elems: int
+    swa_v_elems: int
+    state_per_seq: int  # recurrent R + S, f32, all recurrent layers
+    rule: str
+    version: str
+
+    def cell_bytes(self) -> int:
+        k = self.k.row_bytes(self.k_elems) if self.k_elems else 0
+        v = self.v.row_bytes(self.v_elems) if self.v_elems else 0
+        return self.full_layers * (k + v)
+
+    def swa_cell_bytes(self) -> int:
+        if not self.swa_layers:
+            return 0
+        return self.swa_layers * (
+            self.k.row_bytes(self.swa_k_elems) + self.v.row_bytes(self.swa_v_elems)
+        )
+
+
+def _types(query: KvQuery) -> tuple[str, str]:
+    text = query.kv_dtype.lower()
+    if text == "auto":
+        text = "f16"
+    k, _, v = text.partition("/")
+    v = v or k
+    for name in (k, v):
+        if name not in CACHE_TYPES:
+            raise FakplanError(
+                f"llama.cpp cache type {name!r}: expected one of {', '.join(CACHE_TYPES)} "
+                "(or K/V as e.g. f16/q8_0)"
+            )
+    return k, v
+
+
+def _cache(query: KvQuery) -> _Cache:
+    release, version = select("llamacpp", RELEASES, _build(query.engine_version))
+    k_name, v_name = _types(query)
+    if v_name not in {"f32", "f16", "bf16"} and not query.flash_attn:
+        raise FakplanError("llama.cpp: a quantized V cache requires flash attention")
+    g = query.geometry
+    kinds = g.layer_kinds
+    full = kinds.count(LayerKind.FULL) + kinds.count(LayerKind.MLA)
+    swa = kinds.count(LayerKind.SLIDING)
+    if g.mla is not None:
+        k_elems = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+        # 0c1e57098 allocates no V tensor for MLA (has_v = !is_mla)
+        v_elems = 0 if release.rule == "current" else g.mla.kv_lora_rank
+    elif g.attention is not None:
+        k_elems = g.attention.num_kv_heads * g.attention.head_dim
+        v_elems = g.attention.num_kv_heads * g.attention.v_head_dim
+    else:
+        k_elems = v_elems = 0
+    sl = g.sliding
+    state = 0
+    if g.linear is not None:
+        d = g.linear
+        # llama-hparams.cpp n_embd_r / n_embd_s for Gated DeltaNet, kept in f32
+        conv = (d.conv_kernel - 1) * (
+            d.head_v_dim * d.num_v_heads + 2 * d.num_k_heads * d.head_k_dim
+        )
+        ssm = d.head_k_dim * d.head_v_dim * d.num_v_heads
+        state = kinds.count(LayerKind.LINEAR) * (conv + ssm) * 4
+    if g.mamba is not None:
+        m = g.mamba
+        conv = (m.conv_kernel - 1) * (m.intermediate_size + 2 * m.n_groups * m.state_size)
+        ssm = m.state_size * m.intermediate_size
+        state += kinds.count(LayerKind.MAMBA) * (conv + ssm) * 4
+    return _Cache(
+        k=element_type(k_name),
+        v=element_type(v_name),
+        k_name=k_name,
+        v_name=v_name,
+        full_layers=full,
+        swa_layers=swa,
+        k_elems=k_elems,
+        v_elems=v_elems,
+        swa_k_elems=sl.num_kv_heads * sl.head_dim if sl else 0,
+        swa_v_elems=sl.num_kv_heads * sl.v_head_dim if sl else 0,
+        state_per_seq=state,
+        rule=release.rule,
+        version=version,
+    )
+
+
+def _build(version: str | None) -> str | None:
+    return None if version is None else version.lstrip("bB")
+
+
+def _unified(query: KvQuery) -> bool:
+    # llama-server: auto -np (4 slots) is unified; an explicit -np N is split unless -kvu.
+    return query.kv_unified if query.kv_unified is not None else query.max_num_seqs == 1
+
+
+def _layout_cells(query: KvQuery, cache: _Cache, n_ctx: int) -> tuple[int, int, int]:
+    """(cells per stream, streams, SWA cells per stream) for a requested -c."""
+    seqs = query.max_num_seqs
+    pad = PAD if cache.rule == "current" or query.flash_attn else 32
+    n_ctx = _pad(n_ctx, pad)
+    if _unified(query) or seqs == 1:
+        streams, per_stream = 1, n_ctx
+    else:
+        streams, per_stream = seqs, _pad(n_ctx // seqs, pad)
+    swa = 0
+    if cache.swa_layers and query.geometry.sliding_window:
+        window = query.geometry.sliding_window * (seqs if _unified(query) else 1)
+        swa = _pad(min(per_stream, window + N_UBATCH), PAD)
+    return per_stream, streams, swa
+
+
+def cache_bytes(query: KvQuery, cache: _Cache, n_ctx: int) -> int:
+    per_stream, streams, swa = _layout_cells(query, cache, n_ctx)
+    kv = cache.cell_bytes() * per_stream * streams + cache.swa_cell_bytes() * swa * streams
+    return kv + cache.state_per_seq * max(1, query.max_num_seqs)
+
+
+class LlamacppEngine:
+    name = "llamacpp"
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown:
+        cache = _cache(query)
+        components = [
+            CostComponent(
+                "full attention" if query.geometry.mla is None else "mla latent (K only)",
+                "full" if query.geometry.mla is None else "mla",
+                cache.cell_bytes(),
+                0,
+                True,
+                (
+                    f"{cache.full_layers} layers x (row({cache.k_name}, {cache.k_elems})"
+                    + (f" + row({cache.v_name}, {cache.v_elems})" if cache.v_elems else ", no V")
+                    + f") = {cache.cell_bytes():,} B per cell"
+                ),
+            )
+        ]
+        if cache.swa_layers:
+            _, _, swa_cells = _layout_cells(query, cache, query.window)
+            per_seq = cache.swa_cell_bytes() * swa_cells
+            components.append(
+                CostComponent(
+                    "sliding window",
+                    "sliding",
+                    0,
+                    per_seq,
+                    True,
+                    f"{cache.swa_layers} layers x {cache.swa_cell_bytes() // cache.swa_layers:,} B x "
+                    f"{swa_cells} cells (window {query.geometry.sliding_window} + ubatch {N_UBATCH}, "
+                    f"padded to {PAD}) = {per_seq:,} B per stream",
+                )
+            )
+        if cache.state_per_seq:
+            components.append(
+                CostComponent(
+                    "recurrent state",
+                    "linear",
+                    0,
+                    cache.state_per_seq,
+                    False,
+                    f"R + S of the recurrent layers in f32 = {cache.state_per_seq:,} B per sequence",
+                )
+            )
+        return KvBreakdown(
+            engine="llamacpp",
+            engine_version=cache.version,
+            kv_dtype=f"{cache.k_name}/{cache.v_name}"
+            if cache.k_name != cache.v_name
+            else cache.k_name,
+            page_tokens=1,
+            layers=cache.full_layers + cache.swa_layers,
+            components=tuple(components),
+            rules=(f"llama.cpp {cache.rule} arithmetic (read in {cache.version})",),
+        )
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        cache = _cache(query)
+        step = PAD if cache.rule == "current" or query.flash_attn else 32
+        streams = 1 if _unified(query) else query.max_num_seqs
+        unit = step * streams
+        if cache_bytes(query, cache, unit) > pool_bytes:
+            return PoolResult(0, None, 0.0, f"{pool_bytes:,} B holds not even {unit} cells")
+        low, high = unit, unit
+        while cache_bytes(query, cache, high * 2) <= pool_bytes:
+            high *= 2
+        high *= 2
+        while high - low > unit:
+            mid = (low + high) // 2 // unit * unit
+            if cache_bytes(query, cache, mid) <= pool_bytes:
+                low = mid
+            else:
+                high = mid
+        per_stream, streams, _ = _layout_cells(query, cache, low)
+        used = cache_bytes(query, cache, low)
+        return PoolResult(
+            tokens=per_stream * streams,
+            num_blocks=None,
+            max_concurrency=per_stream * streams / query.window,
+            derivation=(
+                f"largest -c in steps of {unit} whose cache fits {pool_bytes:,} B: n_ctx {low:,} "
+                f"({per_stream:,} cells x {streams} stream(s)) uses {used:,} B"
+            ),
+            extra={
+                "n_ctx": low,
+                "cells_per_stream": per_stream,
+                "streams": streams,
+                "cache_bytes": used,
+            },
+        )
+
+    # ---- the planner's side
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        return ("auto", *CACHE_TYPES)
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        return select("llamacpp", RELEASES, _build(loaded.shape.engine_version))[1]
+
+    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+        from fakplan.engines import query_for_shape
+
+        b = self.breakdown(query_for_shape(loaded))
+        return KvCost(dtype=b.kv_dtype, page_tokens=1, components=b.components)
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        from fakplan.engines import query_for_shape
+
+        query = query_for_shape(loaded)
+        result = self.pool(query, self.breakdown(query), pool_bytes)
+        return Capacity(result.tokens, result.tokens, pool_bytes, result.derivation)

@@ -1,0 +1,457 @@
+"""vLLM's KV arithmetic, release by release (reference/engines.md §1).
+
+Rule sets (newest first):
+
+- ``v1`` — read in v0.33.0 (``vllm/v1/kv_cache_interface.py``, ``kv_cache_planning.py``,
+  ``kv_cache_utils.py``); the v0.24.0 boot of shared/ledgers/vllm-018.log confirms it
+  for a hybrid model. Releases 0.12–0.23 are assumed to follow it (boundary not read).
+- ``v1-0.11`` — read in v0.11.0: hybrid block count by group size; logged tokens
+  ``num_blocks // len(groups) × min_block_size``.
+- ``v1-0.8`` — read in v0.8.5.post1: uniform models only; tokens = blocks × block_size.
+- ``v0`` — the V0 engine (v0.3.3 … v0.7.3): ``# GPU blocks = available // cache_block_size``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.dtypes import element_type
+from fakplan.engines.releases import Release, select
+from fakplan.errors import FakplanError
+from fakplan.geometry import Geometry, LayerKind
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
+
+RELEASES = (
+    Release("v1", (0, 12), "0.33.0"),
+    Release("v1-0.11", (0, 11), "0.11.0"),
+    Release("v1-0.8", (0, 8), "0.8.5.post1"),
+    Release("v0", (0, 3), "0.6.6.post1"),
+)
+
+# vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (v0.33.0): fp8 variants are uint8.
+KV_DTYPES: dict[str, str | None] = {
+    "auto": None,
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float": "fp32",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_inc": "fp8",
+    "fp8_ds_mla": "fp8",
+}
+FP8_DS_MLA_BYTES = 656  # per token per layer, fixed (vllm MLAAttentionSpec, v0.11.0/v0.33.0)
+DEFAULT_BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (v0.33.0); CUDA platform default (v0.11.0)
+MLA_BLOCK = 64  # FlashMLA forces 64 (v0.11.0 "Forcing kv cache block size to 64")
+BLOCK_ALIGN = 16  # hybrid attention block sizes are multiples of the kernel alignment
+DEFAULT_BATCHED_TOKENS = 8192  # serve default on large GPUs; only sliding windows depend on it
+GPU_MEMORY_UTILIZATION = {"v1": 0.92, "v1-0.11": 0.9, "v1-0.8": 0.9, "v0": 0.9}
+
+
+def _dtype_bytes(query: KvQuery) -> tuple[str, int]:
+    name = query.kv_dtype.lower()
+    if name not in KV_DTYPES:
+        raise FakplanError(
+            f"vllm --kv-cache-dtype {query.kv_dtype!r}: fakplan knows the sizes of "
+            f"{', '.join(KV_DTYPES)}; other layouts pack scales in ways not read yet"
+        )
+    storage = KV_DTYPES[name]
+    if storage is None:
+        model = query.geometry.dtype
+        if model not in {"bf16", "fp16", "fp32"}:
+            raise FakplanError(
+                f"vllm --kv-cache-dtype auto follows the model dtype, which is {model!r} "
+                f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
+            )
+        storage = model
+    if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
+        raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
+    return name, element_type(storage).block_bytes
+
+
+def _stage_layers(geometry: Geometry, pp: int) -> list[tuple[LayerKind, ...]]:
+    """vLLM get_pp_indices: equal shares, the remainder going to the stages before the last."""
+    total = geometry.num_layers
+    parts = [total // pp] * pp
+    for i in range(2, total % pp + 2):
+        parts[-i] += 1
+    stages, start = [], 0
+    for size in parts:
+        stages.append(geometry.layer_kinds[start : start + size])
+        start += size
+    return stages
+
+
+@dataclass(frozen=True)
+class _Group:
+    kind: LayerKind
+    layers: int  # layers of this kind on the stage
+    per_token: int  # bytes per token per layer (attention kinds)
+    state: int  # bytes per sequence per layer (state kinds), before padding
+    block: int = 0  # tokens per block of this kind
+    page: int = 0  # bytes of one page of one layer, after unification
+
+
+@dataclass(frozen=True)
+class _Layout:
+    rule: str
+    version: str
+    dtype: str
+    groups: tuple[_Group, ...]
+    group_size: int
+    page: int  # unified page bytes (one layer, one block)
+    block: int  # the attention block size (tokens)
+    rules: tuple[str, ...]
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.group_size * self.page
+
+    @property
+    def num_kv_groups(self) -> int:
+        return sum(math.ceil(g.layers / self.group_size) for g in self.groups)
+
+
+def _specs(query: KvQuery, stage: tuple[LayerKind, ...], b: int, dtype: str) -> list[_Group]:
+    g = query.geometry
+    tp = query.tp
+    out: list[_Group] = []
+    for kind in (
+        LayerKind.FULL,
+        LayerKind.SLIDING,
+        LayerKind.MLA,
+        LayerKind.LINEAR,
+        LayerKind.MAMBA,
+    ):
+        count = sum(1 for k in stage if k == kind)
+        if not count:
+            continue
+        if kind in (LayerKind.FULL, LayerKind.SLIDING):
+            heads = g.attention if kind == LayerKind.FULL else g.sliding
+            assert heads is not None
+            # vllm/config/model.py get_num_kv_heads: max(1, total // tp) — replicated below tp.
+            per_rank = max(1, heads.num_kv_heads // tp)
+            per_token = per_rank * (heads.head_dim + heads.v_head_dim) * b
+            out.append(_Group(kind, count, per_token, 0))
+        elif kind == LayerKind.MLA:
+            assert g.mla is not None
+            # MLA: one latent of kv_lora_rank + rope dims, the same on every TP rank.
+            width = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+            per_token = FP8_DS_MLA_BYTES if dtype == "fp8_ds_mla" else width * b
+            out.append(_Group(kind, count, per_token, 0))
+        else:
+            out.append(_Group(kind, count, 0, _state_bytes(query, kind)))
+    return out
+
+
+def _state_bytes(query: KvQuery, kind: LayerKind) -> int:
+    """Recurrent state of one sequence in one layer on one rank (mamba_utils.py, v0.33.0)."""
+    g, tp, spec = query.geometry, query.tp, query.spec_tokens
+    model = element_type(g.dtype if g.dtype in {"bf16", "fp16", "fp32"} else "bf16").block_bytes
+    if kind == LayerKind.LINEAR:
+        d = g.linear
+        assert d is not None
+        conv_dim = 2 * d.head_k_dim * d.num_k_heads + d.head_v_dim * d.num_v_heads
+        conv = conv_dim // tp * (d.conv_kernel - 1 + spec) * model
+        ssm_b = element_type(d.ssm_dtype).block_bytes if d.ssm_dtype else model
+        temporal = d.num_v_heads // tp * d.head_v_dim * d.head_k_dim * ssm_b
+        return conv + temporal
+    m = g.mamba
+    assert m is not None
+    ssm_b = element_type(m.ssm_dtype).block_bytes if m.ssm_dtype else model
+    if m.version == 1:
+        return m.intermediate_size // tp * (m.conv_kernel - 1) * model + (
+            m.intermediate_size // tp * m.state_size * ssm_b
+        )
+    conv_dim = m.intermediate_size + 2 * m.n_groups * m.state_size
+    conv = conv_dim // tp * (m.conv_kernel - 1 + spec) * model
+    return conv + m.num_heads // tp * m.head_dim * m.state_size * ssm_b
+
+
+def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
+    release, version = select("vllm", RELEASES, query.engine_version)
+    dtype, b = _dtype_bytes(query)
+    groups = _specs(query, stage, b, dtype)
+    if not groups:
+        raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
+    is_mla = any(gr.kind == LayerKind.MLA for gr in groups)
+    default_block = MLA_BLOCK if is_mla and release.rule != "v0" else DEFAULT_BLOCK
+    block = query.block_size or default_block
+    rules = [f"vllm {release.rule} arithmetic (read in {release.read_in})"]
+    if is_mla and not query.block_size and release.rule != "v0":
+        rules.append("MLA block size 64: FlashMLA forces it (read in v0.11.0)")
+    attention = [gr for gr in groups if gr.per_token]
+    states = [gr for gr in groups if gr.state]
+    if release.rule in {"v0", "v1-0.8"} and (states or len(attention) > 1):
+        raise FakplanError(
+            f"vllm {version}: hybrid layouts ({', '.join(gr.kind.value for gr in groups)}) "
+            "are modelled from v0.11 on; state engine_version 0.11.0 or later"
+        )
+    if release.rule == "v0":
+        # V0 cache_engine.get_cache_block_size: every attention layer is a full layer.
+        rules.append("V0: sliding windows were allocated as full layers")
+    if states:
+        # vllm/platforms/interface.py (v0.33.0): raise the attention block until one
+        # attention page holds one state page, then pad the state page to match.
+        largest_state = max(gr.state for gr in states)
+        per_layer = max(gr.per_token for gr in attention) if attention else 0
+        if per_layer:
+            needed = BLOCK_ALIGN * -(-largest_state // (BLOCK_ALIGN * per_layer))
+            if needed > block:
+                rules.append(
+                    f"attention block raised to {needed} tokens so one attention page "
+                    f"({needed} x {per_layer:,} B) holds a state page ({largest_state:,} B)"
+                )
+                block = needed
+    pages = [gr.per_token * block for gr in attention] + [gr.state for gr in states]
+    page = max(pages)
+    unified: list[_Group] = []
+    for gr in groups:
+        if gr.per_token:
+            own = gr.per_token * block
+            if own < page and page % own == 0:
+                # unify_kv_cache_spec_page_size: a smaller page takes a larger block size.
+                unified.append(
+                    _Group(gr.kind, gr.layers, gr.per_token, 0, block * page // own, page)
+                )
+            else:
+                unified.append(_Group(gr.kind, gr.layers, gr.per_token, 0, block, page))
+        else:
+            unified.append(_Group(gr.kind, gr.layers, 0, gr.state, block, page))
+    counts = [gr.layers for gr in unified]
+    smallest, largest = min(counts), max(counts)
+    # get_kv_cache_groups: one group size for all types (v0.33.0 kv_cache_planning.py).
+    group_size = largest if largest < 1.5 * smallest else smallest
+    if len(unified) == 1:
+        group_size = unified[0].layers
+    return _Layout(
+        release.rule, version, dtype, tuple(unified), group_size, page, block, tuple(rules)
+    )
+
+
+def _blocks_per_request(layout: _Layout, query: KvQuery) -> int:
+    window = query.window
+    batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    total = 0
+    for gr in layout.groups:
+        copies = math.ceil(gr.layers / layout.group_size)
+        if gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
+            gr.kind == LayerKind.SLIDING and layout.rule == "v0"
+        ):
+            need = -(-window // gr.block)
+        elif gr.kind == LayerKind.SLIDING:
+            window_tokens = query.geometry.sliding_window or window
+            need = -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+        else:
+            # MambaSpec: "none" keeps 1 page; "align" (prefix caching) keeps 2 + checkpoints.
+            need = (2 if query.prefix_caching else 1) + query.spec_tokens
+        total += copies * need
+    return total
+
+
+def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
+    components: list[CostComponent] = []
+    window = query.window
+    batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    for gr in layout.groups:
+        if gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
+            gr.kind == LayerKind.SLIDING and layout.rule == "v0"
+        ):
+            page = gr.layers * gr.per_token * gr.block
+            components.append(
+                CostComponent(
+                    name="mla latent" if gr.kind == LayerKind.MLA else "full attention",
+                    kind=gr.kind.value,
+                    page_bytes=page * layout.block // gr.block,
+                    per_seq_bytes=0,
+                    scales_with_dtype=True,
+                    derivation=_attention_text(query, gr, layout),
+                )
+            )
+        elif gr.kind == LayerKind.SLIDING:
+            window_tokens = query.geometry.sliding_window or window
+            blocks = -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+            per_seq = blocks * gr.block * gr.per_token * gr.layers
+            components.append(
+                CostComponent(
+                    name="sliding window",
+                    kind=gr.kind.value,
+                    page_bytes=0,
+                    per_seq_bytes=per_seq,
+                    scales_with_dtype=True,
+                    derivation=(
+                        f"{gr.layers} layers x {gr.per_token:,} B/token x {blocks} blocks of "
+                        f"{gr.block} (window {window_tokens} - 1 + {batched} batched tokens, "
+                        f"+1 block) = {per_seq:,} B per sequence"
+                    ),
+                )
+            )
+        else:
+            pages = (2 if query.prefix_caching else 1) + query.spec_tokens
+            per_seq = gr.layers * layout.page * pages
+            mode = "align (prefix caching)" if query.prefix_caching else "none"
+            components.append(
+                CostComponent(
+                    name="linear-attention state" if gr.kind == LayerKind.LINEAR else "mamba state",
+                    kind=gr.kind.value,
+                    page_bytes=0,
+                    per_seq_bytes=per_seq,
+                    scales_with_dtype=False,
+                    derivation=(
+                        f"{gr.layers} layers x {gr.state:,} B state"
+                        f"{f' padded to {layout.page:,} B' if layout.page != gr.state else ''}"
+                        f" x {pages} pages (mamba_cache_mode {mode}) = {per_seq:,} B per sequence"
+                    ),
+                )
+            )
+    kv_layers = sum(gr.layers for gr in layout.groups)
+    return KvBreakdown(
+        engine="vllm",
+        engine_version=layout.version,
+        kv_dtype=layout.dtype,
+        page_tokens=layout.block,
+        layers=kv_layers,
+        components=tuple(components),
+        rules=layout.rules,
+    )
+
+
+def _attention_text(query: KvQuery, gr: _Group, layout: _Layout) -> str:
+    g = query.geometry
+    if gr.kind == LayerKind.MLA:
+        assert g.mla is not None
+        if layout.dtype == "fp8_ds_mla":
+            return f"{gr.layers} layers x {FP8_DS_MLA_BYTES} B (fp8_ds_mla) = {gr.layers * gr.per_token:,} B/token, on every TP rank"
+        width = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+        return (
+            f"{gr.layers} layers x ({g.mla.kv_lora_rank} + {g.mla.qk_rope_head_dim}) x "
+            f"{gr.per_token // width} B = {gr.layers * gr.per_token:,} B/token, on every TP rank"
+        )
+    heads = g.attention
+    assert heads is not None
+    per_rank = max(1, heads.num_kv_heads // query.tp)
+    replicated = (
+        " (replicated: fewer KV heads than TP ranks)" if heads.num_kv_heads < query.tp else ""
+    )
+    b = gr.per_token // (per_rank * (heads.head_dim + heads.v_head_dim))
+    return (
+        f"{gr.layers} layers x {per_rank} KV heads/rank{replicated} x ({heads.head_dim} + "
+        f"{heads.v_head_dim}) x {b} B = {gr.layers * gr.per_token:,} B/token"
+    )
+
+
+def _pool(query: KvQuery, layout: _Layout, pool_bytes: int) -> PoolResult:
+    window = query.window
+    if layout.rule == "v0" or (layout.rule == "v1-0.8"):
+        per_block = layout.bytes_per_block
+        blocks = pool_bytes // per_block
+        tokens = blocks * layout.block
+        label = "# GPU blocks" if layout.rule == "v0" else "num_blocks"
+        return PoolResult(
+            tokens=tokens,
+            num_blocks=blocks,
+            max_concurrency=tokens / window,
+            derivation=(
+                f"{label} = {pool_bytes:,} B // {per_block:,} B per block "
+                f"({layout.group_size} layers x {layout.page:,} B) = {blocks:,}; "
+                f"tokens = {blocks:,} x {layout.block} = {tokens:,}"
+            ),
+        )
+    per_block = layout.bytes_per_block
+    blocks = pool_bytes // per_block
+    per_request = _blocks_per_request(layout, query)
+    if layout.rule == "v1-0.11":
+        groups = layout.num_kv_groups
+        min_block = min(gr.block for gr in layout.groups)
+        tokens = blocks // groups * min_block
+        concurrency = blocks / per_request
+        text = (
+            f"num_blocks = {pool_bytes:,} B // {per_block:,} B = {blocks:,}; logged tokens = "
+            f"{blocks:,} // {groups} groups x {min_block} = {tokens:,} (v0.11.0)"
+        )
+    else:
+        concurrency = blocks / per_request
+        # kv_cache_utils.get_kv_cache_capacity: int(max_concurrency * max_model_len), in floats.
+        tokens = int(concurrency * window)
+        text = (
+            f"num_blocks = {pool_bytes:,} B // {per_block:,} B per block "
+            f"({layout.group_size} layers x {layout.page:,} B) = {blocks:,}; "
+            f"{per_request} blocks per {window:,}-token request; "
+            f"tokens = int({blocks:,} / {per_request} x {window:,}) = {tokens:,}"
+        )
+    return PoolResult(
+        tokens=tokens,
+        num_blocks=blocks,
+        max_concurrency=round(concurrency, 2),
+        derivation=text,
+        extra={"blocks_per_request": per_request, "usable_blocks": blocks - 1},
+    )
+
+
+def _heaviest_stage(query: KvQuery) -> tuple[int, _Layout]:
+    stages = _stage_layers(query.geometry, query.pp)
+    layouts = [_layout(query, stage) for stage in stages]
+    # every worker sizes its own pool; the engine keeps the minimum (get_kv_cache_configs)
+    index = max(range(len(layouts)), key=lambda i: layouts[i].bytes_per_block)
+    return index, layouts[index]
+
+
+class VllmEngine:
+    name = "vllm"
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown:
+        stage, layout = _heaviest_stage(query)
+        result = _stage_breakdown(query, layout)
+        if query.pp > 1:
+            return KvBreakdown(
+                **{
+                    **result.__dict__,
+                    "notes": (f"pipeline stage {stage} of {query.pp} (the heaviest)",),
+                }
+            )
+        return result
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        _, layout = _heaviest_stage(query)
+        return _pool(query, layout, pool_bytes)
+
+    def gpu_memory_utilization(self, version: str | None) -> float:
+        release, _ = select("vllm", RELEASES, version)
+        return GPU_MEMORY_UTILIZATION[release.rule]
+
+    # ---- the planner's side (engines.Engine)
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        return tuple(KV_DTYPES)
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        return select("vllm", RELEASES, loaded.shape.engine_version)[1]
+
+    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+        from fakplan.engines import query_for_shape
+
+        breakdown = self.breakdown(query_for_shape(loaded))
+        return KvCost(
+            dtype=breakdown.kv_dtype,
+            page_tokens=breakdown.page_tokens,
+            components=breakdown.components,
+        )
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        from fakplan.engines import query_for_shape
+
+        query = query_for_shape(loaded)
+        result = self.pool(query, self.breakdown(query), pool_bytes)
+        return Capacity(
+            tokens=result.tokens,
+            pages=result.num_blocks or 0,
+            usable_bytes=pool_bytes,
+            derivation=result.derivation,
+        )

@@ -1,0 +1,90 @@
+"""The KV cost model: what a token and a sequence cost on one rank, per engine.
+
+``kv_breakdown(query)`` asks the engine named in the query for its own
+arithmetic (``fakplan.engines.<name>``), and ``pool_tokens`` turns a pool in
+bytes into the token count that engine prints at boot. Each rule is tagged in
+the engine module with the release it was read in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from fakplan.contract import CostComponent
+from fakplan.geometry import Geometry
+
+
+@dataclass(frozen=True)
+class KvQuery:
+    """One question: this model, on this engine and release, at this dtype and parallelism."""
+
+    geometry: Geometry
+    engine: str
+    engine_version: str | None = None
+    kv_dtype: str = "auto"
+    tp: int = 1
+    pp: int = 1
+    block_size: int | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int = 1
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool = True
+    spec_tokens: int = 0
+    kv_unified: bool | None = None  # llama.cpp
+    flash_attn: bool = True  # llama.cpp
+
+    @property
+    def window(self) -> int:
+        return self.max_model_len or self.geometry.context_length
+
+
+@dataclass(frozen=True)
+class KvBreakdown:
+    """An engine's cost of one rank's KV, component by component."""
+
+    engine: str
+    engine_version: str
+    kv_dtype: str
+    page_tokens: int
+    layers: int
+    components: tuple[CostComponent, ...]
+    fixed_bytes: int = 0
+    rules: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def page_bytes(self) -> int:
+        return sum(c.page_bytes for c in self.components)
+
+    @property
+    def bytes_per_token(self) -> Fraction:
+        return Fraction(self.page_bytes, self.page_tokens)
+
+    @property
+    def bytes_per_seq(self) -> int:
+        return sum(c.per_seq_bytes for c in self.components)
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    """What a pool of bytes becomes, as the engine counts it."""
+
+    tokens: int
+    num_blocks: int | None
+    max_concurrency: float | None
+    derivation: str
+    extra: dict[str, int | float] = field(default_factory=dict)
+
+
+def kv_breakdown(query: KvQuery) -> KvBreakdown:
+    from fakplan.engines import modelled_engine
+
+    return modelled_engine(query.engine).breakdown(query)
+
+
+def pool_tokens(query: KvQuery, pool_bytes: int) -> PoolResult:
+    from fakplan.engines import modelled_engine
+
+    engine = modelled_engine(query.engine)
+    return engine.pool(query, engine.breakdown(query), pool_bytes)
