@@ -78,10 +78,12 @@ def contract_requirement(cost: KvCost, seqs: int, max_model_len: int) -> Require
         if pages * cost.page_tokens == max_model_len
         else f"{seqs} seqs x {pages:,} pages of {cost.page_tokens} tokens x {cost.page_bytes:,} B"
     )
-    text = (
-        f"{window} + {seqs} x {cost.per_seq_bytes:,} B per seq + {cost.fixed_bytes:,} B fixed"
-        f" = {total:,} B ({human(total, 'MiB', 2)})"
-    )
+    terms = [window]
+    if cost.per_seq_bytes:
+        terms.append(f"{seqs} x {cost.per_seq_bytes:,} B per seq")
+    if cost.fixed_bytes:
+        terms.append(f"{cost.fixed_bytes:,} B fixed")
+    text = f"{' + '.join(terms)} = {total:,} B ({human(total, 'MiB', 2)})"
     return Requirement(total, text)
 
 

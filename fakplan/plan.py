@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
-from fakplan.engines import ENGINES
+from fakplan.engines import ENGINES, MODELLED, shape_geometry
 from fakplan.gates import GateResult, run_gates
+from fakplan.launch import LaunchRecord
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
 from fakplan.units import human
@@ -47,6 +48,7 @@ class Figures:
     ceiling_derivation: str
     max_spec_rows: int | None
     unclaimed_warn_above: int | None
+    model: ModelFacts | None = None
 
     @property
     def whole_sessions(self) -> int:
@@ -55,6 +57,29 @@ class Figures:
     @property
     def unclaimed_bytes(self) -> int | None:
         return None if self.ceiling_bytes is None else self.ceiling_bytes - self.pair_bytes
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the geometry says that gates check a shape against (modelled engines only)."""
+
+    source: str
+    trained_context: int
+    rope_scaling: str | None
+    rope_scaling_declared: bool
+    attention_heads: int
+    kv_heads: int | None
+    tp: int
+    pp: int
+    weight_bytes: int | None
+    weight_source: str | None
+
+    @property
+    def weights_per_rank(self) -> int | None:
+        """The even share of the weights on one rank: a lower bound (norms and embeddings may be replicated)."""
+        if self.weight_bytes is None:
+            return None
+        return -(-self.weight_bytes // (self.tp * self.pp))
 
 
 class ComponentRecord(BaseModel):
@@ -102,6 +127,7 @@ class Plan(BaseModel):
     derivations: dict[str, str]
     gates: tuple[GateResult, ...]
     predictions: tuple[Prediction, ...]
+    launch: LaunchRecord
 
     @property
     def failed(self) -> bool:
@@ -157,6 +183,26 @@ def derive_figures(loaded: LoadedShape) -> Figures:
         ceiling_derivation=ceiling_text,
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
+        model=_model_facts(loaded),
+    )
+
+
+def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
+    shape = loaded.shape
+    if shape.engine not in MODELLED:
+        return None
+    g = shape_geometry(loaded)
+    return ModelFacts(
+        source=g.source,
+        trained_context=g.context_length,
+        rope_scaling=g.rope_scaling,
+        rope_scaling_declared=shape.limits.rope_scaling,
+        attention_heads=g.num_attention_heads,
+        kv_heads=g.attention.num_kv_heads if g.attention else None,
+        tp=shape.parallel.tensor,
+        pp=shape.parallel.pipeline,
+        weight_bytes=g.weight_bytes,
+        weight_source=g.weight_source,
     )
 
 
@@ -243,8 +289,11 @@ def compile_plan(loaded: LoadedShape) -> Plan:
         if c.page_bytes
     )
     sessions = f.tokens_backed / f.max_model_len
+    dtype_text = (
+        f.kv_cache_dtype if cost.dtype == f.kv_cache_dtype else f"{f.kv_cache_dtype} ({cost.dtype})"
+    )
     derivations = {
-        "rate_bytes_per_token": f"{rate_text} = {rate:,} B/token/rank at {f.kv_cache_dtype}",
+        "rate_bytes_per_token": f"{rate_text} = {rate:,} B/token/rank at {dtype_text}",
         "contract_bytes": f.contract_derivation,
         "tokens_backed": f.tokens_derivation,
         "sessions_at_window": (
@@ -299,4 +348,5 @@ def compile_plan(loaded: LoadedShape) -> Plan:
         derivations=derivations,
         gates=run_gates(f),
         predictions=_predictions(loaded, f),
+        launch=ENGINES[shape.engine].launch(loaded, f),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,6 @@ import jinja2
 from fakplan.errors import FakplanError
 from fakplan.plan import Plan
 from fakplan.shape import LoadedShape
-from fakplan.units import MIB
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 
@@ -70,56 +69,28 @@ class RenderedFile:
     executable: bool = False
 
 
-@dataclass(frozen=True)
-class CustomLaunch:
-    weights_mib: int
-    kv_mib: int
-    spec_tokens: int
-    args: list[str] = field(default_factory=list)
-
-
-def _whole_mib(loaded: LoadedShape, value: int, *loc: str) -> int:
-    if value % MIB:
-        raise loaded.error(
-            f"the custom engine's flags take whole MiB; {value:,} B is {value / MIB:.2f} MiB",
-            *loc,
-        )
-    return value // MIB
-
-
-def custom_launch(loaded: LoadedShape, plan: Plan) -> CustomLaunch:
-    """The seed-002 env pair: --vram-kv-mib / --vram-weights-mib and the serving flags."""
-    shape = loaded.shape
-    weights = _whole_mib(loaded, shape.budget.weights, "budget", "weights")
-    kv = _whole_mib(loaded, shape.budget.kv, "budget", "kv")
-    args = [
-        "--vram-kv-mib",
-        str(kv),
-        "--vram-weights-mib",
-        str(weights),
-        "--max-num-seqs",
-        str(plan.max_num_seqs),
-        "--max-model-len",
-        str(plan.max_model_len),
-        "--kv-cache-dtype",
-        plan.kv_cache_dtype,
-    ]
-    return CustomLaunch(weights, kv, shape.serving.spec_tokens, args)
-
-
 def render_plan(
     loaded: LoadedShape, plan: Plan, templates: Path | None = None
 ) -> list[RenderedFile]:
-    """The files of one compiled shape, in memory (nothing written here)."""
+    """The files of one compiled shape, in memory (nothing written here).
+
+    ``<engine>/env.j2`` renders ``<name>.env``; ``<engine>/serve.sh.j2`` renders
+    one script per node role of the launch (``serve.sh`` on one node).
+    """
     env = environment(templates)
-    launch = custom_launch(loaded, plan) if plan.engine == "custom" else None
-    context = {"plan": plan, "launch": launch}
+    files = [RenderedFile(f"{plan.name}.env", _render(env, f"{plan.engine}/env.j2", plan=plan))]
+    for role in plan.launch.roles:
+        text = _render(env, f"{plan.engine}/serve.sh.j2", plan=plan, role=role)
+        files.append(RenderedFile(role.file, text, executable=True))
+    return files
+
+
+def _render(env: jinja2.Environment, name: str, **context: Any) -> str:
     try:
-        env_text = env.get_template(f"{plan.engine}/env.j2").render(context)
+        return env.get_template(name).render(context)
     except jinja2.TemplateNotFound as exc:
         raise FakplanError(
-            f"template {exc.name} not found in {templates or 'the built-in templates'}"
+            f"template {exc.name} not found in {env.loader.searchpath if isinstance(env.loader, jinja2.FileSystemLoader) else 'the templates'}"
         ) from None
     except jinja2.TemplateError as exc:
-        raise FakplanError(f"template error: {exc}") from None
-    return [RenderedFile(f"{plan.name}.env", env_text)]
+        raise FakplanError(f"template {name}: {exc}") from None

@@ -177,6 +177,43 @@ class Expectation(Strict_):
         return self
 
 
+class Speculative(Strict_):
+    """Speculative decoding as the engine takes it (serving.spec_tokens sets the count)."""
+
+    method: str = Field(description="e.g. mtp, eagle, eagle3, ngram, draft_model")
+    model: str | None = Field(None, description="the draft model, where the method needs one")
+
+
+class Launch(Strict_):
+    """How the rendered launch script starts the engine."""
+
+    host: str = "0.0.0.0"
+    port: Annotated[int, Strict(), Field(gt=0, lt=65536)] = 8000
+    binary: Literal["llama-server", "llama-cpp-python"] | None = Field(
+        None, description="llamacpp: the server to start (default llama-server)"
+    )
+    gpu_layers: Annotated[int, Strict(), Field(ge=-1)] | None = Field(
+        None, description="llamacpp: layers offloaded to the GPU (default: all)"
+    )
+    head_address: str | None = Field(
+        None, description="multi-node: the head node's address every other node joins"
+    )
+    head_port: Annotated[int, Strict(), Field(gt=0, lt=65536)] | None = Field(
+        None,
+        description="multi-node: Ray's port (vllm, default 6379) or SGLang's dist-init port (default 20000)",
+    )
+    weights: str | None = Field(
+        None,
+        description="what the engine loads (path or repo), when it differs from model: "
+        "e.g. a GGUF file for a catalog geometry",
+    )
+    served_model_name: str | None = None
+    speculative: Speculative | None = None
+    extra_args: list[str] = Field(
+        default_factory=list, description="appended to the engine's argv, each as one word"
+    )
+
+
 class Shape(Strict_):
     """One endpoint, as an operator reviews it in git."""
 
@@ -193,6 +230,7 @@ class Shape(Strict_):
     contract: Contract | None = None
     limits: Limits = Limits()
     expect: list[Expectation] = Field(default_factory=list)
+    launch: Launch = Launch()
 
     @field_validator("engine")
     @classmethod
@@ -451,6 +489,24 @@ def _check_semantics(loaded: LoadedShape) -> None:
         )
     if shape.budget.kv <= 0:
         raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
+    if par.nodes > 1 and shape.launch.head_address is None:
+        raise loaded.error(
+            f"parallel.nodes is {par.nodes}: give launch.head_address, the address the other "
+            "nodes join",
+            "parallel",
+            "nodes",
+        )
+    if (
+        shape.serving.spec_tokens
+        and shape.engine in {"vllm", "sglang"}
+        and shape.launch.speculative is None
+    ):
+        raise loaded.error(
+            f"spec_tokens {shape.serving.spec_tokens} needs launch.speculative.method "
+            "(mtp, eagle, ngram, ...) for the engine's flags",
+            "serving",
+            "spec_tokens",
+        )
     for index, expectation in enumerate(shape.expect):
         if expectation.control not in shape.control:
             known = ", ".join(sorted(shape.control)) or "none declared"

@@ -287,7 +287,7 @@ def test_kv_json_keys(runner: CliRunner) -> None:
     ):
         assert key in data
     assert data["engine_version"] == "0.33.0"  # the newest release the reference covers
-    assert data["kv_dtype"] == "auto"
+    assert data["kv_dtype"] == "bf16"  # auto resolves to the model dtype (torch_dtype bfloat16)
     assert data["bytes_per_token"] == 16_384
     # 8 GiB / (16 tokens x 16,384 B) = 32,768 blocks
     assert data["num_blocks"] == 32_768 and data["tokens"] == 32_768 * 16

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from fakplan.contract import Capacity, KvCost
     from fakplan.geometry import Geometry
     from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+    from fakplan.launch import LaunchRecord
+    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 
@@ -41,6 +43,10 @@ class Engine(Protocol):
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         """The release whose arithmetic applied (None where there are none)."""
+        ...
+
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        """The env file's variables and each node role's argv."""
         ...
 
 

@@ -7,14 +7,17 @@ trap: an index key that does not double with the cache makes bf16 1.89x fp8.
 
 from __future__ import annotations
 
+import shlex
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from fakplan.contract import Capacity, CostComponent, KvCost, exact_number, paged_capacity
 from fakplan.dtypes import element_type, known_dtype
-from fakplan.units import format_bytes
+from fakplan.launch import LaunchRecord
+from fakplan.units import MIB, format_bytes
 
 if TYPE_CHECKING:
+    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 
@@ -105,3 +108,44 @@ class CustomEngine:
 
     def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
         return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)
+
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        """The seed-002 env pair: --vram-kv-mib / --vram-weights-mib and the serving flags."""
+        shape = loaded.shape
+        weights = _whole_mib(loaded, shape.budget.weights, "budget", "weights")
+        kv = _whole_mib(loaded, shape.budget.kv, "budget", "kv")
+        s = shape.serving
+        args = [
+            "--vram-kv-mib",
+            str(kv),
+            "--vram-weights-mib",
+            str(weights),
+            "--max-num-seqs",
+            str(s.max_num_seqs),
+            "--max-model-len",
+            str(s.max_model_len),
+            "--kv-cache-dtype",
+            s.kv_cache_dtype,
+            *shape.launch.extra_args,
+        ]
+        env = {
+            "MODEL": shape.model,
+            "VRAM_WEIGHTS_MIB": str(weights),
+            "VRAM_KV_MIB": str(kv),
+            "MAX_NUM_SEQS": str(s.max_num_seqs),
+            "MAX_MODEL_LEN": str(s.max_model_len),
+            "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        }
+        if s.spec_tokens:
+            env["SPEC_TOKENS"] = str(s.spec_tokens)
+        env["ENGINE_ARGS"] = shlex.join(args)
+        return LaunchRecord(binary=None, env=env, roles=())
+
+
+def _whole_mib(loaded: LoadedShape, value: int, *loc: str) -> int:
+    if value % MIB:
+        raise loaded.error(
+            f"the custom engine's flags take whole MiB; {value:,} B is {value / MIB:.2f} MiB",
+            *loc,
+        )
+    return value // MIB

@@ -16,14 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gguf import GGMLQuantizationType
+
 from fakplan.contract import Capacity, CostComponent, KvCost
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.launch import LaunchRecord, RoleRecord
 
 if TYPE_CHECKING:
+    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 RELEASES = (
@@ -259,6 +263,9 @@ class LlamacppEngine:
 
     # ---- the planner's side
 
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        return launch_record(loaded, figures)
+
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
         return ("auto", *CACHE_TYPES)
 
@@ -277,3 +284,93 @@ class LlamacppEngine:
         query = query_for_shape(loaded)
         result = self.pool(query, self.breakdown(query), pool_bytes)
         return Capacity(result.tokens, result.tokens, pool_bytes, result.derivation)
+
+
+# ---------------------------------------------------------------- launch flags
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``llama-server`` (or llama-cpp-python's server) with the -c that fills budget.kv."""
+    shape = loaded.shape
+    s, ln = shape.serving, shape.launch
+    query = query_for(loaded)
+    cache = _cache(query)
+    n_ctx = figures.tokens_backed
+    quantized_v = cache.v_name not in {"f32", "f16", "bf16"}
+    binary = ln.binary or "llama-server"
+    derivations = {
+        "-c": f"the largest n_ctx whose cache fits budget.kv: {figures.tokens_derivation}"
+    }
+    if binary == "llama-server":
+        argv: list[str] = [
+            "llama-server",
+            "-m",
+            ln.weights or shape.model,
+            "--host",
+            ln.host,
+            "--port",
+            str(ln.port),
+            "-c",
+            str(n_ctx),
+            "-np",
+            str(s.max_num_seqs),
+            "--cache-type-k",
+            cache.k_name,
+            "--cache-type-v",
+            cache.v_name,
+            "-ngl",
+            str(999 if ln.gpu_layers in (None, -1) else ln.gpu_layers),
+        ]
+        if quantized_v:
+            argv += ["-fa", "on"]  # a quantized V cache requires flash attention
+        if s.kv_unified:
+            argv += ["--kv-unified"]
+    else:
+        if s.max_num_seqs > 1:
+            raise loaded.error(
+                "llama-cpp-python's server serves one sequence at a time; "
+                "use launch.binary: llama-server for more slots",
+                "serving",
+                "max_num_seqs",
+            )
+        argv = [
+            "python3",
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            ln.weights or shape.model,
+            "--host",
+            ln.host,
+            "--port",
+            str(ln.port),
+            "--n_ctx",
+            str(n_ctx),
+            "--type_k",
+            str(int(GGMLQuantizationType[cache.k_name.upper()])),
+            "--type_v",
+            str(int(GGMLQuantizationType[cache.v_name.upper()])),
+            "--n_gpu_layers",
+            str(-1 if ln.gpu_layers is None else ln.gpu_layers),
+        ]
+        if quantized_v:
+            argv += ["--flash_attn", "true"]
+        derivations["--type_k/--type_v"] = (
+            f"ggml type ids of {cache.k_name}/{cache.v_name} (gguf GGMLQuantizationType)"
+        )
+    if ln.served_model_name and binary == "llama-server":
+        argv += ["--alias", ln.served_model_name]
+    env = {
+        "MODEL": ln.weights or shape.model,
+        "N_CTX": str(n_ctx),
+        "N_PARALLEL": str(s.max_num_seqs),
+        "CACHE_TYPE_K": cache.k_name,
+        "CACHE_TYPE_V": cache.v_name,
+    }
+    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *ln.extra_args))
+    return LaunchRecord(binary=binary, env=env, roles=(role,), derivations=derivations)
+
+
+def query_for(loaded: LoadedShape) -> KvQuery:
+    from fakplan.engines import query_for_shape
+
+    return query_for_shape(loaded)

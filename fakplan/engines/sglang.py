@@ -19,8 +19,10 @@ from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.launch import LaunchRecord, RoleRecord, fraction_up
 
 if TYPE_CHECKING:
+    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 RELEASES = (
@@ -41,6 +43,7 @@ DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA forc
 
 
 def _dtype(query: KvQuery) -> tuple[str, int]:
+    """The dtype as reported (auto resolved) and its bytes per element."""
     name = query.kv_dtype.lower()
     if name not in KV_DTYPES:
         raise FakplanError(
@@ -55,7 +58,7 @@ def _dtype(query: KvQuery) -> tuple[str, int]:
             raise FakplanError(
                 f"sglang --kv-cache-dtype auto follows the model dtype, unknown for {g.source}"
             )
-    return name, element_type(storage).block_bytes
+    return (storage if name == "auto" else name), element_type(storage).block_bytes
 
 
 class SglangEngine:
@@ -169,6 +172,9 @@ class SglangEngine:
 
     # ---- the planner's side
 
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        return launch_record(loaded, figures)
+
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
         return tuple(KV_DTYPES)
 
@@ -189,3 +195,101 @@ class SglangEngine:
         return Capacity(
             result.tokens, result.tokens // cost.page_tokens, pool_bytes, result.derivation
         )
+
+
+# ---------------------------------------------------------------- launch flags
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
+    shape = loaded.shape
+    s, par, ln = shape.serving, shape.parallel, shape.launch
+    page = figures.cost.page_tokens
+    fraction = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total, 3)
+    argv: list[str] = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        ln.weights or shape.model,
+        "--host",
+        ln.host,
+        "--port",
+        str(ln.port),
+        "--tp",
+        str(par.tensor),
+    ]
+    if par.pipeline > 1:
+        argv += ["--pp-size", str(par.pipeline)]
+    if ln.served_model_name:
+        argv += ["--served-model-name", ln.served_model_name]
+    argv += [
+        "--context-length",
+        str(s.max_model_len),
+        "--max-running-requests",
+        str(s.max_num_seqs),
+        "--kv-cache-dtype",
+        s.kv_cache_dtype,
+        "--page-size",
+        str(page),
+        "--max-total-tokens",
+        str(figures.tokens_backed),
+        "--mem-fraction-static",
+        f"{fraction:.3f}",
+    ]
+    if ln.speculative is not None and s.spec_tokens:
+        argv += [
+            "--speculative-algorithm",
+            ln.speculative.method.upper(),
+            "--speculative-num-draft-tokens",
+            str(s.spec_tokens),
+        ]
+        if ln.speculative.model:
+            argv += ["--speculative-draft-model-path", ln.speculative.model]
+    derivations = {
+        "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
+        "--mem-fraction-static": (
+            f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+            f"card.total {shape.card.total:,} B = {fraction:.3f}, rounded up; SGLang applies it to "
+            "the memory free before the weights load, and --max-total-tokens caps the pool"
+        ),
+    }
+    env = {
+        "MODEL": ln.weights or shape.model,
+        "TP": str(par.tensor),
+        "CONTEXT_LENGTH": str(s.max_model_len),
+        "MAX_RUNNING_REQUESTS": str(s.max_num_seqs),
+        "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        "PAGE_SIZE": str(page),
+        "MAX_TOTAL_TOKENS": str(figures.tokens_backed),
+        "MEM_FRACTION_STATIC": f"{fraction:.3f}",
+    }
+    tail = tuple(ln.extra_args)
+    if par.nodes == 1:
+        roles: tuple[RoleRecord, ...] = (
+            RoleRecord(name="serve", file="serve.sh", argv=(*argv, *tail)),
+        )
+    else:
+        address = f"{ln.head_address}:{ln.head_port or 20000}"
+        env["DIST_INIT_ADDR"] = address
+        roles = tuple(
+            RoleRecord(
+                name=f"node{rank}",
+                file=f"serve-node{rank}.sh",
+                argv=(
+                    *argv,
+                    "--nnodes",
+                    str(par.nodes),
+                    "--node-rank",
+                    str(rank),
+                    "--dist-init-addr",
+                    address,
+                    *tail,
+                ),
+                note="the head node (its address is --dist-init-addr)"
+                if rank == 0
+                else f"node rank {rank}",
+            )
+            for rank in range(par.nodes)
+        )
+    return LaunchRecord(binary="sglang", env=env, roles=roles, derivations=derivations)

@@ -13,6 +13,7 @@ Rule sets (newest first):
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,8 +24,10 @@ from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.launch import LaunchRecord, RoleRecord, fraction_up
 
 if TYPE_CHECKING:
+    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 RELEASES = (
@@ -55,7 +58,7 @@ DEFAULT_BATCHED_TOKENS = 8192  # serve default on large GPUs; only sliding windo
 GPU_MEMORY_UTILIZATION = {"v1": 0.92, "v1-0.11": 0.9, "v1-0.8": 0.9, "v0": 0.9}
 
 
-def _dtype_bytes(query: KvQuery) -> tuple[str, int]:
+def _dtype_bytes(query: KvQuery) -> tuple[str, int, str]:
     name = query.kv_dtype.lower()
     if name not in KV_DTYPES:
         raise FakplanError(
@@ -73,7 +76,7 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int]:
         storage = model
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
         raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
-    return name, element_type(storage).block_bytes
+    return name, element_type(storage).block_bytes, storage
 
 
 def _stage_layers(geometry: Geometry, pp: int) -> list[tuple[LayerKind, ...]]:
@@ -104,6 +107,7 @@ class _Layout:
     rule: str
     version: str
     dtype: str
+    storage: str
     groups: tuple[_Group, ...]
     group_size: int
     page: int  # unified page bytes (one layer, one block)
@@ -177,7 +181,7 @@ def _state_bytes(query: KvQuery, kind: LayerKind) -> int:
 
 def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
     release, version = select("vllm", RELEASES, query.engine_version)
-    dtype, b = _dtype_bytes(query)
+    dtype, b, storage = _dtype_bytes(query)
     groups = _specs(query, stage, b, dtype)
     if not groups:
         raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
@@ -232,7 +236,7 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
     if len(unified) == 1:
         group_size = unified[0].layers
     return _Layout(
-        release.rule, version, dtype, tuple(unified), group_size, page, block, tuple(rules)
+        release.rule, version, dtype, storage, tuple(unified), group_size, page, block, tuple(rules)
     )
 
 
@@ -315,7 +319,7 @@ def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
     return KvBreakdown(
         engine="vllm",
         engine_version=layout.version,
-        kv_dtype=layout.dtype,
+        kv_dtype=layout.storage if layout.dtype == "auto" else layout.dtype,
         page_tokens=layout.block,
         layers=kv_layers,
         components=tuple(components),
@@ -422,6 +426,9 @@ class VllmEngine:
         _, layout = _heaviest_stage(query)
         return _pool(query, layout, pool_bytes)
 
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        return launch_record(loaded, figures)
+
     def gpu_memory_utilization(self, version: str | None) -> float:
         release, _ = select("vllm", RELEASES, version)
         return GPU_MEMORY_UTILIZATION[release.rule]
@@ -455,3 +462,101 @@ class VllmEngine:
             usable_bytes=pool_bytes,
             derivation=result.derivation,
         )
+
+
+# ---------------------------------------------------------------- launch flags
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``vllm serve`` argv realising the shape; Ray head/worker roles across nodes."""
+    shape = loaded.shape
+    s, par, ln = shape.serving, shape.parallel, shape.launch
+    release, version = select("vllm", RELEASES, shape.engine_version)
+    derivations: dict[str, str] = {}
+    argv: list[str] = [
+        "vllm",
+        "serve",
+        ln.weights or shape.model,
+        "--host",
+        ln.host,
+        "--port",
+        str(ln.port),
+    ]
+    if ln.served_model_name:
+        argv += ["--served-model-name", ln.served_model_name]
+    argv += [
+        "--tensor-parallel-size",
+        str(par.tensor),
+        "--pipeline-parallel-size",
+        str(par.pipeline),
+        "--max-model-len",
+        str(s.max_model_len),
+        "--max-num-seqs",
+        str(s.max_num_seqs),
+        "--kv-cache-dtype",
+        s.kv_cache_dtype,
+    ]
+    if s.block_size:
+        argv += ["--block-size", str(s.block_size)]
+    if release.rule in {"v1", "v1-0.11"}:
+        # --kv-cache-memory-bytes (v0.11.0, v0.33.0) states the pool and ignores utilisation.
+        argv += ["--kv-cache-memory-bytes", str(shape.budget.kv)]
+        derivations["--kv-cache-memory-bytes"] = (
+            f"budget.kv = {shape.budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
+        )
+    else:
+        util = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total)
+        argv += ["--gpu-memory-utilization", f"{util:.4f}"]
+        derivations["--gpu-memory-utilization"] = (
+            f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+            f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
+            "byte flag, and budget.weights must cover all it counts as non-KV "
+            "(weights, activation peak, non-torch)"
+        )
+    if s.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
+    if not s.prefix_caching:
+        argv += ["--no-enable-prefix-caching"]
+    if ln.speculative is not None and s.spec_tokens:
+        config: dict[str, object] = {
+            "method": ln.speculative.method,
+            "num_speculative_tokens": s.spec_tokens,
+        }
+        if ln.speculative.model:
+            config["model"] = ln.speculative.model
+        argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+    env = {
+        "MODEL": ln.weights or shape.model,
+        "TENSOR_PARALLEL_SIZE": str(par.tensor),
+        "PIPELINE_PARALLEL_SIZE": str(par.pipeline),
+        "MAX_MODEL_LEN": str(s.max_model_len),
+        "MAX_NUM_SEQS": str(s.max_num_seqs),
+        "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        "KV_CACHE_MEMORY_BYTES": str(shape.budget.kv),
+        "KV_TOKENS_PREDICTED": str(figures.tokens_backed),
+    }
+    roles: tuple[RoleRecord, ...]
+    if par.nodes == 1:
+        roles = (RoleRecord(name="serve", file="serve.sh", argv=(*argv, *ln.extra_args)),)
+    else:
+        head = ln.head_address or ""
+        port = str(ln.head_port or 6379)
+        gpus = str(shape.card.count)
+        argv += ["--distributed-executor-backend", "ray"]
+        roles = (
+            RoleRecord(
+                name="head",
+                file="serve-head.sh",
+                before=(("ray", "start", "--head", "--port", port, "--num-gpus", gpus),),
+                argv=(*argv, *ln.extra_args),
+                note=f"run on {head} once every worker has joined ({par.nodes - 1} worker node(s))",
+            ),
+            RoleRecord(
+                name="worker",
+                file="serve-worker.sh",
+                argv=("ray", "start", "--address", f"{head}:{port}", "--num-gpus", gpus, "--block"),
+                note=f"run on each of the {par.nodes - 1} other node(s) before the head serves",
+            ),
+        )
+        env["RAY_ADDRESS"] = f"{head}:{port}"
+    return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)

@@ -169,6 +169,94 @@ def unclaimed_below_floor(f: Figures) -> GateResult | None:
     )
 
 
+def weights_fit_budget(f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None:
+        return None
+    share = m.weights_per_rank
+    if share is None:
+        return GateResult(
+            id="weights-fit",
+            title="weights fit their budget",
+            status="unknown",
+            summary=f"budget {_mib(f.weights_budget_bytes)}, weight bytes unknown",
+            detail=f"{m.source} states no weight bytes (no safetensors index or GGUF tensor table)",
+            rationale=WEIGHTS_FIT.rationale,
+            fix="point model: at the GGUF or HF folder so fakplan can read the weight bytes",
+            numbers={
+                "weights_budget_bytes": f.weights_budget_bytes,
+                "weights_per_rank_bytes": None,
+            },
+        )
+    ok = share <= f.weights_budget_bytes
+    split = f" / (TP {m.tp} x PP {m.pp})" if m.tp * m.pp > 1 else ""
+    return GateResult(
+        id="weights-fit",
+        title="weights fit their budget",
+        status="pass" if ok else "fail",
+        summary=f"{_mib_up(share)} {'≤' if ok else '>'} {_mib(f.weights_budget_bytes)}",
+        detail=f"{m.weight_bytes:,} B ({m.weight_source}){split} = {share:,} B per rank at least",
+        rationale=WEIGHTS_FIT.rationale,
+        fix=None if ok else f"grow budget.weights to at least {_mib_up(share)} or shard wider",
+        numbers={"weights_budget_bytes": f.weights_budget_bytes, "weights_per_rank_bytes": share},
+    )
+
+
+def window_within_training(f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None:
+        return None
+    within = f.max_model_len <= m.trained_context
+    declared = m.rope_scaling_declared
+    ok = within or declared
+    note = "" if within else " (rope scaling declared in limits.rope_scaling)" if declared else ""
+    return GateResult(
+        id="context",
+        title="max_model_len ≤ trained context",
+        status="pass" if ok else "fail",
+        summary=f"{f.max_model_len:,} {'≤' if within else '>'} {m.trained_context:,}{note}",
+        detail=(
+            f"max_position_embeddings {m.trained_context:,} from {m.source}"
+            + (f"; the checkpoint declares rope scaling {m.rope_scaling}" if m.rope_scaling else "")
+        ),
+        rationale=CONTEXT.rationale,
+        fix=None
+        if ok
+        else f"lower serving.max_model_len to {m.trained_context:,}, or declare limits.rope_scaling: true if you extend it on purpose",
+        numbers={"max_model_len": f.max_model_len, "trained_context": m.trained_context},
+    )
+
+
+def tp_divides_heads(f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None or m.tp == 1:
+        return None
+    problems = []
+    if m.attention_heads % m.tp:
+        problems.append(
+            f"{m.attention_heads} attention heads % TP {m.tp} = {m.attention_heads % m.tp}"
+        )
+    kv = m.kv_heads
+    if kv is not None and (kv % m.tp if kv >= m.tp else m.tp % kv):
+        problems.append(f"{kv} KV heads and TP {m.tp}: neither divides the other")
+    ok = not problems
+    return GateResult(
+        id="tp-heads",
+        title="TP divides the attention heads",
+        status="pass" if ok else "fail",
+        summary=(
+            f"{m.attention_heads} heads / TP {m.tp}"
+            + (f", {kv} KV heads" if kv is not None else "")
+            if ok
+            else "; ".join(problems)
+        ),
+        detail="vLLM asserts heads % tp == 0 and kv % tp == 0 (or tp % kv == 0 when kv < tp)",
+        rationale=TP_HEADS.rationale,
+        fix=None if ok else "choose parallel.tensor among the divisors of the head counts",
+        numbers={"tp": m.tp, "attention_heads": m.attention_heads, "kv_heads": kv},
+    )
+
+
 POOL_CONTRACT = Gate(
     "pool-contract",
     "pool ≥ contract",
@@ -200,7 +288,35 @@ UNCLAIMED = Gate(
     unclaimed_below_floor,
 )
 
-BUILTIN_GATES: tuple[Gate, ...] = (POOL_CONTRACT, PAIR_CEILING, KV_DTYPE, SPEC_ROWS, UNCLAIMED)
+WEIGHTS_FIT = Gate(
+    "weights-fit",
+    "weights fit their budget",
+    "a weights budget below the checkpoint's bytes per rank cannot load the model",
+    weights_fit_budget,
+)
+CONTEXT = Gate(
+    "context",
+    "max_model_len ≤ trained context",
+    "a window past the trained context serves positions the model never saw, unless rope scaling is intended",
+    window_within_training,
+)
+TP_HEADS = Gate(
+    "tp-heads",
+    "TP divides the attention heads",
+    "the engine refuses a tensor-parallel size that does not split the heads evenly",
+    tp_divides_heads,
+)
+
+BUILTIN_GATES: tuple[Gate, ...] = (
+    POOL_CONTRACT,
+    PAIR_CEILING,
+    WEIGHTS_FIT,
+    CONTEXT,
+    TP_HEADS,
+    KV_DTYPE,
+    SPEC_ROWS,
+    UNCLAIMED,
+)
 
 
 def run_gates(figures: Figures, gates: tuple[Gate, ...] = BUILTIN_GATES) -> tuple[GateResult, ...]:

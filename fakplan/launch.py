@@ -1,0 +1,44 @@
+"""The launch: the exact argv each node role executes, derived from the plan.
+
+Engines build it (their flag names are engine knowledge); ``render`` only
+quotes it into files. Keeping the argv as data in ``plan.json`` is what lets a
+test compare what ``serve.sh`` executes with what the plan derived.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RoleRecord(BaseModel):
+    """One script: the commands run first (e.g. ``ray start``), then the argv exec'd."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    file: str
+    before: tuple[tuple[str, ...], ...] = ()
+    argv: tuple[str, ...]
+    note: str = ""
+
+
+class LaunchRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    binary: str | None = Field(description="the engine executable, None for engine: custom")
+    env: dict[str, str] = Field(description="variables written to <name>.env, in order")
+    roles: tuple[RoleRecord, ...] = ()
+    derivations: dict[str, str] = Field(
+        default_factory=dict, description="flag -> how it was derived"
+    )
+
+
+def fraction_up(numerator: int, denominator: int, places: int = 4) -> float:
+    """numerator/denominator rounded UP at ``places`` decimals: a fraction that never undershoots."""
+    scale: int = 10**places
+    rounded = -(-numerator * scale // denominator)
+    return float(rounded) / scale
+
+
+def words(*parts: object) -> tuple[str, ...]:
+    return tuple(str(p) for p in parts)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
+# engine llamacpp (0c1e57098), model Qwen/Qwen2.5-Coder-32B-Instruct
+# 2 sequence slots x 32,768-token window, KV q8_0
+#
+# Derivation (per card, per rank)
+#   rate       full attention 139,264 = 139,264 B/token/rank at q8_0
+#   contract   2 seqs x 32,768 tokens x 139,264 B/token = 9,126,805,504 B (8,704.00 MiB)
+#   tokens     largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
+#   sessions   65,536 tokens / 32,768 = 2.00 sessions at the full window
+#   pair       33,792 MiB weights + 8,704 MiB KV = 42,496 MiB
+#   ceiling    47,104 MiB as stated in the shape
+#   unclaimed  47,104 MiB ceiling - 42,496 MiB pair = 4,608 MiB
+#
+# Gates
+#   ok       pool ≥ contract (8,704 MiB ≥ 8,704 MiB)
+#   ok       pair ≤ ceiling (42,496 MiB ≤ 47,104 MiB)
+#   unknown  weights fit their budget (budget 33,792 MiB, weight bytes unknown)
+#            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
+#   ok       max_model_len ≤ trained context (32,768 ≤ 32,768)
+#   ok       KV dtype accepted (q8_0 in auto, f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+#
+# Predictions (falsifiable; each verdict is written under its prediction)
+#   kv-tokens: the boot ledger reports 65,536 KV tokens (± 0.5 %)
+#     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
+#     verdict: open
+#   sessions-at-window: backs 2 sequences all at 32,768 tokens at once
+#     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
+#     verdict: open
+#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
+#     closed by probe boundary: fakplan probe shapes/qwen2.5-coder-llamacpp.yaml --url URL --only boundary
+#     verdict: open
+#
+# Role: serve
+# -c: the largest n_ctx whose cache fits budget.kv: largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
+set -euo pipefail
+exec llama-server -m models/qwen2.5-coder-32b-instruct-q8_0.gguf --host 0.0.0.0 --port 8000 -c 65536 -np 2 --cache-type-k q8_0 --cache-type-v q8_0 -ngl 999 -fa on

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
+# engine sglang (0.5.2), model Qwen/Qwen3-32B
+# 12 sequence slots x 40,960-token window, KV fp8_e4m3
+#
+# Derivation (per card, per rank)
+#   rate       full attention 65,536 = 65,536 B/token/rank at fp8_e4m3
+#   contract   12 seqs x 40,960 tokens x 65,536 B/token = 32,212,254,720 B (30,720.00 MiB)
+#   tokens     max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520
+#   sessions   491,520 tokens / 40,960 = 12.00 sessions at the full window
+#   pair       36,864 MiB weights + 30,720 MiB KV = 67,584 MiB
+#   ceiling    73,728 MiB as stated in the shape
+#   unclaimed  73,728 MiB ceiling - 67,584 MiB pair = 6,144 MiB
+#
+# Gates
+#   ok       pool ≥ contract (30,720 MiB ≥ 30,720 MiB)
+#   ok       pair ≤ ceiling (67,584 MiB ≤ 73,728 MiB)
+#   unknown  weights fit their budget (budget 36,864 MiB, weight bytes unknown)
+#            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
+#   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
+#   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
+#   ok       KV dtype accepted (fp8_e4m3 in auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2)
+#
+# Predictions (falsifiable; each verdict is written under its prediction)
+#   kv-tokens: the boot ledger reports 491,520 KV tokens (± 0.5 %)
+#     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
+#     verdict: open
+#   sessions-at-window: backs 12 sequences all at 40,960 tokens at once
+#     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
+#     verdict: open
+#   boundary: 12 concurrent prompts of max_model_len - gen tokens each: 12/12 return the marker at their head
+#     closed by probe boundary: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only boundary
+#     verdict: open
+#
+# Role: serve
+# --max-total-tokens: the tokens budget.kv backs: max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520
+# --mem-fraction-static: (budget.weights 38,654,705,664 B + budget.kv 32,212,254,720 B) / card.total 85,899,345,920 B = 0.825, rounded up; SGLang applies it to the memory free before the weights load, and --max-total-tokens caps the pool
+set -euo pipefail
+exec python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --host 0.0.0.0 --port 8000 --tp 2 --context-length 40960 --max-running-requests 12 --kv-cache-dtype fp8_e4m3 --page-size 1 --max-total-tokens 491520 --mem-fraction-static 0.825

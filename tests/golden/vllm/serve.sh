@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
+# engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
+# 2 sequence slots x 16,384-token window, KV auto
+#
+# Derivation (per card, per rank)
+#   rate       full attention 131,072 = 131,072 B/token/rank at auto (bf16)
+#   contract   2 seqs x 16,384 tokens x 131,072 B/token = 4,294,967,296 B (4,096.00 MiB)
+#   tokens     num_blocks = 5,368,709,120 B // 2,097,152 B = 2,560; logged tokens = 2,560 // 1 groups x 16 = 40,960 (v0.11.0)
+#   sessions   40,960 tokens / 16,384 = 2.50 sessions at the full window
+#   pair       16,384 MiB weights + 5,120 MiB KV = 21,504 MiB
+#   ceiling    22,528 MiB as stated in the shape
+#   unclaimed  22,528 MiB ceiling - 21,504 MiB pair = 1,024 MiB
+#
+# Gates
+#   ok       pool ≥ contract (5,120 MiB ≥ 4,096 MiB)
+#   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
+#   unknown  weights fit their budget (budget 16,384 MiB, weight bytes unknown)
+#            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
+#   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
+#   ok       KV dtype accepted (auto in auto, bfloat16, float16, half, float, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla)
+#   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
+#            fix: give the unclaimed bytes to budget.kv or budget.weights
+#
+# Predictions (falsifiable; each verdict is written under its prediction)
+#   kv-tokens: the boot ledger reports 40,960 KV tokens (± 0.5 %)
+#     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
+#     verdict: open
+#   sessions-at-window: backs 2 sequences all at 16,384 tokens at once
+#     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
+#     verdict: open
+#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
+#     closed by probe boundary: fakplan probe shapes/example.yaml --url URL --only boundary
+#     verdict: open
+#
+# Role: serve
+# --kv-cache-memory-bytes: budget.kv = 5,368,709,120 B per GPU (vllm 0.11.0 takes the pool in bytes)
+set -euo pipefail
+exec vllm serve meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000 --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 16384 --max-num-seqs 2 --kv-cache-dtype auto --kv-cache-memory-bytes 5368709120
