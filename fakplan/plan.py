@@ -128,6 +128,7 @@ class Plan(BaseModel):
     gates: tuple[GateResult, ...]
     predictions: tuple[Prediction, ...]
     launch: LaunchRecord
+    retired_predictions: tuple[Prediction, ...] = ()
 
     @property
     def failed(self) -> bool:

@@ -12,10 +12,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakplan.errors import RecordError
 from fakplan.plan import Plan
-from fakplan.predict import Prediction
+from fakplan.predict import Prediction, Verdict
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
 
 
 def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
@@ -52,21 +56,67 @@ def read_record(path: Path) -> Plan:
 
 
 def carry_verdicts(new: Plan, old: Plan | None) -> Plan:
-    """Keep the verdicts of predictions whose claim has not changed."""
+    """Keep the verdicts of predictions whose claim has not changed.
+
+    A prediction that changed (the shape moved) keeps its verdicts too: the old
+    prediction moves to ``retired_predictions`` rather than being dropped.
+    """
     if old is None:
         return new
     previous = {p.id: p for p in old.predictions}
     kept: list[Prediction] = []
+    retired: list[Prediction] = list(old.retired_predictions)
     for prediction in new.predictions:
-        before = previous.get(prediction.id)
-        same = before is not None and (before.claim, before.low, before.high) == (
-            prediction.claim,
-            prediction.low,
-            prediction.high,
-        )
-        kept.append(
-            prediction.model_copy(update={"verdicts": before.verdicts})
-            if same and before is not None
-            else prediction
-        )
-    return new.model_copy(update={"predictions": tuple(kept)})
+        before = previous.pop(prediction.id, None)
+        if before is not None and _same_claim(before, prediction):
+            kept.append(prediction.model_copy(update={"verdicts": before.verdicts}))
+        else:
+            kept.append(prediction)
+            if before is not None and before.verdicts:
+                retired.append(before)
+    retired.extend(p for p in previous.values() if p.verdicts)
+    return new.model_copy(
+        update={"predictions": tuple(kept), "retired_predictions": tuple(retired)}
+    )
+
+
+def _same_claim(a: Prediction, b: Prediction) -> bool:
+    return (a.claim, a.low, a.high, a.unit) == (b.claim, b.low, b.high, b.unit)
+
+
+def record_verdicts(
+    loaded: LoadedShape,
+    out_dir: Path,
+    verdicts: dict[str, Verdict],
+    templates: Path | None = None,
+) -> Plan:
+    """Add verdicts beside their predictions in plan.json and in the rendered headers.
+
+    The plan is compiled afresh from the shape; verdicts already recorded are
+    kept (see ``carry_verdicts``) and the new ones appended. Every file is
+    rendered in memory first, then each is written atomically.
+    """
+    from fakplan.plan import compile_plan
+    from fakplan.render import render_plan
+
+    plan = compile_plan(loaded)
+    target = record_path(out_dir, plan.name)
+    previous = read_record(target) if target.exists() else None
+    plan = carry_verdicts(plan, previous)
+    known = {p.id for p in plan.predictions}
+    unknown = sorted(set(verdicts) - known)
+    if unknown:
+        raise RecordError(f"{target}: no prediction {', '.join(unknown)} in this plan")
+    plan = plan.model_copy(
+        update={
+            "predictions": tuple(
+                p.with_verdict(verdicts[p.id]) if p.id in verdicts else p for p in plan.predictions
+            )
+        }
+    )
+    files = render_plan(loaded, plan, templates)
+    folder = target.parent
+    for rendered in files:
+        write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
+    write_atomic(target, plan.to_json())
+    return plan

@@ -33,3 +33,17 @@ def check_golden(name: str, text: str) -> None:
         f"no golden file {path}; review the output and set FAKPLAN_UPDATE_GOLDEN=1"
     )
     assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One real llama-cpp-python server for the session (skipped where it is not installed)."""
+    from .realserver import have_llama_cpp, start_server, stop_server
+
+    if not have_llama_cpp():
+        if os.environ.get("CI"):
+            pytest.fail("llama-cpp-python is not installed, but CI must boot the real engine")
+        pytest.skip("llama-cpp-python not installed")
+    server = start_server(tmp_path_factory.mktemp("llama"))
+    yield server
+    stop_server(server.process)
