@@ -6,6 +6,7 @@
     ├── GeometryError            a model fakplan cannot read or does not know
     ├── LedgerError              a boot log that states nothing fakplan recognises
     ├── RecordError              a compiled record (plan.json) that is missing or damaged
+    ├── GatesError               an operator gates file that cannot be imported or clashes
     └── ProbeError               an endpoint that cannot be probed at all
 
 Library code raises these and never exits; ``fakplan.cli`` maps them to exit
@@ -64,6 +65,10 @@ class LedgerError(FakplanError):
 
 class RecordError(FakplanError):
     """A compiled record that cannot be read or updated."""
+
+
+class GatesError(FakplanError):
+    """An operator gates file that cannot be loaded, or a gate id used twice."""
 
 
 class ProbeError(FakplanError):

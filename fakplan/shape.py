@@ -516,3 +516,14 @@ def _check_semantics(loaded: LoadedShape) -> None:
                 index,
                 "control",
             )
+
+
+def shape_paths(argument: str | Path) -> list[Path]:
+    """The shape files one command-line argument names: a file, or a folder's sorted *.yaml."""
+    path = Path(argument)
+    if not path.is_dir():
+        return [path]
+    found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+    if not found:
+        raise ShapeError("no *.yaml shapes in this folder", file=path)
+    return found

@@ -50,13 +50,15 @@ def main() -> None:
 
 def _register() -> None:
     from fakplan.cli import compile as compile_command
-    from fakplan.cli import kv, plan, schema
+    from fakplan.cli import gate, init, kv, plan, schema
 
     commands: list[click.Command] = [  # the one registry of sub-commands
         plan.plan,
         compile_command.compile_,
         schema.schema,
         kv.kv,
+        gate.gate,
+        init.init,
     ]
     for command in commands:
         main.add_command(command)

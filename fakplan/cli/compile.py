@@ -8,12 +8,11 @@ from pathlib import Path
 import click
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK
-from fakplan.cli.shapes import shape_files
 from fakplan.errors import FakplanError
 from fakplan.plan import Plan, compile_plan
 from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
 from fakplan.render import RenderedFile, render_plan
-from fakplan.shape import load_shape
+from fakplan.shape import load_shape, shape_paths
 
 
 @click.command(name="compile")
@@ -41,7 +40,7 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
     already recorded are kept. Exit 1 when a gate fails (files are still
     written, with the failure in their header).
     """
-    loaded = [load_shape(p) for p in shape_files(shapes)]
+    loaded = [load_shape(p) for arg in shapes for p in shape_paths(arg)]
     names: dict[str, Path] = {}
     for item in loaded:
         if item.shape.name in names:

@@ -1,0 +1,73 @@
+"""``fakplan init``: scaffold a shapes repository (shapes/, gates/, CI, README)."""
+
+from __future__ import annotations
+
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import click
+import jinja2
+
+from fakplan.cli import EXIT_OK
+from fakplan.errors import FakplanError
+from fakplan.record import write_atomic
+from fakplan.render import default_templates, environment
+
+# destination in DIR -> template under templates/init/; a ``.j2`` template is
+# rendered with ``version`` (fakplan's), every other file is copied as it is.
+# ``github/`` has no dot in the templates so the wheel ships it like any folder.
+SCAFFOLD: tuple[tuple[str, str], ...] = (
+    ("shapes/example.yaml", "init/shapes/example.yaml"),
+    ("gates/headroom.py", "init/gates/headroom.py"),
+    ("gates/test_shapes.py", "init/gates/test_shapes.py"),
+    ("gates/conftest.py", "init/gates/conftest.py"),
+    (".github/workflows/fakplan.yml", "init/github/workflows/fakplan.yml.j2"),
+    ("README.md", "init/README.md.j2"),
+)
+
+
+def scaffold_files(templates: Path | None = None) -> list[tuple[str, str]]:
+    """``(relative path, text)`` of every scaffolded file; nothing written."""
+    folder = templates or default_templates()
+    env = environment(folder)
+    version = metadata.version("fakplan")
+    out: list[tuple[str, str]] = []
+    for target, source in SCAFFOLD:
+        try:
+            if source.endswith(".j2"):
+                text = env.get_template(source).render(version=version)
+            else:
+                text = (folder / source).read_text(encoding="utf-8")
+        except (OSError, jinja2.TemplateError) as exc:
+            raise FakplanError(f"{folder / source}: init template unusable ({exc})") from None
+        out.append((target, text))
+    return out
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+def init(directory: Path, force: bool) -> None:
+    """Scaffold DIRECTORY: shapes/ with an example shape, gates/ with an example
+    operator gate and the pytest wiring, a CI workflow that runs fakplan gate on
+    every change to shapes/ or gates/, and a README.
+
+    Existing files are never overwritten unless --force is given (exit 2).
+    """
+    files = scaffold_files()
+    existing = [target for target, _ in files if (directory / target).exists()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise FakplanError(
+            f"{(directory / existing[0]).as_posix()}: already exists{more}; "
+            "fakplan init writes nothing over existing files (--force overwrites)"
+        )
+    for target, text in files:
+        path = directory / target
+        try:
+            write_atomic(path, text)
+        except OSError as exc:
+            raise FakplanError(f"{path.as_posix()}: cannot write ({exc.strerror})") from None
+        click.echo(f"wrote {path.as_posix()}")
+    sys.exit(EXIT_OK)
