@@ -48,18 +48,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, deadline_s: float = 60.0) -> None:
+def wait_ready(
+    url: str, process: subprocess.Popen[bytes], log: Path, deadline_s: float = 60.0
+) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if process.poll() is not None:
-            raise RuntimeError(f"llama.cpp server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"llama.cpp server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+            )
         try:
             if httpx.get(f"{url}/v1/models", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise RuntimeError(f"llama.cpp server not ready in {deadline_s:.0f} s:\n{log.read_text()[-3000:]}")
+    raise RuntimeError(
+        f"llama.cpp server not ready in {deadline_s:.0f} s:\n{log.read_text()[-3000:]}"
+    )
 
 
 def start_server(folder: Path, argv: list[str] | None = None, n_ctx: int = N_CTX) -> RunningServer:
@@ -69,12 +75,26 @@ def start_server(folder: Path, argv: list[str] | None = None, n_ctx: int = N_CTX
     port = free_port()
     log = folder / "server.log"
     command = argv or [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--n_ctx", str(n_ctx),
-        "--host", "127.0.0.1", "--port", str(port), "--verbose", "true",
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--n_ctx",
+        str(n_ctx),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--verbose",
+        "true",
     ]
     handle = log.open("wb")
     process = subprocess.Popen(
-        command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        command,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "PORT": str(port)},
     )
     url = f"http://127.0.0.1:{port}"
