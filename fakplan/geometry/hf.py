@@ -142,45 +142,23 @@ def _dense(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _gemma2(f: _Fields) -> dict[str, Any]:
-    layers = int(f.need("num_hidden_layers"))
-    heads = _heads(f)
-    # transformers Gemma2: even layers (0, 2, ...) are sliding, odd layers global.
-    kinds = _from_layer_types(f, layers) or tuple(
-        LayerKind.SLIDING if i % 2 == 0 else LayerKind.FULL for i in range(layers)
-    )
-    return {
-        "num_layers": layers,
-        "layer_kinds": kinds,
-        "attention": heads,
-        "sliding": heads,
-        "sliding_window": int(f.need("sliding_window")),
-    }
+def _windowed(f: _Fields, global_layer: Callable[[int], bool] | None) -> dict[str, Any]:
+    """Models that mix sliding-window and global layers of one head layout.
 
-
-def _gemma3(f: _Fields) -> dict[str, Any]:
-    layers = int(f.need("num_hidden_layers"))
-    heads = _heads(f)
-    pattern = int(f.need("sliding_window_pattern"))
-    # transformers Gemma3: layer i is global when (i + 1) % sliding_window_pattern == 0.
-    kinds = _from_layer_types(f, layers) or tuple(
-        LayerKind.FULL if (i + 1) % pattern == 0 else LayerKind.SLIDING for i in range(layers)
-    )
-    return {
-        "num_layers": layers,
-        "layer_kinds": kinds,
-        "attention": heads,
-        "sliding": heads,
-        "sliding_window": int(f.need("sliding_window")),
-    }
-
-
-def _gpt_oss(f: _Fields) -> dict[str, Any]:
+    ``layer_types`` wins when the config lists it; otherwise ``global_layer(i)``
+    says which layers are global (None: the config must list them).
+    """
     layers = int(f.need("num_hidden_layers"))
     heads = _heads(f)
     kinds = _from_layer_types(f, layers)
     if kinds is None:
-        raise GeometryError(f"{f.where}: gpt_oss needs layer_types (alternating windows)")
+        if global_layer is None:
+            raise GeometryError(
+                f"{f.where}: {f.model_type} needs layer_types (alternating windows)"
+            )
+        kinds = tuple(
+            LayerKind.FULL if global_layer(i) else LayerKind.SLIDING for i in range(layers)
+        )
     return {
         "num_layers": layers,
         "layer_kinds": kinds,
@@ -188,6 +166,21 @@ def _gpt_oss(f: _Fields) -> dict[str, Any]:
         "sliding": heads,
         "sliding_window": int(f.need("sliding_window")),
     }
+
+
+def _gemma2(f: _Fields) -> dict[str, Any]:
+    # transformers Gemma2: even layers (0, 2, ...) are sliding, odd layers global.
+    return _windowed(f, lambda i: i % 2 == 1)
+
+
+def _gemma3(f: _Fields) -> dict[str, Any]:
+    pattern = int(f.need("sliding_window_pattern"))
+    # transformers Gemma3: layer i is global when (i + 1) % sliding_window_pattern == 0.
+    return _windowed(f, lambda i: (i + 1) % pattern == 0)
+
+
+def _gpt_oss(f: _Fields) -> dict[str, Any]:
+    return _windowed(f, None)
 
 
 def _mimo_v2(f: _Fields) -> dict[str, Any]:
