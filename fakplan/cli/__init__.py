@@ -50,7 +50,7 @@ def main() -> None:
 
 def _register() -> None:
     from fakplan.cli import compile as compile_command
-    from fakplan.cli import gate, init, kv, plan, schema
+    from fakplan.cli import gate, init, kv, ledger, plan, schema
 
     commands: list[click.Command] = [  # the one registry of sub-commands
         plan.plan,
@@ -59,6 +59,7 @@ def _register() -> None:
         kv.kv,
         gate.gate,
         init.init,
+        ledger.ledger,
     ]
     for command in commands:
         main.add_command(command)

@@ -1,0 +1,178 @@
+"""Boot-ledger parsers: what an engine says it allocated, as one typed ``Ledger``.
+
+The engine's boot log is the referee of every capacity prediction. Each
+engine's log-line formats are a data table in its own module (``vllm``,
+``sglang``, ``llamacpp``, ``table``), each row tagged with the engine version
+it came from; ``FORMATS`` lists them.
+
+    >>> ledger = parse_ledger("boot.log")            # engine="auto" detects it
+    >>> ledger.kv_tokens, ledger.figure("kv_tokens").line
+    (567978, 2)
+
+A file the parser cannot use (empty, binary, from no known engine) raises one
+``LedgerError`` whose message is the one line the user sees.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from fakplan.errors import LedgerError
+from fakplan.ledger import llamacpp, sglang, table, vllm
+from fakplan.ledger.model import (
+    DEVICE_KEYS,
+    FIGURE_FIELDS,
+    LEDGER_SCHEMA,
+    Ledger,
+    LedgerFigure,
+    LedgerLine,
+)
+from fakplan.ledger.patterns import LedgerFormat
+from fakplan.ledger.reader import Prefilter, ReadStats, scan_file
+from fakplan.ledger.scan import Derivations, EngineScan, aggregate
+
+__all__ = [
+    "DEVICE_KEYS",
+    "ENGINE_CHOICES",
+    "FIGURE_FIELDS",
+    "FORMATS",
+    "LEDGER_SCHEMA",
+    "Ledger",
+    "LedgerFigure",
+    "LedgerLine",
+    "parse_ledger",
+]
+
+FORMATS: dict[str, LedgerFormat] = {
+    "vllm": vllm.FORMAT,
+    "sglang": sglang.FORMAT,
+    "llamacpp": llamacpp.FORMAT,
+    "table": table.FORMAT,
+}
+"""The one registry of boot-log formats; ``--engine`` takes its keys (or ``auto``)."""
+
+ENGINE_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
+
+_KNOWN = "vLLM, SGLang, llama.cpp or a VRAM budget table"
+
+
+@cache
+def _prefilter() -> Prefilter:
+    """Every row's needle: a line without any of them is never decoded."""
+    return Prefilter(row.needle for fmt in FORMATS.values() for row in fmt.rows)
+
+
+def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
+    """Read a boot log (plain or gzip) into a ``Ledger``; ``engine`` forces a format."""
+    if engine != "auto" and engine not in FORMATS:
+        raise LedgerError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINE_CHOICES)}")
+    path = Path(path)
+    scans = {name: EngineScan(fmt) for name, fmt in FORMATS.items()}
+
+    def on_line(number: int, text: str, unterminated: bool) -> None:
+        for scan in scans.values():
+            scan.feed(number, text, unterminated)
+
+    stats = scan_file(path, _prefilter(), on_line)
+    if stats.lines == 0:
+        raise LedgerError(f"{path}: the file is empty; expected an engine's boot log ({_KNOWN})")
+    name, notes = _choose(path, engine, scans, stats)
+    scan = scans[name]
+    boot, boot_notes, boots = scan.finish(stats.lines)
+    if boot is None or not boot.hits:
+        raise LedgerError(
+            f"{path}: {scan.matched} {scan.fmt.title} line(s) recognised, but none states a "
+            "figure; expected the engine's boot log"
+        )
+    agg = aggregate(boot)
+    scan.fmt.derive(Derivations(agg, boot))
+    figures = _ordered(agg.figures)
+    data: dict[str, object] = {
+        "file": str(path),
+        "engine": name,
+        "engine_detected": engine == "auto",
+        "boots": boots,
+        "boot_lines": (boot.start, boot.end),
+        "budget_rows": {},
+        "devices": {},
+        "ranks": agg.ranks,
+        "figures": figures,
+        "lines": tuple(boot.lines),
+        "notes": tuple(notes + boot_notes + agg.notes + _read_notes(stats)),
+    }
+    for key, figure in figures.items():
+        head, _, rest = key.partition(".")
+        if head == "devices":
+            device, _, leaf = rest.rpartition(".")
+            devices = data["devices"]
+            assert isinstance(devices, dict)
+            devices.setdefault(device, {})[leaf] = figure.value
+        elif head == "budget_rows":
+            rows = data["budget_rows"]
+            assert isinstance(rows, dict)
+            rows[rest] = figure.value
+        else:
+            data[key] = figure.value
+    return Ledger.model_validate(data)
+
+
+def _choose(
+    path: Path, engine: str, scans: dict[str, EngineScan], stats: ReadStats
+) -> tuple[str, list[str]]:
+    """The engine whose lines the file holds (most recognised lines wins), or an error."""
+    found = {name: scan.recognised for name, scan in scans.items() if scan.recognised}
+    lines = f"{stats.lines:,} line{'s' if stats.lines != 1 else ''}"
+    if engine != "auto":
+        if scans[engine].matched:
+            return engine, []
+        others = ", ".join(sorted(found))
+        hint = f" (it has {others} lines: try --engine auto)" if others else ""
+        raise LedgerError(f"{path}: no {FORMATS[engine].title} boot-ledger line in {lines}{hint}")
+    if not found:
+        if stats.looks_binary:
+            raise LedgerError(
+                f"{path}: not a text log (binary data); expected an engine's boot log ({_KNOWN})"
+            )
+        raise LedgerError(
+            f"{path}: no boot-ledger line of {_KNOWN} in {lines}; "
+            "expected the engine's boot log (its stdout/stderr)"
+        )
+    best = max(found, key=lambda name: found[name])  # ties: the registry's order
+    notes = [
+        f"also recognised {count} {FORMATS[other].title} line(s); read as {FORMATS[best].title}, "
+        "which has more"
+        for other, count in found.items()
+        if other != best
+    ]
+    return best, notes
+
+
+def _ordered(figures: dict[str, LedgerFigure]) -> dict[str, LedgerFigure]:
+    """Figures in the Ledger's field order, then per-device and per-row ones by name."""
+    order = {name: index for index, name in enumerate(FIGURE_FIELDS)}
+    return dict(sorted(figures.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def _read_notes(stats: ReadStats) -> list[str]:
+    notes: list[str] = []
+    if stats.compressed:
+        notes.append("the file is gzip-compressed; it was read decompressed")
+    if stats.stream_error is not None:
+        notes.append(
+            f"the gzip stream ends early ({stats.stream_error}): the file looks truncated; "
+            f"its first {stats.lines:,} lines were read"
+        )
+    if stats.unterminated_line is not None:
+        notes.append(
+            f"line {stats.unterminated_line} has no line ending: the file may be cut there, so a "
+            "figure at the very end of that line was not read"
+        )
+    if stats.overlong_lines:
+        first = stats.overlong_lines[0]
+        notes.append(
+            f"{len(stats.overlong_lines)} line(s) longer than 1 MiB were skipped (first: line {first})"
+        )
+    if stats.looks_binary:
+        notes.append("the file holds binary data; only its text lines were read")
+    return notes

@@ -1,0 +1,208 @@
+"""The language the engine tables are written in: a ``Row`` per log-line format.
+
+Each engine module lists its boot-ledger lines as ``Row`` data, one row per
+format string, tagged with the engine version it was read in (as
+``shared/reference/engines.md`` cites it). A row names the figures its regex
+captures and how to read them:
+
+    Row("kv_budget", "vLLM v0.11.0, v0.33.0 gpu_worker.py", "Available KV cache memory",
+        r"Available KV cache memory: (?P<kv_bytes>[\\d.]+) GiB", (fig("kv_bytes", IN_GIB),))
+
+Units are read exactly as the engine means them: SGLang and old vLLM print
+"GB" but divide by 2**30 (``GB_IS_GIB``). Bytes are integers: the printed
+decimal times the unit, rounded to the nearest byte.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Protocol
+
+from fakplan.units import GIB, KIB, MIB, TIB
+
+Value = int | float | bool | str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One figure as read from its text: the value, the text as printed, the unit meant."""
+
+    value: Value
+    printed: str | None
+    unit: str | None
+
+
+class Conv(Protocol):
+    def __call__(self, text: str) -> Reading: ...
+
+
+@dataclass(frozen=True)
+class Size:
+    """A number printed in one fixed unit (``printed``) that the engine means as ``meant``."""
+
+    bytes_per_unit: int
+    printed_unit: str
+    meant_unit: str
+
+    def __call__(self, text: str) -> Reading:
+        number = Decimal(text.replace(",", ""))
+        value = int((number * self.bytes_per_unit).to_integral_value(rounding=ROUND_HALF_EVEN))
+        return Reading(value, f"{text} {self.printed_unit}", self.meant_unit)
+
+
+IN_GIB = Size(GIB, "GiB", "GiB")
+GB_IS_GIB = Size(GIB, "GB", "GiB")  # SGLang and vLLM V0 divide by 2**30 and print "GB"
+IN_MIB = Size(MIB, "MiB", "MiB")
+MB_IS_MIB = Size(MIB, "MB", "MiB")
+
+_BINARY = {"B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": TIB}
+_QUANTITY = re.compile(r"^(?P<number>[0-9][0-9,]*(?:\.[0-9]+)?) ?(?P<unit>B|KiB|MiB|GiB|TiB)$")
+
+
+def quantity(text: str) -> Reading:
+    """``"31.86 GiB"``: a number with its binary unit printed beside it."""
+    match = _QUANTITY.match(text.strip())
+    if match is None:  # pragma: no cover - the row regexes admit only these forms
+        raise ValueError(f"not a byte quantity: {text!r}")
+    unit = match["unit"]
+    return Size(_BINARY[unit], unit, unit)(match["number"])
+
+
+def count(text: str) -> Reading:
+    """A whole number, thousands separators allowed (``"2,042,016"``)."""
+    return Reading(int(text.replace(",", "")), text, None)
+
+
+def ratio(text: str) -> Reading:
+    return Reading(float(text), text, None)
+
+
+def text_(text: str) -> Reading:
+    return Reading(text.strip(), text.strip(), None)
+
+
+def flag(text: str) -> Reading:
+    """``true``/``false``/``1``/``0`` as printed by llama.cpp."""
+    return Reading(text.strip().lower() in {"true", "1", "yes", "enabled"}, text.strip(), None)
+
+
+# The quantity forms a table row may print (``card total  31.86 GiB``).
+Q = r"[0-9][0-9,]*(?:\.[0-9]+)? ?(?:B|KiB|MiB|GiB|TiB)\b"
+
+
+@dataclass(frozen=True)
+class Fig:
+    """A figure a row states: its name (a template over the regex groups) and its reading."""
+
+    name: str
+    group: str
+    conv: Conv
+
+
+def fig(name: str, conv: Conv, group: str | None = None) -> Fig:
+    """``fig("kv_tokens", count)`` reads group ``kv_tokens``; ``group=`` reads another."""
+    return Fig(name, group or name, conv)
+
+
+@dataclass(frozen=True)
+class Default:
+    """A figure the log does not print but the engine version fixes (e.g. vLLM V0's block 16)."""
+
+    name: str
+    value: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One boot-ledger line format of one engine version.
+
+    ``needle``: a literal the line must contain (a cheap pre-filter before the regex).
+    ``starts_boot``: the line opens a boot (a second one in a file starts a new boot).
+    ``phase``: where in a boot the line comes (weights before KV budget before capacity);
+    a line from an earlier phase than the rank has reached starts a new boot.
+    ``once``: printed once per boot and rank, so a repeat from the same rank starts a
+    new boot; with ``identity`` (a group naming the model) a repeat naming another model
+    is a second model in the same boot (a draft), whose figures are not counted.
+    ``second_model``: the line says a second model (a draft) loads next.
+    ``server``: still read while a second model loads (server-wide lines).
+    ``series``/``occurrence``: the row applies to the n-th line of its series in a boot
+    and rank (llama.cpp prints one KV summary per cache: non-SWA first, then SWA).
+    ``failure``: the line says the boot failed (``error`` group: the message).
+    ``signature``: the line names its engine (generic lines such as a CUDA OOM do not).
+    ``priority``: a higher one replaces a figure an earlier line stated.
+    ``defaults``: figures the version fixes but this line does not print.
+    """
+
+    kind: str
+    source: str
+    needle: str
+    pattern: str
+    figures: tuple[Fig, ...] = ()
+    starts_boot: bool = False
+    phase: int | None = None
+    once: bool = False
+    identity: str | None = None
+    second_model: bool = False
+    server: bool = False
+    series: str | None = None
+    occurrence: int = 0
+    failure: bool = False
+    signature: bool = True
+    priority: int = 0
+    defaults: tuple[Default, ...] = ()
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", re.compile(self.pattern))
+        where = f"row {self.kind!r} ({self.source})"
+        if self.needle not in re.sub(r"\\(.)", r"\1", self.pattern):
+            raise ValueError(f"{where}: needle {self.needle!r} is not a literal of the pattern")
+        groups = set(self.regex.groupindex)
+        missing = {f.group for f in self.figures} - groups
+        if self.failure and "error" not in groups:
+            missing.add("error")
+        if self.identity is not None and self.identity not in groups:
+            missing.add(self.identity)
+        if missing:
+            raise ValueError(f"{where}: no group {sorted(missing)}")
+
+
+class LedgerFormat(Protocol):
+    """What ``parse_ledger`` needs from an engine: its rows, its ranks, its derivations."""
+
+    name: str
+    title: str
+    rows: tuple[Row, ...]
+
+    def rank(self, text: str) -> str | None:
+        """The rank a line comes from (``TP1``, ``DP0``), or None."""
+        ...
+
+    def complete(self, names: set[str]) -> bool:
+        """Whether a boot that stated ``names`` reached its capacity (or its failure)."""
+        ...
+
+    def derive(self, figures: DerivedFigures) -> None:
+        """Add the figures that follow from printed ones, each marked derived."""
+        ...
+
+
+class DerivedFigures(Protocol):
+    """The view of a boot's figures a format's ``derive`` works on."""
+
+    def value(self, name: str) -> Value | None: ...
+
+    def cite(self, name: str) -> str: ...
+
+    def names(self, prefix: str = "") -> list[str]: ...
+
+    def derive(
+        self, name: str, value: Value, derivation: str, *, main: str, source: str
+    ) -> None: ...
+
+    def copy(self, name: str, to: str) -> None: ...
+
+    def default(self, name: str) -> Default | None: ...

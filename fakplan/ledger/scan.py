@@ -1,0 +1,357 @@
+"""Feed recognised lines through one engine's rows: boots, ranks, second models.
+
+A file can hold several boots (a restarted server appends to its log), lines
+from several ranks interleaved, and a second model (a draft) in the middle of a
+boot. ``EngineScan`` keeps only what it needs as it streams: the current boot,
+the last boot that stated anything and the last complete one, so memory does
+not grow with the file. ``finish`` picks the boot the ledger describes and
+turns its hits into figures: the common value where ranks agree, per-rank
+figures where they differ, then the engine's derived figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fakplan.ledger.model import LedgerFigure, LedgerLine
+from fakplan.ledger.patterns import Default, LedgerFormat, Row, Value
+from fakplan.ledger.reader import clip
+
+MAX_LINES_KEPT = 20_000  # recognised lines kept per boot; the figures never depend on it
+MAIN = "main"  # the label of lines that name no rank, where other lines do
+
+_ALL = "\x00all"  # a second model announced without a rank holds for every rank
+
+
+@dataclass
+class Hit:
+    value: Value
+    line: int
+    text: str
+    printed: str | None
+    unit: str | None
+    rank: str | None
+    source: str
+    priority: int
+
+    def figure(self, rank: str | None) -> LedgerFigure:
+        return LedgerFigure(
+            value=self.value,
+            line=self.line,
+            text=self.text,
+            printed=self.printed,
+            unit=self.unit,
+            rank=rank,
+            source=self.source,
+        )
+
+
+@dataclass
+class Boot:
+    """The lines of one boot, as far as they have been read."""
+
+    start: int
+    end: int = 0
+    hits: dict[tuple[str | None, str], Hit] = field(default_factory=dict)
+    lines: list[LedgerLine] = field(default_factory=list)
+    dropped_lines: int = 0
+    content_ranks: set[str | None] = field(default_factory=set)
+    phases: dict[str | None, int] = field(default_factory=dict)
+    once_seen: dict[tuple[str | None, str, tuple[str, ...]], str | None] = field(
+        default_factory=dict
+    )
+    series_count: dict[tuple[str | None, str, str | None], int] = field(default_factory=dict)
+    second_model: dict[str | None, int] = field(default_factory=dict)
+    defaults: dict[str, tuple[Default, int, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self.content_ranks)
+
+    def names(self) -> set[str]:
+        return {name for _, name in self.hits}
+
+    def span(self) -> str:
+        return f"lines {self.start}-{self.end}"
+
+
+class EngineScan:
+    """One engine's pass over the recognised lines of a file."""
+
+    def __init__(self, fmt: LedgerFormat) -> None:
+        self.fmt = fmt
+        self.current = Boot(start=1)
+        self.previous: Boot | None = None  # the last finished boot that stated anything
+        self.last_complete: Boot | None = None
+        self.boots = 0
+        self.recognised = 0  # lines that name this engine (signature rows)
+        self.matched = 0  # lines any row matched
+
+    # ------------------------------------------------------------ feeding
+
+    def feed(self, number: int, text: str, unterminated: bool) -> None:
+        rank: str | None = None
+        ranked = False
+        signature = False
+        matched = False
+        series_hit: set[tuple[str | None, str, str | None]] = set()
+        for row in self.fmt.rows:
+            if row.needle not in text:
+                continue
+            match = row.regex.search(text)
+            if match is None:
+                continue
+            if unterminated and _may_be_cut(match, text):
+                continue  # a number at the very end of a cut line may be cut too
+            if not ranked:
+                rank, ranked = self.fmt.rank(text), True
+            matched = True
+            signature = signature or row.signature
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            if row.series is not None:
+                key = (rank, row.series, groups.get("device"))
+                if self.current.series_count.get(key, 0) != row.occurrence:
+                    continue
+                series_hit.add(key)
+            self._apply(row, groups, number, text, rank)
+        for key in series_hit:
+            count = self.current.series_count
+            count[key] = count.get(key, 0) + 1
+        self.matched += matched
+        self.recognised += signature
+
+    def _apply(
+        self, row: Row, groups: dict[str, str], number: int, text: str, rank: str | None
+    ) -> None:
+        boot = self.current
+        if not row.server and (_ALL in boot.second_model or rank in boot.second_model):
+            return  # a second model (a draft) is loading: its lines are not this boot's
+        names = tuple(f.name.format(**groups) for f in row.figures if f.group in groups)
+        if row.starts_boot and _has_content(boot, rank):
+            boot = self._new_boot(number)
+        elif row.phase is not None and row.phase < boot.phases.get(rank, row.phase):
+            boot = self._new_boot(number)  # the rank went back to an earlier step: a restart
+        if row.once:
+            key = (rank, row.kind, names)
+            identity = groups.get(row.identity) if row.identity else None
+            if key in boot.once_seen:
+                if row.identity is None or boot.once_seen[key] == identity:
+                    boot = self._new_boot(number)
+                else:
+                    boot.second_model[rank] = number
+                    who = f" ({rank})" if rank else ""
+                    boot.notes.append(
+                        f"a second model ({row.identity}={identity}) loads at line {number}{who};"
+                        " its figures are not counted"
+                    )
+                    return
+            boot.once_seen.setdefault(key, identity)
+        if row.phase is not None:
+            boot.phases[rank] = max(boot.phases.get(rank, row.phase), row.phase)
+        if row.second_model and not boot.second_model:
+            boot.second_model[rank if rank is not None else _ALL] = number
+            boot.notes.append(
+                f"a second model (a draft) loads from line {number}; its figures are not counted"
+            )
+        boot.end = number
+        kept = clip(text)
+        if len(boot.lines) < MAX_LINES_KEPT:
+            boot.lines.append(
+                LedgerLine(line=number, kind=row.kind, text=kept, source=row.source, rank=rank)
+            )
+        else:
+            boot.dropped_lines += 1
+
+        def hit(value: Value, printed: str | None = None, unit: str | None = None) -> Hit:
+            return Hit(value, number, kept, printed, unit, rank, row.source, row.priority)
+
+        for fig in row.figures:
+            raw = groups.get(fig.group)
+            if raw is not None:
+                reading = fig.conv(raw)
+                _put(
+                    boot,
+                    fig.name.format(**groups),
+                    hit(reading.value, reading.printed, reading.unit),
+                )
+        if row.failure:
+            _put(boot, "boot_failed", hit(True))
+            _put(boot, "error", hit(groups["error"].strip()))
+        for default in row.defaults:
+            boot.defaults.setdefault(default.name, (default, number, kept))
+        if not row.starts_boot:
+            boot.content_ranks.add(rank)
+
+    def _new_boot(self, number: int) -> Boot:
+        finished = self.current
+        finished.end = number - 1
+        if finished.has_content:
+            self.boots += 1
+            self.previous = finished
+            if self.fmt.complete(finished.names()):
+                self.last_complete = finished
+        self.current = Boot(start=number)
+        return self.current
+
+    # ------------------------------------------------------------ finishing
+
+    def finish(self, total_lines: int) -> tuple[Boot | None, list[str], int]:
+        """The boot the ledger describes, the notes on that choice, and how many boots."""
+        last = self.current
+        last.end = total_lines
+        boots = self.boots
+        if last.has_content:
+            boots += 1
+        else:
+            last = self.previous or last
+        if not last.has_content:
+            return None, [], boots
+        notes: list[str] = []
+        chosen = last
+        if self.fmt.complete(last.names()):
+            if boots > 1:
+                notes.append(
+                    f"{boots} boots in this file; the last complete one ({last.span()}) was used"
+                )
+        elif self.last_complete is not None and self.last_complete is not last:
+            chosen = self.last_complete
+            notes.append(
+                f"{boots} boots in this file; the last one ({last.span()}) stops before its KV "
+                f"capacity line, so the last complete one ({chosen.span()}) was used"
+            )
+        else:
+            where = f"the last of {boots} boots ({last.span()})" if boots > 1 else "this boot"
+            notes.append(
+                f"{where} stops before its KV capacity line (truncated, or still "
+                "booting): its figures may be incomplete"
+            )
+        if chosen.dropped_lines:
+            notes.append(f"{chosen.dropped_lines} more recognised lines were not listed")
+        return chosen, notes + chosen.notes, boots
+
+
+def _put(boot: Boot, name: str, hit: Hit) -> None:
+    """Keep the first statement of a figure per rank, unless a later one has priority."""
+    key = (hit.rank, name)
+    old = boot.hits.get(key)
+    if old is None or hit.priority > old.priority:
+        boot.hits[key] = hit
+
+
+def _has_content(boot: Boot, rank: str | None) -> bool:
+    """Whether a boot marker from ``rank`` means a new boot has begun."""
+    if rank is None:
+        return boot.has_content
+    return rank in boot.content_ranks
+
+
+def _may_be_cut(match: re.Match[str], text: str) -> bool:
+    end = len(text.rstrip())
+    return any(match.end(g) >= end for g in match.re.groupindex if match.group(g) is not None)
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+@dataclass
+class Aggregate:
+    figures: dict[str, LedgerFigure]
+    ranks: dict[str, dict[str, LedgerFigure]]
+    notes: list[str]
+
+
+def aggregate(boot: Boot) -> Aggregate:
+    """The common value of each figure where ranks agree; per-rank figures where not."""
+    by_name: dict[str, list[Hit]] = {}
+    for (_, name), hit in boot.hits.items():
+        by_name.setdefault(name, []).append(hit)
+    figures: dict[str, LedgerFigure] = {}
+    ranks: dict[str, dict[str, LedgerFigure]] = {}
+    differ: list[str] = []
+    for name, hits in by_name.items():
+        hits.sort(key=lambda h: h.line)
+        if len({_hashable(h.value) for h in hits}) == 1:
+            stated_by = {h.rank for h in hits}
+            first = hits[0]
+            figures[name] = first.figure(first.rank if len(stated_by) == 1 else None)
+            continue
+        differ.append(name)
+        for hit in hits:
+            label = hit.rank if hit.rank is not None else MAIN
+            ranks.setdefault(label, {})[name] = hit.figure(label)
+    notes: list[str] = []
+    if differ:
+        shown = []
+        for name in differ[:4]:
+            values = ", ".join(
+                f"{label} {ranks[label][name].printed or ranks[label][name].value}"
+                for label in sorted(ranks)
+                if name in ranks[label]
+            )
+            shown.append(f"{name} ({values})")
+        more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+        notes.append(
+            "ranks state different values for "
+            + "; ".join(shown)
+            + more
+            + ": no common value is given; see ranks"
+        )
+    ordered = dict(sorted(ranks.items()))
+    return Aggregate(figures=figures, ranks=ordered, notes=notes)
+
+
+def _hashable(value: Value) -> tuple[str, Value]:
+    return (type(value).__name__, value)
+
+
+class Derivations:
+    """The ``DerivedFigures`` view ``LedgerFormat.derive`` adds derived figures through."""
+
+    def __init__(self, agg: Aggregate, boot: Boot) -> None:
+        self._figures = agg.figures
+        self._blocked = {name for per_rank in agg.ranks.values() for name in per_rank}
+        self._defaults = boot.defaults
+
+    def value(self, name: str) -> Value | None:
+        figure = self._figures.get(name)
+        return None if figure is None else figure.value
+
+    def cite(self, name: str) -> str:
+        """``"54.12 GB (line 2)"``: a figure as printed, with its line, for a derivation."""
+        figure = self._figures[name]
+        shown = figure.printed or (
+            f"{figure.value:,}" if isinstance(figure.value, int) else str(figure.value)
+        )
+        return f"{shown} (line {figure.line})"
+
+    def names(self, prefix: str = "") -> list[str]:
+        return sorted(n for n in self._figures if n.startswith(prefix))
+
+    def _free(self, name: str) -> bool:
+        return name not in self._figures and name not in self._blocked
+
+    def derive(self, name: str, value: Value, derivation: str, *, main: str, source: str) -> None:
+        """Add ``name``, derived from printed figures (``main`` gives its line), unless stated."""
+        if not self._free(name):
+            return
+        anchor = self._figures[main]
+        self._figures[name] = LedgerFigure(
+            value=value,
+            line=anchor.line,
+            text=anchor.text,
+            derived=True,
+            derivation=derivation,
+            source=source,
+        )
+
+    def copy(self, name: str, to: str) -> None:
+        """State ``to`` as the same printed figure as ``name`` (same line, not derived)."""
+        figure = self._figures.get(name)
+        if figure is not None and self._free(to):
+            self._figures[to] = figure
+
+    def default(self, name: str) -> Default | None:
+        found = self._defaults.get(name)
+        return None if found is None else found[0]

@@ -1,0 +1,138 @@
+"""The "VRAM budget, per card" table a radiance boot prints, as data.
+
+Source: ``shared/seeds/002_*.txt`` §1 (the table, quoted whole) and §3-§4
+(``mover: N slots can be lent out of the KV cache (X GiB)``, ``backs N
+sequences all at M tokens at once``, ``sampler: ... R rows``, quoted as
+fragments). Only what the seed shows is parsed. The seed elides the middle of
+the sampler line ("sampler: ... R rows"), so that row's form between
+``sampler:`` and ``rows`` is a guess: any text, then the number of rows.
+
+Sizes carry their binary unit beside them (``31.86 GiB``, ``477.30 MiB``).
+The card ceiling is derived exactly as seed 002 §1 defines it:
+``ceiling = (settled_free - engine_floor) + current pair``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fakplan.ledger.patterns import DerivedFigures, Q, Row, count, fig, quantity
+
+SEED = "radiance boot, seed 002 §1"
+
+ROWS: tuple[Row, ...] = (
+    Row("header", SEED, "VRAM budget, per card", r"VRAM budget, per card", starts_boot=True),
+    Row(
+        "card_total",
+        SEED,
+        "card total",
+        rf"\bcard total\s+(?P<card_total_bytes>{Q})",
+        (fig("card_total_bytes", quantity),),
+        once=True,
+    ),
+    Row(
+        "budget_row",
+        SEED + " (vram_weights, vram_kv, ...)",
+        "vram_",
+        rf"(?:^|\s)(?P<row>vram_[a-z0-9_]+)\s+(?P<size>{Q})",
+        (fig("budget_rows.{row}", quantity, "size"),),
+        once=True,
+    ),
+    Row(
+        "unclaimed",
+        SEED,
+        "unclaimed",
+        rf"(?:^|\s)unclaimed\s+(?P<unclaimed_bytes>{Q})",
+        (fig("unclaimed_bytes", quantity),),
+    ),
+    Row(
+        "budgets_total",
+        SEED,
+        "VRAM budgets total",
+        rf"VRAM budgets total (?P<pair>{Q}) of the card's (?P<card>{Q}), so (?P<rest>{Q}) is "
+        r"neither",
+        (
+            fig("pair_bytes", quantity, "pair"),
+            fig("card_total_bytes", quantity, "card"),
+            fig("unbudgeted_bytes", quantity, "rest"),
+        ),
+    ),
+    Row(
+        "settled",
+        SEED,
+        "settled at",
+        rf"\bcard \d+ settled at (?P<free>{Q}) free against (?P<floor>{Q})",
+        (
+            fig("settled_free_bytes", quantity, "free"),
+            fig("engine_floor_bytes", quantity, "floor"),
+        ),
+        once=True,
+    ),
+    Row(
+        "backs",
+        "radiance boot, seed 002 §4",
+        "tokens at once",
+        r"\bbacks (?P<seqs>[\d,]+) sequences? all at (?P<tokens>[\d,]+) tokens at once",
+        (fig("sequences_backed", count, "seqs"), fig("sequence_tokens", count, "tokens")),
+    ),
+    Row(
+        "sampler",
+        "radiance boot, seed 002 §4 ('sampler: ... R rows': the middle is a guess)",
+        "sampler:",
+        r"\bsampler:.*?\b(?P<rows>[\d,]+) rows\b",
+        (fig("sampler_rows", count, "rows"),),
+    ),
+    Row(
+        "mover",
+        "radiance boot, seed 002 §3",
+        "slots can be lent out",
+        rf"\bmover: (?P<slots>[\d,]+) slots can be lent out of the KV cache \((?P<size>{Q})\)",
+        (fig("lendable_slots", count, "slots"), fig("lendable_bytes", quantity, "size")),
+    ),
+)
+
+_CARD = re.compile(r"\bcard (\d+) settled at")
+_COMPLETE = frozenset({"card_total_bytes", "settled_free_bytes", "sequences_backed"})
+_SEED_CEILING = "seed 002 §1: ceiling = (settled_free - engine_floor) + current pair"
+
+
+class TableFormat:
+    """The VRAM budget table of seed 002 (a radiance boot)."""
+
+    name = "table"
+    title = "VRAM budget table"
+    rows = ROWS
+
+    def rank(self, text: str) -> str | None:
+        """``card 1 settled at ...`` comes from card 1; the table rows name no card."""
+        match = _CARD.search(text)
+        return f"card {match[1]}" if match else None
+
+    def complete(self, names: set[str]) -> bool:
+        return bool(names & _COMPLETE)
+
+    def derive(self, figures: DerivedFigures) -> None:
+        rows = figures.names("budget_rows.")
+        values = [figures.value(n) for n in rows]
+        if rows and all(isinstance(v, int) for v in values):
+            figures.derive(
+                "pair_bytes",
+                sum(v for v in values if isinstance(v, int)),
+                " + ".join(f"{n.split('.', 1)[1]} {figures.cite(n)}" for n in rows),
+                main=rows[0],
+                source="seed 002 §1: the pair is the sum of the budgets",
+            )
+        free, floor = figures.value("settled_free_bytes"), figures.value("engine_floor_bytes")
+        pair = figures.value("pair_bytes")
+        if isinstance(free, int) and isinstance(floor, int) and isinstance(pair, int):
+            figures.derive(
+                "ceiling_bytes",
+                free - floor + pair,
+                f"(settled free {figures.cite('settled_free_bytes')} - engine floor "
+                f"{figures.cite('engine_floor_bytes')}) + pair {figures.cite('pair_bytes')}",
+                main="settled_free_bytes",
+                source=_SEED_CEILING,
+            )
+
+
+FORMAT = TableFormat()
