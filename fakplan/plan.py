@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from fakplan.ceiling import ceiling_from_ledger
 from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
+from fakplan.errors import LedgerError
 from fakplan.gates import GateResult, run_gates
 from fakplan.launch import LaunchRecord
+from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
 from fakplan.units import human
@@ -142,17 +146,29 @@ class Plan(BaseModel):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
+def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int | None, str]:
+    """The shape's ceiling: stated bytes, or read from a boot ledger (``ledger_path`` wins)."""
     ceiling = loaded.shape.ceiling
-    if ceiling is None:
-        return None, "unknown: the shape states no ceiling"
-    if ceiling.bytes is not None:
-        note = f" ({ceiling.note})" if ceiling.note else ""
-        return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}"
-    return None, f"unknown: ledger {ceiling.ledger} (reading boot ledgers is not available yet)"
+    floor = ceiling.engine_floor if ceiling is not None else None
+    if ledger_path is None:
+        if ceiling is None:
+            return None, "unknown: the shape states no ceiling"
+        if ceiling.bytes is not None:
+            note = f" ({ceiling.note})" if ceiling.note else ""
+            return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}"
+        assert ceiling.ledger is not None
+        ledger_path = loaded.resolve(ceiling.ledger)
+        try:
+            ledger = parse_ledger(ledger_path)
+        except LedgerError as exc:
+            raise loaded.error(str(exc), "ceiling", "ledger") from None
+    else:
+        ledger = parse_ledger(ledger_path)
+    reading = ceiling_from_ledger(ledger, floor)
+    return reading.bytes, reading.derivation
 
 
-def derive_figures(loaded: LoadedShape) -> Figures:
+def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figures:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
     cost = engine.kv_cost(loaded)
@@ -160,7 +176,7 @@ def derive_figures(loaded: LoadedShape) -> Figures:
     requirement = contract_requirement(cost, seqs, window)
     capacity = engine.capacity(loaded, cost, shape.budget.kv)
     pair = shape.budget.weights + shape.budget.kv
-    ceiling, ceiling_text = _ceiling(loaded)
+    ceiling, ceiling_text = _ceiling(loaded, ledger_path)
     return Figures(
         name=shape.name,
         engine=shape.engine,
@@ -253,6 +269,36 @@ def _predictions(loaded: LoadedShape, f: Figures) -> tuple[Prediction, ...]:
             command=f"fakplan probe {path} --url URL --only boundary",
         ),
     ]
+    out.append(
+        Prediction(
+            id="weights",
+            claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
+            value=None,
+            low=None,
+            high=f.weights_budget_bytes,
+            unit="B",
+            derivation="budget.weights, the weights half of the pair",
+            closed_by="ledger",
+            command=verify,
+        )
+    )
+    if f.unclaimed_bytes is not None:
+        out.append(
+            Prediction(
+                id="unclaimed",
+                claim=(
+                    f"the pair ({human(f.pair_bytes)}) fits under the ceiling the boot ledger "
+                    f"measures, {human(f.unclaimed_bytes)} unclaimed by the shape's ceiling"
+                ),
+                value=f.unclaimed_bytes,
+                low=0,
+                high=None,
+                unit="B",
+                derivation=f"ceiling - pair: {f.ceiling_derivation}",
+                closed_by="ledger",
+                command=verify,
+            )
+        )
     for expectation in shape.expect:
         control = shape.control[expectation.control]
         low_pct, high_pct = expectation.change_pct
@@ -278,10 +324,13 @@ def _predictions(loaded: LoadedShape, f: Figures) -> tuple[Prediction, ...]:
     return tuple(out)
 
 
-def compile_plan(loaded: LoadedShape) -> Plan:
-    """The pure core: shape in, plan out (no files written)."""
+def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
+    """Shape in, plan out (no files written).
+
+    ``ledger_path`` reads the ceiling from that boot log instead of the shape's.
+    """
     shape = loaded.shape
-    f = derive_figures(loaded)
+    f = derive_figures(loaded, ledger_path)
     cost = f.cost
     rate = exact_number(cost.rate)
     rate_text = " + ".join(

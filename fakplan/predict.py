@@ -47,9 +47,14 @@ class Prediction(BaseModel):
 
 
 def judge(prediction: Prediction, observed: float | int) -> VerdictStatus:
-    """held when the observation lies in [low, high]; killed otherwise."""
-    low = prediction.low if prediction.low is not None else prediction.value
-    high = prediction.high if prediction.high is not None else prediction.value
-    if low is None or high is None:
-        return "unverifiable"
-    return "held" if low <= observed <= high else "killed"
+    """held when the observation lies in [low, high]; a missing bound is open on that side."""
+    low, high = prediction.low, prediction.high
+    if low is None and high is None:
+        if prediction.value is None:
+            return "unverifiable"
+        low = high = prediction.value
+    if low is not None and observed < low:
+        return "killed"
+    if high is not None and observed > high:
+        return "killed"
+    return "held"

@@ -9,6 +9,7 @@ import click
 
 from fakplan.gates.operator import gate_paths
 from fakplan.gates.report import FORMATS
+from fakplan.ledger import parse_ledger
 
 
 @click.command()
@@ -29,7 +30,15 @@ from fakplan.gates.report import FORMATS
     help="Folder of operator gates (*.py) to run with the built-ins "
     "[default: gates/ next to each shape's folder].",
 )
-def gate(shapes: tuple[str, ...], format_: str, gates_dir: Path | None) -> None:
+@click.option(
+    "--ledger",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A boot log: pair ≤ ceiling uses the ceiling it measured instead of the shape's.",
+)
+def gate(
+    shapes: tuple[str, ...], format_: str, gates_dir: Path | None, ledger: Path | None
+) -> None:
     """Run every gate over shapes (files or folders of *.yaml): one line per gate per shape.
 
     \b
@@ -44,7 +53,9 @@ def gate(shapes: tuple[str, ...], format_: str, gates_dir: Path | None) -> None:
     the other shapes are still gated. Exit 0 every gate holds, 1 a gate
     failed, 2 some input could not be gated.
     """
-    run = gate_paths(shapes, gates_dir)
+    if ledger is not None:
+        parse_ledger(ledger)  # an unreadable log is bad input for the whole run (exit 2)
+    run = gate_paths(shapes, gates_dir, ledger)
     click.echo(FORMATS[format_](run), nl=False)
     for error in run.errors:
         click.echo(error.message, err=True)

@@ -293,11 +293,16 @@ def expand_shapes(args: Sequence[str | Path]) -> Iterator[Path | BadInput]:
             yield BadInput(Path(raw).as_posix(), str(exc))
 
 
-def gate_shape(path: Path, gates: Sequence[OperatorGate] = ()) -> ShapeGates | BadInput:
-    """Load, compile and gate one shape file; a file that cannot be read is ``BadInput``."""
+def gate_shape(
+    path: Path, gates: Sequence[OperatorGate] = (), ledger: Path | None = None
+) -> ShapeGates | BadInput:
+    """Load, compile and gate one shape file; a file that cannot be read is ``BadInput``.
+
+    ``ledger`` is a boot log whose ceiling replaces the shape's own.
+    """
     shown = path.as_posix()
     try:
-        plan = compile_plan(load_shape(path))
+        plan = compile_plan(load_shape(path), ledger)
     except ShapeError as exc:
         return BadInput(shown, str(exc), exc.line, exc.field)
     except FakplanError as exc:
@@ -330,8 +335,11 @@ class GatesCache:
         return self.for_folder(folder) if folder is not None else ()
 
 
-def gate_paths(args: Sequence[str | Path], gates_dir: Path | None = None) -> GateRun:
-    """Every gate over every shape in ``args``; ``gates_dir`` replaces discovery.
+def gate_paths(
+    args: Sequence[str | Path], gates_dir: Path | None = None, ledger: Path | None = None
+) -> GateRun:
+    """Every gate over every shape in ``args``; ``gates_dir`` replaces discovery;
+    ``ledger`` gives every shape the ceiling that boot log measured.
 
     A shape that cannot be read becomes a ``BadInput`` entry and the others are
     still gated; a gates file that cannot be imported raises ``FakplanError``.
@@ -345,7 +353,7 @@ def gate_paths(args: Sequence[str | Path], gates_dir: Path | None = None) -> Gat
         if isinstance(item, BadInput):
             entries.append(item)
             continue
-        entry = gate_shape(item, cache.for_shape(item, gates_dir))
+        entry = gate_shape(item, cache.for_shape(item, gates_dir), ledger)
         if isinstance(entry, ShapeGates):
             if entry.name in names:
                 entry = BadInput(

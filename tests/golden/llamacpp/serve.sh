@@ -30,6 +30,12 @@
 #   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
 #     closed by probe boundary: fakplan probe shapes/qwen2.5-coder-llamacpp.yaml --url URL --only boundary
 #     verdict: open
+#   weights: the boot's weights fit budget.weights (33,792 MiB)
+#     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
+#     verdict: open
+#   unclaimed: the pair (42,496 MiB) fits under the ceiling the boot ledger measures, 4,608 MiB unclaimed by the shape's ceiling
+#     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
+#     verdict: open
 #
 # Role: serve
 # -c: the largest n_ctx whose cache fits budget.kv: largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B

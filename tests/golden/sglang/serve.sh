@@ -31,6 +31,12 @@
 #   boundary: 12 concurrent prompts of max_model_len - gen tokens each: 12/12 return the marker at their head
 #     closed by probe boundary: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only boundary
 #     verdict: open
+#   weights: the boot's weights fit budget.weights (36,864 MiB)
+#     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
+#     verdict: open
+#   unclaimed: the pair (67,584 MiB) fits under the ceiling the boot ledger measures, 6,144 MiB unclaimed by the shape's ceiling
+#     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
+#     verdict: open
 #
 # Role: serve
 # --max-total-tokens: the tokens budget.kv backs: max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520

@@ -32,6 +32,12 @@
 #   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
 #     closed by probe boundary: fakplan probe shapes/example.yaml --url URL --only boundary
 #     verdict: open
+#   weights: the boot's weights fit budget.weights (16,384 MiB)
+#     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
+#     verdict: open
+#   unclaimed: the pair (21,504 MiB) fits under the ceiling the boot ledger measures, 1,024 MiB unclaimed by the shape's ceiling
+#     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
+#     verdict: open
 #
 # Role: serve
 # --kv-cache-memory-bytes: budget.kv = 5,368,709,120 B per GPU (vllm 0.11.0 takes the pool in bytes)

@@ -1,0 +1,124 @@
+"""The card ceiling, read from a boot ledger: the engine's, never a hand-picked reserve.
+
+Seed 002 §1: ``ceiling = (settled_free − engine_floor) + current_pair``, where the
+ledger states them. vLLM's profiler gives it another way: what the engine may
+use (``total × gpu_memory_utilization``) minus what it holds outside the pair
+(non-torch allocations and the activation peak). llama.cpp states the free
+memory of each device at load and the buffers it adds beside the pair.
+A ceiling whose inputs the log does not state is unknown, with the missing
+lines named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fakplan.ledger import Ledger
+from fakplan.units import human
+
+
+@dataclass(frozen=True)
+class CeilingReading:
+    bytes: int | None
+    derivation: str
+    lines: tuple[int, ...] = ()
+
+
+def _line(ledger: Ledger, name: str) -> tuple[int, ...]:
+    figure = ledger.figure(name)
+    return (figure.line,) if figure is not None else ()
+
+
+def _where(ledger: Ledger, lines: tuple[int, ...]) -> str:
+    numbers = ", ".join(str(n) for n in sorted(set(lines)))
+    return f"{ledger.file} line{'s' if len(set(lines)) > 1 else ''} {numbers}"
+
+
+def _settled(ledger: Ledger) -> tuple[int | None, str]:
+    if ledger.settled_free_bytes is not None:
+        return ledger.settled_free_bytes, "settled_free_bytes"
+    # SGLang: what is free once the pool and the CUDA graphs are in place.
+    for name in ("free_at_ready_bytes", "free_after_graphs_bytes"):
+        value = getattr(ledger, name)
+        if value is not None:
+            return value, name
+    return None, ""
+
+
+def _pair(ledger: Ledger) -> tuple[int | None, tuple[str, ...]]:
+    if ledger.pair_bytes is not None:
+        return ledger.pair_bytes, ("pair_bytes",)
+    if ledger.weights_bytes is not None and ledger.kv_bytes is not None:
+        return ledger.weights_bytes + ledger.kv_bytes, ("weights_bytes", "kv_bytes")
+    return None, ()
+
+
+def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> CeilingReading:
+    """The largest weights + KV pair the card holds under this engine, as the ledger shows it.
+
+    ``engine_floor`` is what the engine must keep free at worst case, for logs
+    that do not state it (an operator's figure: it is labelled as such).
+    """
+    settled, settled_name = _settled(ledger)
+    pair, pair_names = _pair(ledger)
+    floor = ledger.engine_floor_bytes
+    floor_text = "the engine's floor"
+    if floor is None and engine_floor is not None:
+        floor, floor_text = (
+            engine_floor,
+            "ceiling.engine_floor stated in the shape (not in the log)",
+        )
+    if settled is not None and pair is not None and floor is not None:
+        lines = _line(ledger, settled_name) + _line(ledger, "engine_floor_bytes")
+        lines += tuple(n for name in pair_names for n in _line(ledger, name))
+        value = settled - floor + pair
+        return CeilingReading(
+            value,
+            f"(settled free {human(settled, 'MiB', 2)} - {floor_text} {human(floor, 'MiB', 2)}) "
+            f"+ pair {human(pair, 'MiB', 2)} = {human(value, 'MiB', 2)} ({_where(ledger, lines)})",
+            lines,
+        )
+    total, util = ledger.total_gpu_bytes, ledger.gpu_memory_utilization
+    non_torch, activation = ledger.non_torch_bytes, ledger.activation_bytes
+    if None not in (total, util, non_torch, activation):
+        assert total is not None and util is not None
+        assert non_torch is not None and activation is not None
+        usable = ledger.usable_bytes if ledger.usable_bytes is not None else round(total * util)
+        value = usable - non_torch - activation
+        lines = tuple(
+            n
+            for name in ("total_gpu_bytes", "usable_bytes", "non_torch_bytes", "activation_bytes")
+            for n in _line(ledger, name)
+        )
+        return CeilingReading(
+            value,
+            f"vLLM: total {human(total, 'GiB', 2)} x utilisation {util:g} = {human(usable, 'GiB', 2)}, "
+            f"- non-torch {human(non_torch, 'GiB', 2)} - activation peak {human(activation, 'GiB', 2)} "
+            f"= {human(value, 'MiB', 2)} for weights + KV; a larger --gpu-memory-utilization "
+            f"raises it up to what is free at startup ({_where(ledger, lines)})",
+            lines,
+        )
+    free = [d["free_bytes"] for d in ledger.devices.values() if "free_bytes" in d]
+    if len(free) == 1 and ledger.compute_bytes is not None:
+        other = ledger.compute_bytes + (ledger.output_bytes or 0) + (floor or 0)
+        value = free[0] - other
+        lines = tuple(n for name in ("compute_bytes", "output_bytes") for n in _line(ledger, name))
+        floor_part = f" - {floor_text} {human(floor, 'MiB', 2)}" if floor else ""
+        return CeilingReading(
+            value,
+            f"llama.cpp: device free at load {human(free[0], 'MiB', 2)} - compute and output "
+            f"buffers {human(ledger.compute_bytes + (ledger.output_bytes or 0), 'MiB', 2)}{floor_part}"
+            f" = {human(value, 'MiB', 2)} ({ledger.file})",
+            lines,
+        )
+    missing = []
+    if settled is None:
+        missing.append("the free memory once settled")
+    if floor is None:
+        missing.append("the engine's floor (give ceiling.engine_floor)")
+    if pair is None:
+        missing.append("the weights and KV it allocated")
+    return CeilingReading(
+        None,
+        f"unknown: {ledger.file} ({ledger.engine}) does not state {', '.join(missing)}",
+    )
