@@ -8,6 +8,8 @@ Split models (``*-00001-of-0000N.gguf``) are read shard by shard as one model.
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ _SCALARS: dict[int, tuple[str, int]] = {
     12: ("d", 8),
 }
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
 _KEEP_ARRAY_MAX = 4096  # per-layer arrays are kept; token tables are skipped
 
 _SHARD = re.compile(r"^(?P<prefix>.*)-(?P<shard>\d{5})-of-(?P<total>\d{5})\.gguf$")
@@ -73,7 +76,7 @@ class GgufHeader:
 
 
 class _Cursor:
-    def __init__(self, data: bytes, path: Path) -> None:
+    def __init__(self, data: bytes | mmap.mmap, path: Path) -> None:
         self.data = data
         self.pos = 0
         self.path = path
@@ -89,7 +92,7 @@ class _Cursor:
         length = self.take("Q", 8)
         if length > 1 << 24 or self.pos + length > len(self.data):
             raise EOFError
-        raw = self.data[self.pos : self.pos + length]
+        raw = bytes(self.data[self.pos : self.pos + length])
         self.pos += length
         return raw.decode("utf-8", errors="replace")
 
@@ -98,6 +101,19 @@ class _Cursor:
         self.pos += length
         if self.pos > len(self.data):
             raise EOFError
+
+    def skip_strings(self, count: int) -> None:
+        """Walk a string array (a 150k-token vocabulary) without decoding it."""
+        data, pos, end = self.data, self.pos, len(self.data)
+        unpack = _U64.unpack_from
+        try:
+            for _ in range(count):
+                pos += 8 + unpack(data, pos)[0]
+        except struct.error:
+            raise EOFError from None
+        if pos > end:
+            raise EOFError
+        self.pos = pos
 
     def value(self, kind: int) -> Any:
         if kind in _SCALARS:
@@ -108,8 +124,7 @@ class _Cursor:
             item_kind = self.take("I", 4)
             count = self.take("Q", 8)
             if item_kind == _STRING:
-                for _ in range(count):
-                    self.skip_string()
+                self.skip_strings(count)
                 return None
             if item_kind not in _SCALARS:
                 raise ValueError(f"array of unknown value type {item_kind}")
@@ -126,23 +141,20 @@ class _Cursor:
 
 
 def _read_one(path: Path, header: GgufHeader) -> None:
-    chunk = 1 << 20
+    """Map the file and walk its header in place: tensor data is never read."""
     try:
         with path.open("rb") as handle:
-            data = handle.read(chunk)
-            while True:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 24:
+                raise GeometryError(f"{path}: not a GGUF file ({size} bytes)")
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 cursor = _Cursor(data, path)
                 try:
                     _parse(cursor, header)
-                    return
                 except EOFError:
-                    more = handle.read(len(data))  # double the window until the header fits
-                    if not more:
-                        raise GeometryError(
-                            f"{path}: truncated GGUF: the header ends before its "
-                            f"{header.tensor_count} tensor entries are complete"
-                        ) from None
-                    data += more
+                    raise GeometryError(
+                        f"{path}: truncated GGUF: the file ends inside its header"
+                    ) from None
     except OSError as exc:
         raise GeometryError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
