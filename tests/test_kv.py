@@ -309,3 +309,20 @@ def test_kv_bad_pool(runner: CliRunner) -> None:
     result = runner.invoke(main, ["kv", str(CONFIGS / LLAMA8), "--pool", "8"])
     assert result.exit_code == 2
     assert 'expected a byte size such as "5120 MiB"' in result.output
+
+
+def test_ledger_llamacpp_001_qwen25_coder_q8_0() -> None:
+    # b4462, Qwen2.5-Coder-32B-Instruct, q8_0 K and V, 32,768 cells: K 2176.00 MiB, V 2176.00 MiB
+    from fakplan.geometry.catalog import lookup
+
+    g = lookup("Qwen/Qwen2.5-Coder-32B-Instruct")
+    assert g is not None
+    q = KvQuery(
+        geometry=g, engine="llamacpp", engine_version="b4462", kv_dtype="q8_0", max_model_len=32_768
+    )
+    b = kv_breakdown(q)
+    # 64 layers x (8 KV heads x 128 / 32 x 34 B) for K, the same for V
+    assert b.bytes_per_token == 64 * 2 * (1024 // 32 * 34)
+    assert 32_768 * 64 * (1024 // 32 * 34) == 2176 * MIB
+    r = pool_tokens(q, 4352 * MIB)  # "KV self size = 4352.00 MiB"
+    assert r.tokens == 32_768
