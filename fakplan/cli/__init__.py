@@ -50,7 +50,7 @@ def main() -> None:
 
 def _register() -> None:
     from fakplan.cli import compile as compile_command
-    from fakplan.cli import gate, init, kv, ledger, plan, schema, verify
+    from fakplan.cli import budget, gate, init, kv, ledger, plan, schema, verify
 
     commands: list[click.Command] = [  # the one registry of sub-commands
         plan.plan,
@@ -61,6 +61,7 @@ def _register() -> None:
         init.init,
         ledger.ledger,
         verify.verify,
+        budget.budget,
     ]
     for command in commands:
         main.add_command(command)

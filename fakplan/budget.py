@@ -1,0 +1,148 @@
+"""The device budget: what the cards say they hold, and the sentence that explains it.
+
+One rule (seed 001): ask the device, do not model the operating system. Three
+sources, in order:
+
+    FAKPLAN_DEVICE_BUDGET_BYTES   an operator's override ("80 GiB"): a container
+                                  limit or a shared card fakplan cannot see
+    NVML                          each GPU's total, free and used bytes
+    host RAM                      no GPU: physical memory minus a stated reserve
+
+A budget is a snapshot to plan against, never a reservation, and never the
+ceiling: the ceiling is the engine's, read from its boot ledger. When nothing
+can be probed the budget is unknown, with a visible note (fail open).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fakplan.errors import FakplanError, UnitsError
+from fakplan.units import human, parse_bytes
+
+BUDGET_ENV = "FAKPLAN_DEVICE_BUDGET_BYTES"
+HOST_RESERVE_FRACTION = 0.10  # held back for the OS on a host-RAM budget: a blunt, stated reserve
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    index: int
+    name: str
+    total_bytes: int
+    free_bytes: int
+    used_bytes: int
+
+
+@dataclass(frozen=True)
+class DeviceBudget:
+    source: str  # "env", "nvml", "host" or "unknown"
+    devices: tuple[DeviceMemory, ...]
+    budget_bytes: int | None  # per card: the smallest card's total (the pair is per card)
+    sentence: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "fakplan.budget/1",
+            "source": self.source,
+            "budget_bytes": self.budget_bytes,
+            "sentence": self.sentence,
+            "devices": [d.__dict__ for d in self.devices],
+        }
+
+
+class Nvml(Protocol):
+    """The NVML calls fakplan makes; tests inject a fake device at this boundary."""
+
+    def device_count(self) -> int: ...
+
+    def memory(self, index: int) -> DeviceMemory: ...
+
+
+class PynvmlBackend:
+    """NVML through nvidia-ml-py (``pynvml``)."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+
+    def device_count(self) -> int:
+        return int(self._nvml.nvmlDeviceGetCount())
+
+    def memory(self, index: int) -> DeviceMemory:
+        handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+        name = self._nvml.nvmlDeviceGetName(handle)
+        info = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+        return DeviceMemory(
+            index=index,
+            name=name.decode() if isinstance(name, bytes) else str(name),
+            total_bytes=int(info.total),
+            free_bytes=int(info.free),
+            used_bytes=int(info.used),
+        )
+
+    def close(self) -> None:
+        self._nvml.nvmlShutdown()
+
+
+def _host_ram() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def probe_budget(
+    env: dict[str, str] | None = None,
+    nvml: Callable[[], Nvml] | None = None,
+    host_ram: Callable[[], int | None] = _host_ram,
+) -> DeviceBudget:
+    """The budget from the first source that answers (override, NVML, host RAM)."""
+    env = dict(os.environ) if env is None else env
+    override = env.get(BUDGET_ENV)
+    if override:
+        try:
+            value = parse_bytes(override)
+        except UnitsError as exc:
+            raise FakplanError(f"{BUDGET_ENV}: {exc}") from None
+        return DeviceBudget(
+            "env",
+            (),
+            value,
+            f"{human(value, 'GiB', 2)} per card from {BUDGET_ENV} (an operator's figure; no device was asked)",
+        )
+    reason = ""
+    try:
+        backend = (nvml or PynvmlBackend)()
+        devices = tuple(backend.memory(i) for i in range(backend.device_count()))
+    except Exception as exc:  # NVML absent, no driver, no GPU: fall through, saying why
+        reason = f"NVML unavailable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+        devices = ()
+    if devices:
+        smallest = min(d.total_bytes for d in devices)
+        names = sorted({d.name for d in devices})
+        return DeviceBudget(
+            "nvml",
+            devices,
+            smallest,
+            f"{len(devices)} GPU(s) ({', '.join(names)}) report {human(smallest, 'GiB', 2)} per card "
+            "(NVML total; the engine's ceiling, read from its boot ledger, is what a pair must fit)",
+        )
+    reason = reason or "NVML reports no GPU"
+    ram = host_ram()
+    if ram is None:
+        return DeviceBudget(
+            "unknown", (), None, f"unknown: {reason}, and host RAM could not be read"
+        )
+    budget = ram - round(ram * HOST_RESERVE_FRACTION)
+    return DeviceBudget(
+        "host",
+        (),
+        budget,
+        f"{human(budget, 'GiB', 2)}: host RAM {human(ram, 'GiB', 2)} minus a {HOST_RESERVE_FRACTION:.0%} "
+        f"reserve for the OS, because {reason}",
+    )

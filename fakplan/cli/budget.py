@@ -1,0 +1,43 @@
+"""``fakplan budget``: the device budget and where it came from."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fakplan.budget import probe_budget
+from fakplan.units import human
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.budget/1).")
+def budget(as_json: bool) -> None:
+    """What this machine's cards hold (NVML), or host RAM without a GPU.
+
+    FAKPLAN_DEVICE_BUDGET_BYTES (e.g. "80 GiB") overrides the probe: a container limit or a
+    shared card fakplan cannot see. A budget is a snapshot to plan card.total
+    against; the ceiling a pair must fit is the engine's, from its boot ledger.
+    """
+    result = probe_budget()
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    console = Console(highlight=False)
+    if result.devices:
+        table = Table(show_header=True, header_style="bold")
+        for column in ("gpu", "name", "total", "free", "used"):
+            table.add_column(column, justify="right" if column not in ("name",) else "left")
+        for d in result.devices:
+            table.add_row(
+                str(d.index),
+                Text(d.name),
+                human(d.total_bytes, "MiB"),
+                human(d.free_bytes, "MiB"),
+                human(d.used_bytes, "MiB"),
+            )
+        console.print(table)
+    console.print(Text(result.sentence))

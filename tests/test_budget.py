@@ -1,0 +1,83 @@
+"""The device budget: NVML is injected at the boundary; no GPU is needed here."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.budget import BUDGET_ENV, DeviceBudget, DeviceMemory, probe_budget
+from fakplan.cli import main
+from fakplan.errors import FakplanError
+
+H200_TOTAL = 143_771 * 2**20  # nvidia-smi on an H200: 143771 MiB
+
+
+class FakeNvml:
+    def __init__(self, totals: list[int]) -> None:
+        self.totals = totals
+
+    def device_count(self) -> int:
+        return len(self.totals)
+
+    def memory(self, index: int) -> DeviceMemory:
+        total = self.totals[index]
+        return DeviceMemory(index, "NVIDIA H200", total, total - 600 * 2**20, 600 * 2**20)
+
+
+def no_nvml() -> FakeNvml:
+    raise RuntimeError("NVML Shared Library Not Found")
+
+
+def test_nvml_budget_is_the_smallest_card() -> None:
+    result = probe_budget(env={}, nvml=lambda: FakeNvml([H200_TOTAL, H200_TOTAL - 2**30]))
+    assert result.source == "nvml"
+    assert result.budget_bytes == H200_TOTAL - 2**30
+    assert "2 GPU(s) (NVIDIA H200)" in result.sentence
+
+
+def test_env_override_wins_and_says_so() -> None:
+    result = probe_budget(env={BUDGET_ENV: "80 GiB"}, nvml=lambda: FakeNvml([H200_TOTAL]))
+    assert (result.source, result.budget_bytes) == ("env", 80 * 2**30)
+    assert BUDGET_ENV in result.sentence
+
+
+def test_bad_override_is_bad_input() -> None:
+    with pytest.raises(FakplanError, match=BUDGET_ENV):
+        probe_budget(env={BUDGET_ENV: "80"})
+
+
+def test_host_fallback_names_the_reason_and_the_reserve() -> None:
+    result = probe_budget(env={}, nvml=no_nvml, host_ram=lambda: 24 * 2**30)
+    assert result.source == "host"
+    assert result.budget_bytes == 24 * 2**30 - round(24 * 2**30 * 0.10)
+    assert "NVML unavailable (RuntimeError: NVML Shared Library Not Found)" in result.sentence
+
+
+def test_unknown_when_nothing_answers() -> None:
+    result = probe_budget(env={}, nvml=no_nvml, host_ram=lambda: None)
+    assert result == DeviceBudget("unknown", (), None, result.sentence)
+    assert result.sentence.startswith("unknown:")
+
+
+def test_budget_json(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_ENV, "31.86 GiB")
+    result = runner.invoke(main, ["budget", "--json"])
+    data = json.loads(result.output)
+    assert data["schema"] == "fakplan.budget/1"
+    assert data["budget_bytes"] == 34_209_414_513
+
+
+@pytest.mark.skipif(
+    not os.environ.get("FAKPLAN_GPU_CHECK"), reason="a GPU check, run on a device machine"
+)
+def test_real_nvml() -> None:
+    """On a machine with an NVIDIA GPU: NVML answers and agrees with torch."""
+    import torch
+
+    result = probe_budget(env={})
+    assert result.source == "nvml"
+    _free, total = torch.cuda.mem_get_info(0)
+    assert result.devices[0].total_bytes == total
