@@ -130,7 +130,9 @@ def probe_budget(
             devices,
             smallest,
             f"{len(devices)} GPU(s) ({', '.join(names)}) report {human(smallest, 'GiB', 2)} per card "
-            "(NVML total; the engine's ceiling, read from its boot ledger, is what a pair must fit)",
+            "(NVML total; CUDA's total, which vLLM multiplies by its utilisation, leaves out "
+            "what the driver reserves; the engine's ceiling, from its boot ledger, is what a "
+            "pair must fit)",
         )
     reason = reason or "NVML reports no GPU"
     ram = host_ram()

@@ -74,10 +74,25 @@ def test_budget_json(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None
     not os.environ.get("FAKPLAN_GPU_CHECK"), reason="a GPU check, run on a device machine"
 )
 def test_real_nvml() -> None:
-    """On a machine with an NVIDIA GPU: NVML answers and agrees with torch."""
+    """On a machine with an NVIDIA GPU: NVML answers with nvidia-smi's total.
+
+    Seen on an H200 (2026-11-29): NVML total 143,771 MiB (150,754,820,096 B), used
+    615 MiB at idle; CUDA's total (cudaMemGetInfo, torch) was 150,109,880,320 B —
+    NVML's total minus that reservation — and that is the total vLLM multiplies
+    by gpu_memory_utilization.
+    """
+    import subprocess
+
     import torch
 
     result = probe_budget(env={})
     assert result.source == "nvml"
-    _free, total = torch.cuda.mem_get_info(0)
-    assert result.devices[0].total_bytes == total
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.devices[0].total_bytes == int(smi.stdout.strip()) * 2**20
+    _free, cuda_total = torch.cuda.mem_get_info(0)
+    assert cuda_total <= result.devices[0].total_bytes

@@ -323,6 +323,6 @@ def test_ledger_llamacpp_001_qwen25_coder_q8_0() -> None:
     b = kv_breakdown(q)
     # 64 layers x (8 KV heads x 128 / 32 x 34 B) for K, the same for V
     assert b.bytes_per_token == 64 * 2 * (1024 // 32 * 34)
-    assert 32_768 * 64 * (1024 // 32 * 34) == 2176 * MIB
+    assert 2176 * MIB == 32_768 * 64 * (1024 // 32 * 34)
     r = pool_tokens(q, 4352 * MIB)  # "KV self size = 4352.00 MiB"
     assert r.tokens == 32_768
