@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,41 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPES = ROOT / "shapes"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SHARED = ROOT.parent / "shared"
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    names: frozenset[str]
+    entry_points: str
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> BuiltWheel:
+    """The wheel `pip install .` would install, built once per session."""
+    folder = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(folder),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = folder.glob("fakplan-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = frozenset(archive.namelist())
+        (entry,) = [n for n in names if n.endswith("entry_points.txt")]
+        return BuiltWheel(names, archive.read(entry).decode())
 
 
 @pytest.fixture

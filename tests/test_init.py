@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from click.testing import CliRunner
 
 from fakplan.cli import main
 
-from .conftest import ROOT
+from .conftest import BuiltWheel
 
 WRITTEN = [  # in the order init reports them
     "shapes/example.yaml",
@@ -131,30 +130,8 @@ def test_refusal_counts_every_existing_file(repo: Path, runner: CliRunner) -> No
     ]
 
 
-def test_wheel_ships_init_templates_and_the_pytest_entry_point(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = tmp_path.glob("fakplan-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
-        entry_text = archive.read(entry_points).decode()
+def test_wheel_ships_init_templates_and_the_pytest_entry_point(built_wheel: BuiltWheel) -> None:
+    names, entry_text = built_wheel.names, built_wheel.entry_points
     for target in WRITTEN:
         source = {
             ".github/workflows/fakplan.yml": "github/workflows/fakplan.yml.j2",
