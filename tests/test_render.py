@@ -218,3 +218,45 @@ def test_llamacpp_python_server_refuses_slots(runner: CliRunner, tmp_path: Path)
         "serving.max_num_seqs: llama-cpp-python's server serves one sequence at a time"
         in result.output
     )
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_strings_in_a_custom_shape_render_inert(
+    text: str, runner: CliRunner, tmp_path: Path
+) -> None:
+    shape = {
+        "name": "hostile",
+        "engine": "custom",
+        "engine_version": text,
+        "model": text,
+        "card": {"total": "24 GiB"},
+        "budget": {"weights": "4 GiB", "kv": "1 GiB"},
+        "serving": {"max_num_seqs": 1, "max_model_len": 2048, "kv_cache_dtype": "bf16"},
+        "contract": {
+            "per_token": [{"name": "attn", "per_token": "1 KiB", "dtype": "bf16", "note": text}]
+        },
+        "launch": {"extra_args": [text]},
+    }
+    path = tmp_path / "hostile.yaml"
+    path.write_text(json.dumps(shape, ensure_ascii=False), encoding="utf-8")
+    plan = compile_one(runner, path, tmp_path / "out")
+    env_file = tmp_path / "out" / "hostile" / "hostile.env"
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'set -eu; source "$1"; printf "%s\\0%s" "$MODEL" "$ENGINE_ARGS"',
+            "_",
+            str(env_file),
+        ],
+        capture_output=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    model, args = proc.stdout.decode().split("\0")
+    assert model == text
+    assert args == plan["launch"]["env"]["ENGINE_ARGS"]  # type: ignore[index]
+    lines = env_file.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    assert lines[first].startswith("MODEL=")
+    assert not list(tmp_path.rglob("pwned*"))
