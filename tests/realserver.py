@@ -89,14 +89,14 @@ def start_server(folder: Path, argv: list[str] | None = None, n_ctx: int = N_CTX
         "--verbose",
         "true",
     ]
-    handle = log.open("wb")
-    process = subprocess.Popen(
-        command,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "PORT": str(port)},
-    )
+    with log.open("wb") as handle:  # the child keeps its own descriptor; ours must close
+        process = subprocess.Popen(
+            command,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PORT": str(port)},
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, log)

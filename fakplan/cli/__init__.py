@@ -49,8 +49,8 @@ def main() -> None:
 
 
 def _register() -> None:
+    from fakplan.cli import budget, gate, init, kv, ledger, plan, probe, schema, verify
     from fakplan.cli import compile as compile_command
-    from fakplan.cli import budget, gate, init, kv, ledger, plan, schema, verify
 
     commands: list[click.Command] = [  # the one registry of sub-commands
         plan.plan,
@@ -62,6 +62,7 @@ def _register() -> None:
         ledger.ledger,
         verify.verify,
         budget.budget,
+        probe.probe,
     ]
     for command in commands:
         main.add_command(command)

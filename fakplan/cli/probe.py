@@ -1,0 +1,306 @@
+"""``fakplan probe``: live probes of a deployed shape; verdicts recorded beside its predictions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
+
+from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.errors import ProbeError
+from fakplan.plan import Plan, compile_plan
+from fakplan.predict import Verdict
+from fakplan.probes import (
+    MIN_DECODE_TOKENS,
+    PROBES,
+    BoundaryResult,
+    Calibration,
+    Endpoint,
+    ProbeOptions,
+    ProbeRun,
+    RateResult,
+    run_probes,
+    verdicts_for,
+)
+from fakplan.probes.http import check_url
+from fakplan.record import read_record, record_path, record_verdicts, write_atomic
+from fakplan.shape import load_shape
+
+
+def _only(value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    unknown = [n for n in names if n not in PROBES]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"{', '.join(unknown) or 'nothing'}: expected a comma-separated list of "
+            f"{', '.join(PROBES)}",
+            param_hint="--only",
+        )
+    return names
+
+
+def _api_key(variable: str | None) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ProbeError(
+            f"--api-key-env {variable}: that environment variable is not set or is empty "
+            "(--api-key-env names the variable that holds the key, never the key itself)"
+        )
+    return value
+
+
+class _Bars:
+    """Rich progress on a terminal (stderr): one line per probe."""
+
+    def __init__(self, progress: RichProgress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def begin(self, probe: str, steps: int) -> None:
+        self.tasks[probe] = self.progress.add_task(probe, total=steps)
+
+    def step(self, probe: str, text: str) -> None:
+        self.progress.update(self.tasks[probe], advance=1, description=text)
+
+    def end(self, probe: str, status: str) -> None:
+        task = self.tasks[probe]
+        total = self.progress.tasks[task].total or 1
+        self.progress.update(task, completed=total, description=f"{probe}: {status}")
+
+
+def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
+    folder = out_dir / run.name / "probes"
+    path = folder / f"{run.id}.json"
+    n = 2
+    while path.exists():  # two runs in one second keep both records
+        path = folder / f"{run.id}-{n}.json"
+        n += 1
+    return path
+
+
+@click.command()
+@click.argument("shape", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--url",
+    required=True,
+    help="The endpoint's root or its /v1, e.g. http://10.0.0.5:8000/v1.",
+)
+@click.option(
+    "--only",
+    default=",".join(PROBES),
+    show_default=True,
+    help="Probes to run, comma-separated.",
+)
+@click.option(
+    "--api-key-env",
+    metavar="VAR",
+    default=None,
+    help="Environment variable holding the API key (sent as a bearer token, never written).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out"),
+    show_default=True,
+    help="Folder of compiled records: verdicts go to <name>/plan.json, figures to <name>/probes/.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run as JSON (schema fakplan.probe/1)."
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 50),
+    default=3,
+    show_default=True,
+    help="Repetitions of each rate probe (median and spread).",
+)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=512,
+    show_default=True,
+    help=f"Tokens generated per decode run (at least {MIN_DECODE_TOKENS}).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1.0, max=86_400.0),
+    default=600.0,
+    show_default=True,
+    help="Seconds each probe may take in all (connect at most 10 s).",
+)
+def probe(
+    shape: Path,
+    url: str,
+    only: str,
+    api_key_env: str | None,
+    out_dir: Path,
+    as_json: bool,
+    repeat: int,
+    max_tokens: int,
+    timeout: float,
+) -> None:
+    """Probe a deployed endpoint and record verdicts on the shape's live predictions.
+
+    \b
+    calibrate  chars/token of the probe corpus, counted for free (tokenize
+               route, or the count an above-window refusal names)
+    boundary   max_num_seqs concurrent prompts of max_model_len - 32 tokens,
+               each asked for the marker at its head (closes "boundary")
+    decode     tokens/s over --max-tokens, streamed and not (closes decode expectations)
+    prefill    tokens/s of a cold window-sized prompt (closes prefill expectations)
+
+    Verdicts go into DIR/<name>/plan.json and the rendered headers; the run's
+    figures into DIR/<name>/probes/<UTC time>.json. Exit 0 when every
+    prediction closed held, 1 when one was killed or a probe failed, 2 on bad
+    input (shape, URL, options).
+    """
+    selected = _only(only)
+    loaded = load_shape(shape)
+    if "decode" in selected and max_tokens < MIN_DECODE_TOKENS:
+        raise ProbeError(
+            f"--max-tokens {max_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} "
+            "generated tokens; at 8-9 tokens the inter-token time is first-token noise "
+            "(seed 002 §4). Use the default 512"
+        )
+    check_url(url)
+    key = _api_key(api_key_env)
+    plan = compile_plan(loaded)
+    record = record_path(out_dir, plan.name)
+    previous = read_record(record) if record.exists() else None  # a damaged record: exit 2 now
+    options = ProbeOptions(only=selected, repeat=repeat, max_tokens=max_tokens, timeout_s=timeout)
+    limits = httpx.Limits(max_connections=max(8, plan.max_num_seqs + 2))
+    err = Console(stderr=True, highlight=False)
+    with httpx.Client(limits=limits) as client:
+        endpoint = Endpoint(client, url, api_key=key, connect_timeout_s=min(10.0, timeout))
+
+        def concurrent() -> httpx.AsyncClient:
+            return httpx.AsyncClient(limits=limits)
+
+        if err.is_terminal:
+            with RichProgress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bars:
+                run = run_probes(loaded, endpoint, concurrent, options, _Bars(bars))
+        else:
+            run = run_probes(loaded, endpoint, concurrent, options)
+    verdicts = verdicts_for(run, plan, previous)
+    failed = bool(run.failures) or any(v.status == "killed" for v in verdicts.values())
+    code = EXIT_FAILED if failed else EXIT_OK
+    raw = _raw_path(out_dir, run)
+    document = {
+        **run.to_dict(),
+        "options": {
+            "only": list(selected),
+            "repeat": repeat,
+            "max_tokens": max_tokens,
+            "timeout_s": timeout,
+        },
+        "verdicts": {pid: v.model_dump(mode="json") for pid, v in verdicts.items()},
+        "record": record.as_posix() if verdicts else None,
+        "raw": raw.as_posix(),
+        "exit": code,
+    }
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
+    if verdicts:
+        record_verdicts(loaded, out_dir, verdicts)
+    if as_json:
+        click.echo(text, nl=False)
+    else:
+        _print(run, plan, verdicts, raw, record if verdicts else None)
+    sys.exit(code)
+
+
+# ----------------------------------------------------------------------- output
+
+_STATUS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]"}
+_VERDICT = {
+    "held": "[green]held[/]",
+    "killed": "[red]KILLED[/]",
+    "inside noise": "[yellow]inside noise[/]",
+    "unverifiable": "[yellow]unverifiable[/]",
+}
+
+
+def _figure(result: Any) -> str:
+    if isinstance(result, Calibration):
+        return (
+            f"{result.chars_per_token:g} chars/token ({result.tokens:,} tokens in "
+            f"{result.chars:,} chars, by {result.method} {result.route})"
+        )
+    if isinstance(result, BoundaryResult):
+        latency = f"; latency median {result.latency_s['median']:g} s" if result.latency_s else ""
+        return (
+            f"{result.retrieved}/{result.slots} retrieved; {result.answered}/{result.slots} "
+            f"answered at {result.target_tokens:,} tokens, {result.refused} refused, "
+            f"{result.preempted} preempted{latency}"
+        )
+    if isinstance(result, RateResult):
+        if result.figure is None:
+            return "no figure"
+        return f"{result.figure:,.1f} t/s ({result.basis}, noise ±{result.noise_pct:.1f} %)"
+    return ""
+
+
+def _print(
+    run: ProbeRun, plan: Plan, verdicts: dict[str, Verdict], raw: Path, record: Path | None
+) -> None:
+    console = Console(highlight=False, soft_wrap=False)
+    server = run.server or {}
+    console.print(
+        Text(
+            f"{run.name}  {run.url}  {server.get('flavour', 'unknown engine')}"
+            + (f" ({server['evidence']})" if server.get("evidence") else "")
+            + (f"  model {server['model']}" if server.get("model") else ""),
+            style="bold",
+        )
+    )
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("probe")
+    table.add_column("status")
+    table.add_column("figure", overflow="fold")
+    for name, outcome in run.probes.items():
+        label = name if outcome.requested else f"{name} (for sizing)"
+        detail = outcome.error if outcome.status == "failed" else _figure(outcome.result)
+        table.add_row(Text(label), _STATUS[outcome.status], Text(detail or ""))
+    console.print(table)
+    for name, outcome in run.probes.items():
+        result = outcome.result
+        notes = list(getattr(result, "notes", ()) or ())
+        bound = getattr(result, "bound_by", None)
+        if bound:
+            console.print(Text(f"  {name}: bound by {bound}"))
+        for note in notes:
+            console.print(Text(f"  {name}: {note}"))
+    for note in (*run.notes, *server.get("notes", ())):
+        console.print(Text(f"  note: {note}"))
+    if verdicts:
+        console.print("verdicts:")
+        for pid, verdict in verdicts.items():
+            console.print(f"  {_VERDICT[verdict.status]} ", end="")
+            console.print(Text(f"{pid}: {verdict.note}"))
+    open_ids = [
+        p.id for p in plan.predictions if p.closed_by.startswith("probe") and p.id not in verdicts
+    ]
+    if open_ids:
+        console.print(Text(f"not closed by this run: {', '.join(open_ids)}"))
+    console.print(Text(f"figures: {raw}" + (f"; verdicts recorded in {record}" if record else "")))

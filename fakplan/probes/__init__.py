@@ -1,0 +1,76 @@
+"""Live probes of a deployed OpenAI-compatible endpoint: calibrate, boundary, decode, prefill.
+
+Pure core, thin edge: request bodies, refusal parsing, statistics and
+verdict rules are pure (``api``, ``refusals``, ``stats``, ``run.verdicts_for``);
+HTTP goes through ``http.Endpoint`` over an ``httpx.Client`` the caller owns
+(tests inject ``httpx.MockTransport``), and concurrent prompts through async
+clients the caller's factory makes. Usage::
+
+    import httpx
+    from fakplan.probes import Endpoint, ProbeOptions, run_probes, verdicts_for
+
+    with httpx.Client() as client:
+        endpoint = Endpoint(client, "http://127.0.0.1:8000", api_key=key)
+        run = run_probes(loaded, endpoint, httpx.AsyncClient, ProbeOptions(only=("decode",)))
+    verdicts = verdicts_for(run, compile_plan(loaded))
+
+Errors: ``ProbeFault`` fails one probe (``run_probes`` records it and goes
+on); ``fakplan.errors.ProbeError`` is an endpoint that cannot be probed at all
+(a malformed URL), which the CLI reports as bad input.
+"""
+
+from fakplan.probes.api import Server
+from fakplan.probes.boundary import BoundaryResult, boundary
+from fakplan.probes.calibrate import Calibration, Sizer, calibrate
+from fakplan.probes.corpus import corpus
+from fakplan.probes.detect import detect
+from fakplan.probes.flavours import FLAVOURS, Flavour
+from fakplan.probes.http import AsyncEndpoint, Deadline, Endpoint, ProbeFault
+from fakplan.probes.rates import MIN_DECODE_TOKENS, RateResult, decode, prefill
+from fakplan.probes.refusals import REFUSALS, Refusal, parse_refusal
+from fakplan.probes.run import (
+    PROBES,
+    RUN_SCHEMA,
+    ProbeOptions,
+    ProbeOutcome,
+    ProbeRun,
+    run_probes,
+    verdicts_for,
+)
+from fakplan.probes.stats import NOISE_FLOOR_PCT, Summary, judge_band, summarize, trend
+
+__all__ = [
+    "FLAVOURS",
+    "MIN_DECODE_TOKENS",
+    "NOISE_FLOOR_PCT",
+    "PROBES",
+    "REFUSALS",
+    "RUN_SCHEMA",
+    "AsyncEndpoint",
+    "BoundaryResult",
+    "Calibration",
+    "Deadline",
+    "Endpoint",
+    "Flavour",
+    "ProbeFault",
+    "ProbeOptions",
+    "ProbeOutcome",
+    "ProbeRun",
+    "RateResult",
+    "Refusal",
+    "Server",
+    "Sizer",
+    "Summary",
+    "boundary",
+    "calibrate",
+    "corpus",
+    "decode",
+    "detect",
+    "judge_band",
+    "parse_refusal",
+    "prefill",
+    "run_probes",
+    "summarize",
+    "trend",
+    "verdicts_for",
+]

@@ -1,0 +1,80 @@
+"""Which engine serves an endpoint: at most three GETs, classified by ``flavours.DETECTION``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fakplan.probes.api import Server, excerpt
+from fakplan.probes.flavours import FLAVOURS, Observed, classify, served_context
+from fakplan.probes.http import Answer, Deadline, Endpoint, ProbeFault
+from fakplan.probes.refusals import error_message
+
+
+def _mapping(answer: Answer) -> Mapping[str, object] | None:
+    return answer.data if answer.ok and isinstance(answer.data, Mapping) else None
+
+
+def _optional(endpoint: Endpoint, path: str, deadline: Deadline) -> Answer | None:
+    """A GET whose failure only means "not this flavour" (connection faults still count)."""
+    try:
+        return endpoint.get(path, deadline)
+    except ProbeFault as exc:
+        if str(exc).startswith("cannot connect"):
+            raise
+        return None
+
+
+def detect(
+    endpoint: Endpoint,
+    deadline: Deadline,
+    *,
+    hint: str | None = None,
+    eos_ids: tuple[int, ...] = (),
+    extra_body: Mapping[str, Any] | None = None,
+) -> Server:
+    """The server's flavour and model id; ``hint`` (a flavour name) when its routes do not tell.
+
+    ``GET /v1/models`` must answer: an endpoint that does not is not
+    OpenAI-compatible (or refuses the key), and every probe needs the model id.
+    """
+    models = endpoint.get("/v1/models", deadline)
+    if not models.ok:
+        raise ProbeFault(
+            f"GET /v1/models: HTTP {models.status}: {excerpt(error_message(models.text))}"
+            + (" (check --api-key-env)" if models.status in (401, 403) else "")
+        )
+    listing = _mapping(models)
+    if listing is None:
+        raise ProbeFault(f"GET /v1/models: not a JSON object: {excerpt(models.text)!r}")
+    observed = Observed(models=listing)
+    name, evidence = classify(observed)
+    if name == "openai":
+        spec = _optional(endpoint, "/openapi.json", deadline)
+        paths = (_mapping(spec) or {}).get("paths") if spec else None
+        if isinstance(paths, Mapping):
+            observed = Observed(models=listing, openapi_paths=frozenset(map(str, paths)))
+            name, evidence = classify(observed)
+    if name == "openai":
+        props = _optional(endpoint, "/props", deadline)
+        if props is not None and _mapping(props) is not None:
+            observed = Observed(
+                models=listing, openapi_paths=observed.openapi_paths, props=_mapping(props)
+            )
+            name, evidence = classify(observed)
+    notes: list[str] = []
+    if name == "openai" and hint in FLAVOURS:
+        name = hint
+        evidence = f"not told by its routes; the shape's engine names {hint}"
+    elif hint is not None and hint != name and name != "openai":
+        notes.append(f"the endpoint looks like {name}, the shape's engine names {hint}")
+    model = observed.first_model.get("id")
+    return Server(
+        flavour=FLAVOURS[name],
+        model=model if isinstance(model, str) else None,
+        evidence=evidence,
+        context=served_context(observed),
+        eos_ids=eos_ids,
+        notes=tuple(notes),
+        extra_body=dict(extra_body or {}),
+    )
