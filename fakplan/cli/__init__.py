@@ -8,13 +8,38 @@ file, line and field; no traceback).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from fakplan.errors import FakplanError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def out_option(help_text: str) -> Callable[[F], F]:
+    """``-o/--out DIR``: the folder of compiled records, the same for every command that writes one."""
+    return click.option(
+        "-o",
+        "--out",
+        "out_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("out"),
+        show_default=True,
+        help=help_text,
+    )
+
+
+templates_option = click.option(
+    "--templates",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Your own templates folder (same layout as the built-in templates/).",
+)
 
 
 class _Group(click.Group):

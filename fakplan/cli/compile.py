@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.errors import FakplanError
 from fakplan.plan import Plan, compile_plan
 from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
@@ -17,21 +17,8 @@ from fakplan.shape import load_shape, shape_paths
 
 @click.command(name="compile")
 @click.argument("shapes", nargs=-1, required=True)
-@click.option(
-    "-o",
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("out"),
-    show_default=True,
-    help="Folder that receives <name>/plan.json and the rendered files.",
-)
-@click.option(
-    "--templates",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Your own templates folder (same layout as the built-in templates/).",
-)
+@out_option("Folder that receives <name>/plan.json and the rendered files.")
+@templates_option
 def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> None:
     """Compile shapes (files or folders of *.yaml) into DIR/<name>/.
 

@@ -16,7 +16,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option
 from fakplan.errors import ProbeError
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
@@ -109,14 +109,8 @@ def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
     default=None,
     help="Environment variable holding the API key (sent as a bearer token, never written).",
 )
-@click.option(
-    "-o",
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("out"),
-    show_default=True,
-    help="Folder of compiled records: verdicts go to <name>/plan.json, figures to <name>/probes/.",
+@out_option(
+    "Folder of compiled records: verdicts go to <name>/plan.json, figures to <name>/probes/."
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run as JSON (schema fakplan.probe/1)."

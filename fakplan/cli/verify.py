@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.ledger import ENGINE_CHOICES, parse_ledger
 from fakplan.record import record_verdicts
 from fakplan.shape import load_shape
@@ -34,18 +34,8 @@ from fakplan.verify import ledger_verdicts
     show_default=True,
     help="The log's format (auto detects it).",
 )
-@click.option(
-    "-o",
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("out"),
-    show_default=True,
-    help="The compiled record to write verdicts into (as fakplan compile -o).",
-)
-@click.option(
-    "--templates", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None
-)
+@out_option("The compiled record to write verdicts into (as fakplan compile -o).")
+@templates_option
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 def verify(
     shape: Path,
