@@ -170,6 +170,17 @@ class Row:
             raise ValueError(f"{where}: no group {sorted(missing)}")
 
 
+TORCH_OOM = Row(
+    "error",
+    "torch (any engine)",
+    "OutOfMemoryError",
+    r"(?P<error>(?:torch\.)?(?:cuda\.)?OutOfMemoryError: .*)",
+    failure=True,
+    signature=False,
+)
+"""A CUDA out-of-memory line: any torch-based engine's boot can end with it."""
+
+
 class LedgerFormat(Protocol):
     """What ``parse_ledger`` needs from an engine: its rows, its ranks, its derivations."""
 

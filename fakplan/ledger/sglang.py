@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import re
 
-from fakplan.ledger.patterns import GB_IS_GIB, DerivedFigures, Row, count, fig, text_
+from fakplan.ledger.patterns import (
+    GB_IS_GIB,
+    TORCH_OOM,
+    DerivedFigures,
+    Row,
+    count,
+    fig,
+    text_,
+)
 
 OLD = "SGLang v0.4.6.post5, v0.5.2"
 NEW = "SGLang v0.5.23"
@@ -169,14 +177,7 @@ ROWS: tuple[Row, ...] = (
         r"(?P<error>Loaded weights leave no GPU memory for the KV cache.*)",
         failure=True,
     ),
-    Row(
-        "error",
-        "torch (any engine)",
-        "OutOfMemoryError",
-        r"(?P<error>(?:torch\.)?(?:cuda\.)?OutOfMemoryError: .*)",
-        failure=True,
-        signature=False,
-    ),
+    TORCH_OOM,
 )
 
 _PREFIX = re.compile(

@@ -19,6 +19,7 @@ from fakplan.ledger.patterns import (
     GB_IS_GIB,
     IN_GIB,
     MB_IS_MIB,
+    TORCH_OOM,
     Default,
     DerivedFigures,
     Row,
@@ -379,14 +380,7 @@ ROWS: tuple[Row, ...] = (
         r"utilization.*)",
         failure=True,
     ),
-    Row(
-        "error",
-        "torch (any engine)",
-        "OutOfMemoryError",
-        r"(?P<error>(?:torch\.)?(?:cuda\.)?OutOfMemoryError: .*)",
-        failure=True,
-        signature=False,
-    ),
+    TORCH_OOM,
 )
 
 _PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w ]*?(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, [^)]*)?\)")
