@@ -9,9 +9,8 @@ the engine module with the release it was read in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 
-from fakplan.contract import CostComponent
+from fakplan.contract import KvCost
 from fakplan.geometry import Geometry
 
 
@@ -39,31 +38,15 @@ class KvQuery:
         return self.max_model_len or self.geometry.context_length
 
 
-@dataclass(frozen=True)
-class KvBreakdown:
-    """An engine's cost of one rank's KV, component by component."""
+@dataclass(frozen=True, kw_only=True)
+class KvBreakdown(KvCost):
+    """An engine's cost of one rank's KV, component by component, and the rules it followed."""
 
     engine: str
     engine_version: str
-    kv_dtype: str
-    page_tokens: int
     layers: int
-    components: tuple[CostComponent, ...]
-    fixed_bytes: int = 0
     rules: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-
-    @property
-    def page_bytes(self) -> int:
-        return sum(c.page_bytes for c in self.components)
-
-    @property
-    def bytes_per_token(self) -> Fraction:
-        return Fraction(self.page_bytes, self.page_tokens)
-
-    @property
-    def bytes_per_seq(self) -> int:
-        return sum(c.per_seq_bytes for c in self.components)
 
 
 @dataclass(frozen=True)

@@ -38,22 +38,18 @@ LLAMA70 = "meta-llama--Llama-3.1-70B-Instruct"
 
 def test_llama8b_bf16_one_rank_and_tp8() -> None:
     # 32 layers x 8 KV heads x (128 + 128) x 2 B
-    assert kv_breakdown(query(LLAMA8, engine="vllm")).bytes_per_token == 32 * 8 * 256 * 2 == 131_072
+    assert kv_breakdown(query(LLAMA8, engine="vllm")).rate == 32 * 8 * 256 * 2 == 131_072
     # TP 8: one KV head per rank
-    assert (
-        kv_breakdown(query(LLAMA8, engine="vllm", tp=8)).bytes_per_token
-        == 32 * 1 * 256 * 2
-        == 16_384
-    )
-    assert kv_breakdown(query(LLAMA8, engine="sglang", tp=8)).bytes_per_token == 16_384
+    assert kv_breakdown(query(LLAMA8, engine="vllm", tp=8)).rate == 32 * 1 * 256 * 2 == 16_384
+    assert kv_breakdown(query(LLAMA8, engine="sglang", tp=8)).rate == 16_384
 
 
 def test_llama70b_tp16_replicates_kv_heads() -> None:
     # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, 80 layers
     b = kv_breakdown(query(LLAMA70, engine="vllm", tp=16))
-    assert b.bytes_per_token == 80 * 1 * 256 * 2 == 40_960
+    assert b.rate == 80 * 1 * 256 * 2 == 40_960
     assert "replicated" in b.components[0].derivation
-    assert kv_breakdown(query(LLAMA70, engine="vllm", tp=8)).bytes_per_token == 40_960
+    assert kv_breakdown(query(LLAMA70, engine="vllm", tp=8)).rate == 40_960
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -67,27 +63,23 @@ def test_deepseek_v3_mla_is_not_split_by_tp(engine: str, tp: int) -> None:
             kv_dtype="bf16" if engine == "sglang" else "bfloat16",
         )
     )
-    assert b.bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+    assert b.rate == 61 * (512 + 64) * 2 == 70_272
 
 
 def test_deepseek_v3_mla_fp8_variants() -> None:
     assert (
-        kv_breakdown(
-            query("deepseek-ai--DeepSeek-V3", engine="vllm", kv_dtype="fp8")
-        ).bytes_per_token
+        kv_breakdown(query("deepseek-ai--DeepSeek-V3", engine="vllm", kv_dtype="fp8")).rate
         == 35_136
     )
     assert (
-        kv_breakdown(
-            query("deepseek-ai--DeepSeek-V3", engine="vllm", kv_dtype="fp8_ds_mla")
-        ).bytes_per_token
+        kv_breakdown(query("deepseek-ai--DeepSeek-V3", engine="vllm", kv_dtype="fp8_ds_mla")).rate
         == 61 * 656
     )
 
 
 def test_deepseek_v3_llamacpp_caches_k_only() -> None:
     b = kv_breakdown(query("deepseek-ai--DeepSeek-V3", engine="llamacpp"))
-    assert b.bytes_per_token == 576 * 2 * 61 == 70_272
+    assert b.rate == 576 * 2 * 61 == 70_272
 
 
 def test_gemma3_sliding_window_vllm_and_llamacpp() -> None:
@@ -96,14 +88,14 @@ def test_gemma3_sliding_window_vllm_and_llamacpp() -> None:
         "google--gemma-3-27b-it", engine="vllm", max_model_len=32768, max_num_batched_tokens=8192
     )
     b = kv_breakdown(q)
-    assert b.bytes_per_token == 10 * 8_192 == 81_920
+    assert b.rate == 10 * 8_192 == 81_920
     swa = next(c for c in b.components if c.kind == "sliding")
     # cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577 blocks of 16 tokens, 52 layers
     assert swa.per_seq_bytes == 52 * 8_192 * 577 * 16
     # llama.cpp, -c 8192, one slot: SWA cells = pad(min(8192, 1024 + 512), 256) = 1536
     lq = query("google--gemma-3-27b-it", engine="llamacpp", max_model_len=8192)
     lb = kv_breakdown(lq)
-    assert lb.bytes_per_token == 10 * 8_192
+    assert lb.rate == 10 * 8_192
     assert next(c for c in lb.components if c.kind == "sliding").per_seq_bytes == 52 * 8_192 * 1536
 
 
@@ -112,7 +104,7 @@ def test_qwen3_next_linear_attention_state_per_sequence() -> None:
         query("Qwen--Qwen3-Next-80B-A3B-Instruct", engine="vllm", prefix_caching=False)
     )
     # 12 full layers x 2 KV heads x (256 + 256) x 2 B
-    assert b.bytes_per_token == 12 * 2 * 512 * 2 == 24_576
+    assert b.rate == 12 * 2 * 512 * 2 == 24_576
     # per linear layer: conv (2*128*16 + 128*32) x (4 - 1) x 2 B + state 32 x 128 x 128 x 2 B
     per_layer = 8_192 * 3 * 2 + 32 * 128 * 128 * 2
     assert per_layer == 1_097_728
@@ -134,12 +126,12 @@ def test_qwen3_next_linear_attention_state_per_sequence() -> None:
 def test_llamacpp_block_quantized_caches(cache: str, per_token: int) -> None:
     assert per_token in (131_072, 69_632, 36_864)
     b = kv_breakdown(query(LLAMA8, engine="llamacpp", kv_dtype=cache))
-    assert b.bytes_per_token == per_token
+    assert b.rate == per_token
 
 
 def test_llamacpp_mixed_k_v_types() -> None:
     b = kv_breakdown(query(LLAMA8, engine="llamacpp", kv_dtype="f16/q8_0"))
-    assert b.bytes_per_token == 32 * (1024 * 2 + 1024 // 32 * 34)
+    assert b.rate == 32 * (1024 * 2 + 1024 // 32 * 34)
 
 
 def test_llamacpp_context_padding_and_slots() -> None:
@@ -197,9 +189,9 @@ def test_ledger_vllm_012_estimated_max_len() -> None:
         max_model_len=262_144,
     )
     b = kv_breakdown(q)
-    assert b.bytes_per_token == 62 * 8 * 256 * 2  # 248 KiB
+    assert b.rate == 62 * 8 * 256 * 2  # 248 KiB
     # the log: 262,144 tokens need 62.00 GiB
-    assert round(262_144 * b.bytes_per_token / GIB, 2) == 62.00
+    assert round(262_144 * b.rate / GIB, 2) == 62.00
     assert pool_tokens(q, round(48.66 * GIB)).tokens == 205_728
 
 
@@ -221,7 +213,7 @@ def test_ledger_vllm_018_hybrid_exact() -> None:
 def test_ledger_sglang_002_gemma3_every_layer_full() -> None:
     # 0.4.x allocated every layer full-length: K 54.12 GB + V 54.12 GB for 834,615 tokens
     q = query("google--gemma-3-4b-it", engine="sglang", engine_version="0.4.4")
-    assert kv_breakdown(q).bytes_per_token == 34 * 4 * 256 * 2 * 2  # K + V
+    assert kv_breakdown(q).rate == 34 * 4 * 256 * 2 * 2  # K + V
     assert within(pool_tokens(q, round(2 * 54.12 * GIB)).tokens, 834_615)
 
 
@@ -322,7 +314,7 @@ def test_ledger_llamacpp_001_qwen25_coder_q8_0() -> None:
     )
     b = kv_breakdown(q)
     # 64 layers x (8 KV heads x 128 / 32 x 34 B) for K, the same for V
-    assert b.bytes_per_token == 64 * 2 * (1024 // 32 * 34)
+    assert b.rate == 64 * 2 * (1024 // 32 * 34)
     assert 2176 * MIB == 32_768 * 64 * (1024 // 32 * 34)
     r = pool_tokens(q, 4352 * MIB)  # "KV self size = 4352.00 MiB"
     assert r.tokens == 32_768

@@ -175,21 +175,19 @@ def kv_json(
         "schema": KV_SCHEMA,
         "engine": b.engine,
         "engine_version": b.engine_version,
-        "kv_dtype": b.kv_dtype,
+        "kv_dtype": b.dtype,
         "tp": query.tp,
         "pp": query.pp,
         "max_model_len": query.window,
         "page_tokens": b.page_tokens,
-        "bytes_per_token": exact_number(b.bytes_per_token),
-        "bytes_per_seq": b.bytes_per_seq,
+        "bytes_per_token": exact_number(b.rate),
+        "bytes_per_seq": b.per_seq_bytes,
         "layers": b.layers,
         "components": [
             {
                 "name": c.name,
                 "kind": c.kind,
-                "bytes_per_token": exact_number(
-                    b.bytes_per_token.__class__(c.page_bytes, b.page_tokens)
-                ),
+                "bytes_per_token": exact_number(b.rate.__class__(c.page_bytes, b.page_tokens)),
                 "bytes_per_seq": c.per_seq_bytes,
                 "scales_with_dtype": c.scales_with_dtype,
                 "derivation": c.derivation,
@@ -219,7 +217,7 @@ def _print(
     g = query.geometry
     console.print(
         Text(
-            f"{g.architecture} ({g.source}) on {b.engine} {b.engine_version}, KV {b.kv_dtype}, "
+            f"{g.architecture} ({g.source}) on {b.engine} {b.engine_version}, KV {b.dtype}, "
             f"TP {query.tp} x PP {query.pp}",
             style="bold",
         )
@@ -230,12 +228,12 @@ def _print(
     table.add_column("B/seq", justify="right")
     table.add_column("derivation", overflow="fold")
     for c in b.components:
-        per_token = exact_number(b.bytes_per_token.__class__(c.page_bytes, b.page_tokens))
+        per_token = exact_number(b.rate.__class__(c.page_bytes, b.page_tokens))
         table.add_row(Text(c.name), f"{per_token:,}", f"{c.per_seq_bytes:,}", Text(c.derivation))
     table.add_row(
         Text("total", style="bold"),
-        f"{exact_number(b.bytes_per_token):,}",
-        f"{b.bytes_per_seq:,}",
+        f"{exact_number(b.rate):,}",
+        f"{b.per_seq_bytes:,}",
         "",
     )
     console.print(table)

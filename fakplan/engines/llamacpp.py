@@ -217,7 +217,7 @@ class LlamacppEngine:
         return KvBreakdown(
             engine="llamacpp",
             engine_version=cache.version,
-            kv_dtype=f"{cache.k_name}/{cache.v_name}"
+            dtype=f"{cache.k_name}/{cache.v_name}"
             if cache.k_name != cache.v_name
             else cache.k_name,
             page_tokens=1,
@@ -275,8 +275,7 @@ class LlamacppEngine:
     def kv_cost(self, loaded: LoadedShape) -> KvCost:
         from fakplan.engines import query_for_shape
 
-        b = self.breakdown(query_for_shape(loaded))
-        return KvCost(dtype=b.kv_dtype, page_tokens=1, components=b.components)
+        return self.breakdown(query_for_shape(loaded))
 
     def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
         from fakplan.engines import query_for_shape

@@ -129,7 +129,7 @@ class SglangEngine:
         return KvBreakdown(
             engine="sglang",
             engine_version=version,
-            kv_dtype=dtype,
+            dtype=dtype,
             page_tokens=page,
             layers=full_layers + swa_layers + kinds.count(LayerKind.MLA),
             components=tuple(components),
@@ -184,8 +184,7 @@ class SglangEngine:
     def kv_cost(self, loaded: LoadedShape) -> KvCost:
         from fakplan.engines import query_for_shape
 
-        b = self.breakdown(query_for_shape(loaded))
-        return KvCost(dtype=b.kv_dtype, page_tokens=b.page_tokens, components=b.components)
+        return self.breakdown(query_for_shape(loaded))
 
     def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
         from fakplan.engines import query_for_shape

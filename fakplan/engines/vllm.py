@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fakplan.contract import Capacity, CostComponent, KvCost
@@ -319,7 +319,7 @@ def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
     return KvBreakdown(
         engine="vllm",
         engine_version=layout.version,
-        kv_dtype=layout.storage if layout.dtype == "auto" else layout.dtype,
+        dtype=layout.storage if layout.dtype == "auto" else layout.dtype,
         page_tokens=layout.block,
         layers=kv_layers,
         components=tuple(components),
@@ -414,12 +414,7 @@ class VllmEngine:
         stage, layout = _heaviest_stage(query)
         result = _stage_breakdown(query, layout)
         if query.pp > 1:
-            return KvBreakdown(
-                **{
-                    **result.__dict__,
-                    "notes": (f"pipeline stage {stage} of {query.pp} (the heaviest)",),
-                }
-            )
+            return replace(result, notes=(f"pipeline stage {stage} of {query.pp} (the heaviest)",))
         return result
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
@@ -444,12 +439,7 @@ class VllmEngine:
     def kv_cost(self, loaded: LoadedShape) -> KvCost:
         from fakplan.engines import query_for_shape
 
-        breakdown = self.breakdown(query_for_shape(loaded))
-        return KvCost(
-            dtype=breakdown.kv_dtype,
-            page_tokens=breakdown.page_tokens,
-            components=breakdown.components,
-        )
+        return self.breakdown(query_for_shape(loaded))
 
     def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
         from fakplan.engines import query_for_shape
