@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.contract import exact_number
+from fakplan.contract import exact_number, per_token_rate
 from fakplan.engines import MODELLED
 from fakplan.errors import FakplanError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
@@ -187,7 +187,7 @@ def kv_json(
             {
                 "name": c.name,
                 "kind": c.kind,
-                "bytes_per_token": exact_number(b.rate.__class__(c.page_bytes, b.page_tokens)),
+                "bytes_per_token": exact_number(per_token_rate(c.page_bytes, b.page_tokens)),
                 "bytes_per_seq": c.per_seq_bytes,
                 "scales_with_dtype": c.scales_with_dtype,
                 "derivation": c.derivation,
@@ -228,7 +228,7 @@ def _print(
     table.add_column("B/seq", justify="right")
     table.add_column("derivation", overflow="fold")
     for c in b.components:
-        per_token = exact_number(b.rate.__class__(c.page_bytes, b.page_tokens))
+        per_token = exact_number(per_token_rate(c.page_bytes, b.page_tokens))
         table.add_row(Text(c.name), f"{per_token:,}", f"{c.per_seq_bytes:,}", Text(c.derivation))
     table.add_row(
         Text("total", style="bold"),
