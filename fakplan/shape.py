@@ -417,6 +417,12 @@ def load_shape(path: str | Path) -> LoadedShape:
         raise ShapeError("is a folder, expected a shape file (.yaml)", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ShapeError(f"cannot read: {exc}", file=path) from None
+    return load_shape_text(text, path)
+
+
+def load_shape_text(text: str, path: Path) -> LoadedShape:
+    """Validate shape text that ``path`` names (for errors and relative references),
+    e.g. a file as it was at an earlier git revision."""
     data, lines = _read_yaml(path, text)
     try:
         shape = Shape.model_validate(data)

@@ -74,7 +74,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from fakplan.cli import budget, gate, init, kv, ledger, plan, probe, schema, verify
+    from fakplan.cli import budget, diff, gate, init, kv, ledger, plan, probe, schema, verify
     from fakplan.cli import compile as compile_command
 
     commands: list[click.Command] = [  # the one registry of sub-commands
@@ -88,6 +88,7 @@ def _register() -> None:
         verify.verify,
         budget.budget,
         probe.probe,
+        diff.diff,
     ]
     for command in commands:
         main.add_command(command)
