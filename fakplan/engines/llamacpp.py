@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from gguf import GGMLQuantizationType
 
-from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.contract import CostComponent
 from fakplan.dtypes import ElementType, element_type
+from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
@@ -169,7 +170,7 @@ def cache_bytes(query: KvQuery, cache: _Cache, n_ctx: int) -> int:
     return kv + cache.state_per_seq * max(1, query.max_num_seqs)
 
 
-class LlamacppEngine:
+class LlamacppEngine(ModelledPlanner):
     name = "llamacpp"
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
@@ -271,18 +272,6 @@ class LlamacppEngine:
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("llamacpp", RELEASES, _build(loaded.shape.engine_version))[1]
-
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        from fakplan.engines import query_for_shape
-
-        return self.breakdown(query_for_shape(loaded))
-
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        from fakplan.engines import query_for_shape
-
-        query = query_for_shape(loaded)
-        result = self.pool(query, self.breakdown(query), pool_bytes)
-        return Capacity(result.tokens, result.tokens, pool_bytes, result.derivation)
 
 
 # ---------------------------------------------------------------- launch flags

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
+from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
@@ -61,7 +62,7 @@ def _dtype(query: KvQuery) -> tuple[str, int]:
     return (storage if name == "auto" else name), element_type(storage).block_bytes
 
 
-class SglangEngine:
+class SglangEngine(ModelledPlanner):
     name = "sglang"
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
@@ -180,20 +181,6 @@ class SglangEngine:
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("sglang", RELEASES, loaded.shape.engine_version)[1]
-
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        from fakplan.engines import query_for_shape
-
-        return self.breakdown(query_for_shape(loaded))
-
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        from fakplan.engines import query_for_shape
-
-        query = query_for_shape(loaded)
-        result = self.pool(query, self.breakdown(query), pool_bytes)
-        return Capacity(
-            result.tokens, result.tokens // cost.page_tokens, pool_bytes, result.derivation
-        )
 
 
 # ---------------------------------------------------------------- launch flags

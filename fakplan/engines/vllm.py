@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
+from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import Geometry, LayerKind
@@ -407,7 +408,7 @@ def _heaviest_stage(query: KvQuery) -> tuple[int, _Layout]:
     return index, layouts[index]
 
 
-class VllmEngine:
+class VllmEngine(ModelledPlanner):
     name = "vllm"
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
@@ -435,23 +436,6 @@ class VllmEngine:
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("vllm", RELEASES, loaded.shape.engine_version)[1]
-
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        from fakplan.engines import query_for_shape
-
-        return self.breakdown(query_for_shape(loaded))
-
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        from fakplan.engines import query_for_shape
-
-        query = query_for_shape(loaded)
-        result = self.pool(query, self.breakdown(query), pool_bytes)
-        return Capacity(
-            tokens=result.tokens,
-            pages=result.num_blocks or 0,
-            usable_bytes=pool_bytes,
-            derivation=result.derivation,
-        )
 
 
 # ---------------------------------------------------------------- launch flags
