@@ -100,8 +100,12 @@ def probe_budget(
     env: dict[str, str] | None = None,
     nvml: Callable[[], Nvml] | None = None,
     host_ram: Callable[[], int | None] = _host_ram,
+    gpu: bool = True,
 ) -> DeviceBudget:
-    """The budget from the first source that answers (override, NVML, host RAM)."""
+    """The budget from the first source that answers (override, NVML, host RAM).
+
+    ``gpu=False`` (a shape whose card is the CPU) asks host RAM without asking NVML.
+    """
     env = dict(os.environ) if env is None else env
     override = env.get(BUDGET_ENV)
     if override:
@@ -115,13 +119,14 @@ def probe_budget(
             value,
             f"{human(value, 'GiB', 2)} per card from {BUDGET_ENV} (an operator's figure; no device was asked)",
         )
-    reason = ""
+    reason = "" if gpu else "the card is the CPU (card.device: cpu)"
+    devices: tuple[DeviceMemory, ...] = ()
     try:
-        backend = (nvml or PynvmlBackend)()
-        devices = tuple(backend.memory(i) for i in range(backend.device_count()))
+        if gpu:
+            backend = (nvml or PynvmlBackend)()
+            devices = tuple(backend.memory(i) for i in range(backend.device_count()))
     except Exception as exc:  # NVML absent, no driver, no GPU: fall through, saying why
         reason = f"NVML unavailable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})"
-        devices = ()
     if devices:
         smallest = min(d.total_bytes for d in devices)
         names = sorted({d.name for d in devices})

@@ -22,6 +22,8 @@ class KvQuery:
     engine: str
     engine_version: str | None = None
     kv_dtype: str = "auto"
+    model_dtype: str = "auto"  # the weights' served dtype (vLLM --dtype), which KV auto follows
+    device: str = "gpu"  # "cpu": an engine's CPU build (vLLM's pages and pool differ)
     tp: int = 1
     pp: int = 1
     block_size: int | None = None

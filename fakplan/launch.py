@@ -18,6 +18,11 @@ class RoleRecord(BaseModel):
     name: str
     file: str
     before: tuple[tuple[str, ...], ...] = ()
+    environment: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="variables exported before the argv runs (None: unset, so an "
+        "inherited value cannot override the plan)",
+    )
     argv: tuple[str, ...]
     note: str = ""
 

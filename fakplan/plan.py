@@ -19,6 +19,7 @@ from fakplan.contract import KvCost, contract_requirement, exact_number, per_tok
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
 from fakplan.errors import LedgerError
 from fakplan.gates import GateResult, run_gates
+from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord
 from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
@@ -344,12 +345,19 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
     )
     derivations = {
         "rate_bytes_per_token": f"{rate_text} = {rate:,} B/token/rank at {dtype_text}",
+        **(
+            {"engine_rules": "; ".join((*cost.rules, *cost.notes))}
+            if isinstance(cost, KvBreakdown)
+            else {}
+        ),
         "contract_bytes": f.contract_derivation,
         "tokens_backed": f.tokens_derivation,
         "sessions_at_window": (
             f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f}"
         ),
         "pair_bytes": f.pair_derivation,
+        "card_total_bytes": loaded.card_note
+        or f"{human(shape.card.total)} as stated in the shape (card.total)",
         "ceiling_bytes": f.ceiling_derivation,
         "unclaimed_bytes": (
             "unknown: no ceiling"

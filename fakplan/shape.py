@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,12 +19,15 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    TypeAdapter,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from fakplan.budget import DeviceBudget, probe_budget
 from fakplan.errors import ShapeError, UnitsError
 from fakplan.units import ByteSize, parse_bytes
 
@@ -44,11 +48,26 @@ class Strict_(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+AUTO = "auto"
+_BYTE_SIZE_SCHEMA = TypeAdapter(ByteSize).json_schema()
+CardTotal = Annotated[
+    ByteSize,
+    WithJsonSchema({"anyOf": [_BYTE_SIZE_SCHEMA, {"const": AUTO}]}),
+]
+
+
 class Card(Strict_):
-    total: ByteSize = Field(
-        description="memory of one card, as the vendor or boot ledger states it"
+    total: CardTotal = Field(
+        description="memory of one card, as the vendor or boot ledger states it, or "
+        "'auto': the device budget `fakplan budget` reports (NVML, host RAM, or "
+        "FAKPLAN_DEVICE_BUDGET_BYTES), read when the shape is loaded"
     )
     count: PositiveInt = Field(1, description="cards per node")
+    device: Literal["gpu", "cpu"] = Field(
+        "gpu",
+        description="what holds the pair: a GPU, or host RAM for a CPU engine "
+        "(vLLM's CPU build sizes its pool from VLLM_CPU_KVCACHE_SPACE)",
+    )
 
 
 class Parallel(Strict_):
@@ -68,6 +87,11 @@ class Serving(Strict_):
     max_num_seqs: PositiveInt = Field(description="sequence slots served at once")
     max_model_len: PositiveInt = Field(description="the context window, in tokens")
     kv_cache_dtype: str = Field("auto", description="KV element type, in the engine's spelling")
+    dtype: str = Field(
+        "auto",
+        description="vLLM: the weights' dtype (--dtype); KV 'auto' follows it, and vLLM's "
+        "'auto' serves a float32 checkpoint in 16 bits",
+    )
     spec_tokens: NonNegativeInt = Field(0, description="speculative tokens per step")
     block_size: PositiveInt | None = Field(
         None, description="KV page size in tokens, where the engine takes one"
@@ -189,8 +213,12 @@ class Launch(Strict_):
 
     host: str = "0.0.0.0"
     port: Annotated[int, Strict(), Field(gt=0, lt=65536)] = 8000
-    binary: Literal["llama-server", "llama-cpp-python"] | None = Field(
-        None, description="llamacpp: the server to start (default llama-server)"
+    binary: Literal["llama-server", "llama-cpp-python", "vllm", "vllm-api-server"] | None = Field(
+        None,
+        description="the server to start. llamacpp: llama-server (default) or "
+        "llama-cpp-python; vllm: vllm (`vllm serve`, default) or vllm-api-server "
+        "(`python -m vllm.entrypoints.openai.api_server`, for builds such as vllm-cpu "
+        "whose `vllm` command cannot find its own package)",
     )
     gpu_layers: Annotated[int, Strict(), Field(ge=-1)] | None = Field(
         None, description="llamacpp: layers offloaded to the GPU (default: all)"
@@ -406,8 +434,8 @@ def _read_yaml(path: Path, text: str) -> tuple[Any, _LineMap]:
     return data, _LineMap(node)
 
 
-def load_shape(path: str | Path) -> LoadedShape:
-    """Read and validate one shape file."""
+def load_shape(path: str | Path, budget: BudgetProbe | None = None) -> LoadedShape:
+    """Read and validate one shape file (``budget`` answers ``card.total: auto``)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -417,13 +445,41 @@ def load_shape(path: str | Path) -> LoadedShape:
         raise ShapeError("is a folder, expected a shape file (.yaml)", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ShapeError(f"cannot read: {exc}", file=path) from None
-    return load_shape_text(text, path)
+    return load_shape_text(text, path, budget)
 
 
-def load_shape_text(text: str, path: Path) -> LoadedShape:
+BudgetProbe = Callable[[bool], DeviceBudget]
+
+
+def _probe(gpu: bool) -> DeviceBudget:
+    return probe_budget(gpu=gpu)
+
+
+def _resolve_card_total(
+    data: dict[str, Any], path: Path, lines: _LineMap, budget: BudgetProbe
+) -> str | None:
+    """``card.total: auto`` becomes the device budget's bytes; returns the sentence saying why."""
+    card = data.get("card")
+    if not isinstance(card, dict) or card.get("total") != AUTO:
+        return None
+    answer = budget(card.get("device", "gpu") != "cpu")
+    if answer.budget_bytes is None:
+        raise ShapeError(
+            f"'auto' needs the device budget, and it is unknown ({answer.sentence}); "
+            'state the card\'s memory, e.g. "80 GiB", or set FAKPLAN_DEVICE_BUDGET_BYTES',
+            file=path,
+            line=lines.line(("card", "total")),
+            field="card.total",
+        )
+    card["total"] = f"{answer.budget_bytes} B"
+    return f"auto: {answer.sentence}"
+
+
+def load_shape_text(text: str, path: Path, budget: BudgetProbe | None = None) -> LoadedShape:
     """Validate shape text that ``path`` names (for errors and relative references),
     e.g. a file as it was at an earlier git revision."""
     data, lines = _read_yaml(path, text)
+    card_note = _resolve_card_total(data, path, lines, budget or _probe)
     try:
         shape = Shape.model_validate(data)
     except ValidationError as exc:
@@ -436,7 +492,7 @@ def load_shape_text(text: str, path: Path) -> LoadedShape:
             line=lines.line(first["loc"]),
             field=field_path(first["loc"]) or None,
         ) from None
-    loaded = LoadedShape(shape=shape, path=path, lines=lines)
+    loaded = LoadedShape(shape=shape, path=path, lines=lines, card_note=card_note)
     _check_semantics(loaded)
     return loaded
 
@@ -444,10 +500,14 @@ def load_shape_text(text: str, path: Path) -> LoadedShape:
 class LoadedShape:
     """A validated shape and where it came from (for later line-numbered errors)."""
 
-    def __init__(self, shape: Shape, path: Path, lines: _LineMap) -> None:
+    def __init__(
+        self, shape: Shape, path: Path, lines: _LineMap, card_note: str | None = None
+    ) -> None:
         self.shape = shape
         self.path = path
         self._lines = lines
+        # where card.total came from when the shape said 'auto' (the budget's sentence)
+        self.card_note = card_note
 
     def error(self, message: str, *loc: str | int) -> ShapeError:
         """A ShapeError located at ``loc`` in this file."""
@@ -462,6 +522,10 @@ class LoadedShape:
 
 
 _DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+BINARIES = {
+    "llamacpp": ("llama-server", "llama-cpp-python"),
+    "vllm": ("vllm", "vllm-api-server"),
+}
 
 
 def _check_semantics(loaded: LoadedShape) -> None:
@@ -484,6 +548,20 @@ def _check_semantics(loaded: LoadedShape) -> None:
             f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
             "serving",
             "kv_cache_dtype",
+        )
+    if shape.serving.dtype != "auto" and shape.engine != "vllm":
+        raise loaded.error(
+            f"engine {shape.engine}: serving.dtype is a vLLM flag (--dtype); remove it",
+            "serving",
+            "dtype",
+        )
+    binary = shape.launch.binary
+    if binary is not None and binary not in BINARIES.get(shape.engine, ()):
+        known = ", ".join(BINARIES.get(shape.engine, ())) or "none: it renders an env file only"
+        raise loaded.error(
+            f"{binary!r} does not start engine {shape.engine}; expected {known}",
+            "launch",
+            "binary",
         )
     par = shape.parallel
     cards = shape.card.count * par.nodes

@@ -305,12 +305,18 @@ def test_refusal_path_above_a_larger_window(fake_server: HTTPServer) -> None:
 
 
 def test_a_lower_bound_is_not_a_count(fake_server: HTTPServer) -> None:
+    """The opening prompt is refused with only a bound (vLLM 0.32 on a small window):
+    a shorter prompt is sent and its accepted count is the answer, prefill paid."""
     fake = FakeEngine(fake_server, "vllm", window=256, wording="vllm-at-least")
     with httpx.Client() as client:
         endpoint = Endpoint(client, fake.url)
         server = detect(endpoint, Deadline(5))
-        with pytest.raises(Exception, match="only a lower bound"):
-            calibrate(endpoint, server, 256, Deadline(5), method="refusal")
+        result = calibrate(endpoint, server, 256, Deadline(5), method="refusal")
+    assert result.method == "accepted"
+    assert result.chars == 128  # min(2,048 // 2, window 256 // 2)
+    assert result.tokens == math.ceil(128 / 4) + 1 == 33  # the fake's 4 chars/token + BOS
+    assert result.prefill_paid_tokens == 33
+    assert any("only a lower bound" in note for note in result.notes)
 
 
 def test_a_lower_bound_falls_back_to_the_accepted_prompt(fake_server: HTTPServer) -> None:

@@ -30,9 +30,8 @@ from fakplan.verify import ledger_verdicts
 @click.option(
     "--engine",
     type=click.Choice(ENGINE_CHOICES),
-    default="auto",
-    show_default=True,
-    help="The log's format (auto detects it).",
+    default=None,
+    help="The log's format: default the shape's engine (auto for engine: custom); auto detects it.",
 )
 @out_option("The compiled record to write verdicts into (as fakplan compile -o).")
 @templates_option
@@ -40,7 +39,7 @@ from fakplan.verify import ledger_verdicts
 def verify(
     shape: Path,
     ledger_path: Path,
-    engine: str,
+    engine: str | None,
     out_dir: Path,
     templates: Path | None,
     as_json: bool,
@@ -55,6 +54,10 @@ def verify(
     verdicts. Exit 1 if any prediction is killed.
     """
     loaded = load_shape(shape)
+    if engine is None:
+        # the shape names its engine: a log that died before any engine-specific line
+        # (a refused flag) still parses as that engine's failure
+        engine = loaded.shape.engine if loaded.shape.engine in ENGINE_CHOICES else "auto"
     ledger = parse_ledger(ledger_path, engine)
     from fakplan.plan import compile_plan
 

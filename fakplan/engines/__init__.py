@@ -110,6 +110,8 @@ def query_for_shape(loaded: LoadedShape) -> KvQuery:
         engine=shape.engine,
         engine_version=shape.engine_version,
         kv_dtype=serving.kv_cache_dtype,
+        model_dtype=serving.dtype,
+        device=shape.card.device,
         tp=shape.parallel.tensor,
         pp=shape.parallel.pipeline,
         block_size=serving.block_size,

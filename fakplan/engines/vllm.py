@@ -56,10 +56,53 @@ DEFAULT_BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (v0.33.0); CUDA platform de
 MLA_BLOCK = 64  # FlashMLA forces 64 (v0.11.0 "Forcing kv cache block size to 64")
 BLOCK_ALIGN = 16  # hybrid attention block sizes are multiples of the kernel alignment
 DEFAULT_BATCHED_TOKENS = 8192  # serve default on large GPUs; only sliding windows depend on it
+GIB = 1 << 30
+CPU_KV_SPACE = "VLLM_CPU_KVCACHE_SPACE"
 GPU_MEMORY_UTILIZATION = {"v1": 0.92, "v1-0.11": 0.9, "v1-0.8": 0.9, "v0": 0.9}
 
 
-def _dtype_bytes(query: KvQuery) -> tuple[str, int, str]:
+# --dtype choices (vllm/config/model.py ModelDType, v0.32.0): the weights' compute dtype.
+MODEL_DTYPES: dict[str, str | None] = {
+    "auto": None,
+    "half": "fp16",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float": "fp32",
+    "float32": "fp32",
+}
+# --dtype auto downcasts a float32 checkpoint to the platform's first supported dtype
+# (config/model.py _resolve_auto_dtype, v0.32.0): bf16 on x86/aarch64 CPUs and on
+# GPUs with bf16, fp16 on older GPUs; 2 bytes either way, which is all the KV needs.
+DOWNCAST_FP32 = "bf16"
+CPU_BLOCK = 128  # platforms/cpu.py check_and_update_config (v0.32.0 CPU build)
+CPU_MLA_BLOCK = 16  # "CPU MLA backend requires block_size=16" (v0.32.0 CPU build)
+
+
+def _served_dtype(query: KvQuery) -> tuple[str, str | None]:
+    """The dtype the weights are served in (what KV ``auto`` follows), and the rule that chose it."""
+    name = query.model_dtype.lower()
+    if name not in MODEL_DTYPES:
+        raise FakplanError(
+            f"vllm --dtype {query.model_dtype!r}: expected one of {', '.join(MODEL_DTYPES)}"
+        )
+    stated = MODEL_DTYPES[name]
+    if stated is not None:
+        return stated, None
+    model = query.geometry.dtype
+    if model not in {"bf16", "fp16", "fp32"}:
+        raise FakplanError(
+            f"vllm --kv-cache-dtype auto follows the model dtype, which is {model!r} "
+            f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
+        )
+    if model == "fp32":
+        return DOWNCAST_FP32, (
+            "--dtype auto serves a float32 checkpoint in 16 bits (bf16 on CPUs and bf16 GPUs, "
+            "fp16 on older GPUs: 2 B either way); state serving.dtype: float32 to keep 4 B"
+        )
+    return model, None
+
+
+def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
     name = query.kv_dtype.lower()
     if name not in KV_DTYPES:
         raise FakplanError(
@@ -67,17 +110,12 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int, str]:
             f"{', '.join(KV_DTYPES)}; other layouts pack scales in ways not read yet"
         )
     storage = KV_DTYPES[name]
+    rule = None
     if storage is None:
-        model = query.geometry.dtype
-        if model not in {"bf16", "fp16", "fp32"}:
-            raise FakplanError(
-                f"vllm --kv-cache-dtype auto follows the model dtype, which is {model!r} "
-                f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
-            )
-        storage = model
+        storage, rule = _served_dtype(query)
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
         raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
-    return name, element_type(storage).block_bytes, storage
+    return name, element_type(storage).block_bytes, storage, rule
 
 
 def _stage_layers(geometry: Geometry, pp: int) -> list[tuple[LayerKind, ...]]:
@@ -182,16 +220,26 @@ def _state_bytes(query: KvQuery, kind: LayerKind) -> int:
 
 def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
     release, version = select("vllm", RELEASES, query.engine_version)
-    dtype, b, storage = _dtype_bytes(query)
+    dtype, b, storage, dtype_rule = _dtype_bytes(query)
     groups = _specs(query, stage, b, dtype)
     if not groups:
         raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
     is_mla = any(gr.kind == LayerKind.MLA for gr in groups)
-    default_block = MLA_BLOCK if is_mla and release.rule != "v0" else DEFAULT_BLOCK
-    block = query.block_size or default_block
     rules = [f"vllm {release.rule} arithmetic (read in {release.read_in})"]
-    if is_mla and not query.block_size and release.rule != "v0":
-        rules.append("MLA block size 64: FlashMLA forces it (read in v0.11.0)")
+    if dtype_rule:
+        rules.append(dtype_rule)
+    if query.device == "cpu":
+        default_block = CPU_MLA_BLOCK if is_mla else CPU_BLOCK
+        if not query.block_size:
+            rules.append(
+                f"CPU build: block size {default_block} unless stated "
+                "(platforms/cpu.py, read in 0.32.0)"
+            )
+    else:
+        default_block = MLA_BLOCK if is_mla and release.rule != "v0" else DEFAULT_BLOCK
+        if is_mla and not query.block_size and release.rule != "v0":
+            rules.append("MLA block size 64: FlashMLA forces it (read in v0.11.0)")
+    block = query.block_size or default_block
     attention = [gr for gr in groups if gr.per_token]
     states = [gr for gr in groups if gr.state]
     if release.rule in {"v0", "v1-0.8"} and (states or len(attention) > 1):
@@ -447,15 +495,13 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     s, par, ln = shape.serving, shape.parallel, shape.launch
     release, version = select("vllm", RELEASES, shape.engine_version)
     derivations: dict[str, str] = {}
-    argv: list[str] = [
-        "vllm",
-        "serve",
-        ln.weights or shape.model,
-        "--host",
-        ln.host,
-        "--port",
-        str(ln.port),
-    ]
+    model = ln.weights or shape.model
+    argv: list[str]
+    if ln.binary == "vllm-api-server":
+        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    else:
+        argv = ["vllm", "serve", model]
+    argv += ["--host", ln.host, "--port", str(ln.port)]
     if ln.served_model_name:
         argv += ["--served-model-name", ln.served_model_name]
     argv += [
@@ -472,7 +518,12 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     ]
     if s.block_size:
         argv += ["--block-size", str(s.block_size)]
-    if release.rule in {"v1", "v1-0.11"}:
+    environment: dict[str, str | None] = {}
+    if s.dtype != "auto":
+        argv += ["--dtype", s.dtype]
+    if shape.card.device == "cpu":
+        _cpu_pool(shape.budget.kv, version, argv, environment, derivations)
+    elif release.rule in {"v1", "v1-0.11"}:
         # --kv-cache-memory-bytes (v0.11.0, v0.33.0) states the pool and ignores utilisation.
         argv += ["--kv-cache-memory-bytes", str(shape.budget.kv)]
         derivations["--kv-cache-memory-bytes"] = (
@@ -500,7 +551,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
             config["model"] = ln.speculative.model
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     env = {
-        "MODEL": ln.weights or shape.model,
+        "MODEL": model,
         "TENSOR_PARALLEL_SIZE": str(par.tensor),
         "PIPELINE_PARALLEL_SIZE": str(par.pipeline),
         "MAX_MODEL_LEN": str(s.max_model_len),
@@ -511,7 +562,14 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     }
     roles: tuple[RoleRecord, ...]
     if par.nodes == 1:
-        roles = (RoleRecord(name="serve", file="serve.sh", argv=(*argv, *ln.extra_args)),)
+        roles = (
+            RoleRecord(
+                name="serve",
+                file="serve.sh",
+                environment=environment,
+                argv=(*argv, *ln.extra_args),
+            ),
+        )
     else:
         head = ln.head_address or ""
         port = str(ln.head_port or 6379)
@@ -522,6 +580,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
                 name="head",
                 file="serve-head.sh",
                 before=(("ray", "start", "--head", "--port", port, "--num-gpus", gpus),),
+                environment=environment,
                 argv=(*argv, *ln.extra_args),
                 note=f"run on {head} once every worker has joined ({par.nodes - 1} worker node(s))",
             ),
@@ -534,3 +593,32 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         )
         env["RAY_ADDRESS"] = f"{head}:{port}"
     return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)
+
+
+def _cpu_pool(
+    kv: int,
+    version: str,
+    argv: list[str],
+    environment: dict[str, str | None],
+    derivations: dict[str, str],
+) -> None:
+    """The CPU build's pool: VLLM_CPU_KVCACHE_SPACE, in whole GiB, or bytes by flag.
+
+    platforms/cpu.py (v0.32.0 CPU build) reads the variable as ``int(...) * GiB`` and
+    lets it override --kv-cache-memory-bytes; cpu_worker.determine_available_memory
+    then logs "Explicitly set (X/Y) GiB for KV cache on node N" and returns that pool.
+    """
+    if kv % GIB == 0:
+        environment[CPU_KV_SPACE] = str(kv // GIB)
+        derivations[CPU_KV_SPACE] = (
+            f"budget.kv = {kv:,} B = {kv // GIB} GiB: the CPU build's pool, a whole number of "
+            f"GiB (vllm {version})"
+        )
+        return
+    environment[CPU_KV_SPACE] = None
+    argv += ["--kv-cache-memory-bytes", str(kv)]
+    derivations["--kv-cache-memory-bytes"] = (
+        f"budget.kv = {kv:,} B is not a whole number of GiB, which {CPU_KV_SPACE} needs: "
+        f"the pool goes by flag and the variable is unset, since it would override the flag "
+        f"(vllm {version} CPU build)"
+    )

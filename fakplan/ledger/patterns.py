@@ -180,6 +180,28 @@ TORCH_OOM = Row(
 )
 """A CUDA out-of-memory line: any torch-based engine's boot can end with it."""
 
+PYTHON_ERROR = Row(
+    "error",
+    "Python (any Python engine)",
+    "Error: ",
+    r"(?:^|\] )(?P<error>[A-Za-z_][\w.]*Error: \S.*)",
+    failure=True,
+    signature=False,
+)
+"""The exception a Python engine's boot died of: at a line's start (a traceback's last
+line) or right after a log prefix's ``[file.py:N] ``, never quoted inside a warning.
+Engine rows that name the cause have priority over it."""
+
+ARGPARSE_ERROR = Row(
+    "error",
+    "argparse (any Python engine's command line)",
+    ": error: ",
+    r"^(?P<error>[\w.-]+: error: .+)",
+    failure=True,
+    signature=False,
+)
+"""``prog: error: unrecognized arguments: --bogus``: the command line was refused."""
+
 
 class LedgerFormat(Protocol):
     """What ``parse_ledger`` needs from an engine: its rows, its ranks, its derivations."""

@@ -12,7 +12,7 @@ figures where they differ, then the engine's derived figures.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fakplan.ledger.model import LedgerFigure, LedgerLine
 from fakplan.ledger.patterns import Default, LedgerFormat, Row, Value
@@ -177,8 +177,11 @@ class EngineScan:
                     hit(reading.value, reading.printed, reading.unit),
                 )
         if row.failure:
-            _put(boot, "boot_failed", hit(True))
-            _put(boot, "error", hit(groups["error"].strip()))
+            # the boot's failure, whichever process printed it: the first line naming the
+            # cause wins; a later line of higher priority (a specific row) replaces it
+            failed = Hit(True, number, kept, None, None, None, row.source, row.priority)
+            _put(boot, "boot_failed", failed)
+            _put(boot, "error", replace(failed, value=groups["error"].strip()))
         for default in row.defaults:
             boot.defaults.setdefault(default.name, (default, number, kept))
         if not row.starts_boot:

