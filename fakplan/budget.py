@@ -89,6 +89,11 @@ class PynvmlBackend:
         self._nvml.nvmlShutdown()
 
 
+def _why(exc: Exception) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else "no detail"
+    return f"{type(exc).__name__}: {first}"
+
+
 def _host_ram() -> int | None:
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
@@ -121,12 +126,25 @@ def probe_budget(
         )
     reason = "" if gpu else "the card is the CPU (card.device: cpu)"
     devices: tuple[DeviceMemory, ...] = ()
+    count = 0
     try:
         if gpu:
             backend = (nvml or PynvmlBackend)()
-            devices = tuple(backend.memory(i) for i in range(backend.device_count()))
-    except Exception as exc:  # NVML absent, no driver, no GPU: fall through, saying why
-        reason = f"NVML unavailable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+            count = backend.device_count()
+            devices = tuple(backend.memory(i) for i in range(count))
+    except Exception as exc:
+        if count:
+            # a GPU was seen and its memory could not be read: the host's RAM is not the
+            # card's, so the budget is unknown rather than made up
+            return DeviceBudget(
+                "unknown",
+                (),
+                None,
+                f"unknown: NVML sees {count} GPU(s) but failed reading their memory "
+                f"({_why(exc)}); set {BUDGET_ENV} to state it",
+            )
+        # NVML absent, no driver: no GPU can be seen; fall through to the host, saying why
+        reason = f"NVML unavailable ({_why(exc)})"
     if devices:
         smallest = min(d.total_bytes for d in devices)
         names = sorted({d.name for d in devices})

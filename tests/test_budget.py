@@ -56,6 +56,31 @@ def test_host_fallback_names_the_reason_and_the_reserve() -> None:
     assert "NVML unavailable (RuntimeError: NVML Shared Library Not Found)" in result.sentence
 
 
+class FailingMidQuery(FakeNvml):
+    def memory(self, index: int) -> DeviceMemory:
+        raise RuntimeError("NVMLError_GpuIsLost: GPU is lost")
+
+
+def test_a_driver_error_mid_query_is_unknown_not_host_ram() -> None:
+    """NVML saw a GPU, then failed: the host's RAM would be a made-up card size."""
+    result = probe_budget(
+        env={}, nvml=lambda: FailingMidQuery([H200_TOTAL]), host_ram=lambda: 24 * 2**30
+    )
+    assert (result.source, result.budget_bytes) == ("unknown", None)
+    assert "NVML sees 1 GPU(s) but failed reading their memory" in result.sentence
+    assert "RuntimeError: NVMLError_GpuIsLost: GPU is lost" in result.sentence
+    assert BUDGET_ENV in result.sentence
+
+
+def test_no_driver_falls_back_to_the_host_and_says_so() -> None:
+    def no_driver() -> FakeNvml:
+        raise RuntimeError("Driver Not Loaded")
+
+    result = probe_budget(env={}, nvml=no_driver, host_ram=lambda: 24 * 2**30)
+    assert result.source == "host"
+    assert "NVML unavailable (RuntimeError: Driver Not Loaded)" in result.sentence
+
+
 def test_unknown_when_nothing_answers() -> None:
     result = probe_budget(env={}, nvml=no_nvml, host_ram=lambda: None)
     assert result == DeviceBudget("unknown", (), None, result.sentence)
