@@ -53,6 +53,11 @@ def print_plan(p: Plan) -> None:
     table.add_column("derivation", overflow="fold")
     rows: list[tuple[str, str, str]] = [
         ("rate", f"{p.rate_bytes_per_token:,} B/token", p.derivations["rate_bytes_per_token"]),
+        *(
+            [("engine rules", "", p.derivations["engine_rules"])]
+            if "engine_rules" in p.derivations
+            else []
+        ),
         ("contract", human(p.contract_bytes, "MiB", 2), p.derivations["contract_bytes"]),
         ("KV pool", human(p.kv_budget_bytes), "budget.kv"),
         ("tokens backed", f"{p.tokens_backed:,}", p.derivations["tokens_backed"]),
@@ -62,6 +67,7 @@ def print_plan(p: Plan) -> None:
             p.derivations["sessions_at_window"],
         ),
         ("pair", human(p.pair_bytes), p.derivations["pair_bytes"]),
+        ("card", human(p.card_total_bytes), p.derivations["card_total_bytes"]),
         (
             "ceiling",
             "unknown" if p.ceiling_bytes is None else human(p.ceiling_bytes),

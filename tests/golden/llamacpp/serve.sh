@@ -5,10 +5,12 @@
 #
 # Derivation (per card, per rank)
 #   rate       full attention 139,264 = 139,264 B/token/rank at q8_0
+#   rules      llama.cpp current arithmetic (read in 0c1e57098)
 #   contract   2 seqs x 32,768 tokens x 139,264 B/token = 9,126,805,504 B (8,704.00 MiB)
 #   tokens     largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
 #   sessions   65,536 tokens / 32,768 = 2.00 sessions at the full window
 #   pair       33,792 MiB weights + 8,704 MiB KV = 42,496 MiB
+#   card       49,152 MiB as stated in the shape (card.total)
 #   ceiling    47,104 MiB as stated in the shape
 #   unclaimed  47,104 MiB ceiling - 42,496 MiB pair = 4,608 MiB
 #

@@ -5,10 +5,12 @@
 #
 # Derivation (per card, per rank)
 #   rate       full attention 65,536 = 65,536 B/token/rank at fp8_e4m3
+#   rules      sglang 0.5 cell arithmetic (read in 0.5.23)
 #   contract   12 seqs x 40,960 tokens x 65,536 B/token = 32,212,254,720 B (30,720.00 MiB)
 #   tokens     max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520
 #   sessions   491,520 tokens / 40,960 = 12.00 sessions at the full window
 #   pair       36,864 MiB weights + 30,720 MiB KV = 67,584 MiB
+#   card       81,920 MiB as stated in the shape (card.total)
 #   ceiling    73,728 MiB as stated in the shape
 #   unclaimed  73,728 MiB ceiling - 67,584 MiB pair = 6,144 MiB
 #
