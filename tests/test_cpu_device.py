@@ -205,6 +205,10 @@ def test_a_refused_flag_parses_as_the_shapes_engine(runner: CliRunner, tmp_path:
     ledger = parse_ledger(log, "vllm")
     assert ledger.boot_failed is True
     assert ledger.error == "api_server.py: error: unrecognized arguments: --bogus-flag"
+    # without an engine the log cannot be placed: exit 2, pointing at --engine
+    alone = runner.invoke(main, ["ledger", str(log)])
+    assert alone.exit_code == 2
+    assert "1 failure line(s) name no engine" in alone.output and "--engine" in alone.output
     # verify reads it as the shape's engine (the log has no line naming vLLM)
     shape = tiny_shape(tmp_path)
     result = runner.invoke(

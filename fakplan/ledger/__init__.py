@@ -134,9 +134,16 @@ def _choose(
             raise LedgerError(
                 f"{path}: not a text log (binary data); expected an engine's boot log ({_KNOWN})"
             )
+        generic = max(scan.matched for scan in scans.values())
+        hint = (
+            f"; {generic} failure line(s) name no engine (a refused command line, an "
+            "exception): give --engine to read them as that engine's failed boot"
+            if generic
+            else ""
+        )
         raise LedgerError(
             f"{path}: no boot-ledger line of {_KNOWN} in {lines}; "
-            "expected the engine's boot log (its stdout/stderr)"
+            f"expected the engine's boot log (its stdout/stderr){hint}"
         )
     best = max(found, key=lambda name: found[name])  # ties: the registry's order
     notes = [
