@@ -26,3 +26,12 @@ def test_predictions_held(probed: Any, closed_by: str) -> None:
         assert verdict.status != "killed", f"{prediction.id}: killed: {verdict.note}"
         if verdict.status != "held":
             pytest.xfail(f"{prediction.id}: {verdict.status}: {verdict.note}")
+
+
+@pytest.mark.parametrize("prediction_id", ["kv-tokens", "sessions-at-window"])
+def test_the_stated_kv_pool_held(probed: Any, prediction_id: str) -> None:
+    """Where the engine states its KV pool live (vLLM's /metrics), the ledger's predictions hold."""
+    verdict = probed.verdicts.get(prediction_id)
+    if verdict is None:
+        pytest.skip(f"the endpoint states no KV pool live: {prediction_id} is the boot log's")
+    assert verdict.status != "killed", f"{prediction_id}: killed: {verdict.note}"

@@ -297,7 +297,7 @@ def _suite(*args: str) -> subprocess.CompletedProcess[str]:
 def test_probe_suite_skips_without_a_url() -> None:
     done = _suite()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "7 skipped" in done.stdout
+    assert "10 skipped" in done.stdout
 
 
 def test_probe_suite_options_do_not_clash() -> None:
@@ -328,4 +328,5 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
     # the random model retrieves no marker: the boundary prediction is killed, the rest hold
     assert "FAILED probes/test_endpoint.py::test_predictions_held[probe boundary]" in done.stdout
     assert "markers retrieved (predicted 1)" in done.stdout
-    assert "1 failed, 5 passed, 1 skipped" in done.stdout, done.stdout  # no prefill prediction
+    # no prefill prediction; llama-cpp-python states no KV pool live (2 skipped)
+    assert "1 failed, 6 passed, 3 skipped" in done.stdout, done.stdout

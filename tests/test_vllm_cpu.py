@@ -164,7 +164,7 @@ def test_probe_cli_writes_verdicts(vllm_server: RunningVllm, tmp_path: Path) -> 
             "--url",
             vllm_server.url,
             "--only",
-            "calibrate,boundary,decode",
+            "kv,calibrate,boundary,decode",
             "--repeat",
             "1",
             "--max-tokens",
@@ -177,6 +177,7 @@ def test_probe_cli_writes_verdicts(vllm_server: RunningVllm, tmp_path: Path) -> 
     run = json.loads(result.output)
     assert run["server"]["flavour"] == "vllm" and run["server"]["context"] == WINDOW
     assert {name: probe["status"] for name, probe in run["probes"].items()} == {
+        "kv": "ok",
         "calibrate": "ok",
         "boundary": "ok",
         "decode": "ok",
@@ -190,6 +191,12 @@ def test_probe_cli_writes_verdicts(vllm_server: RunningVllm, tmp_path: Path) -> 
     assert "4 answered, 0 refused" in boundary["note"]
     assert f"prompts of {WINDOW - 32} tokens" in boundary["note"]
     assert run["verdicts"]["decode-vs-control"]["status"] == "held"
+    # the live /metrics states the pool the boot log printed: the ledger's predictions hold
+    kv = run["verdicts"]["kv-tokens"]
+    assert (kv["status"], kv["observed"]) == ("held", TOKENS)
+    assert 'kv_cache_size_tokens="524288"' in kv["source"]
+    sessions = run["verdicts"]["sessions-at-window"]
+    assert (sessions["status"], sessions["observed"]) == ("held", TOKENS // WINDOW)
     assert result.exit_code == (0 if boundary["status"] == "held" else 1)
     record = json.loads((out / "tiny-vllm-cpu" / "plan.json").read_text())
     by_id = {p["id"]: p for p in record["predictions"]}

@@ -25,6 +25,7 @@ from fakplan.probes import (
     PROBES,
     BoundaryResult,
     Calibration,
+    CapacityResult,
     Endpoint,
     ProbeOptions,
     ProbeRun,
@@ -150,6 +151,8 @@ def probe(
     """Probe a deployed endpoint and record verdicts on the shape's live predictions.
 
     \b
+    kv         the KV tokens the engine states live (vLLM's /metrics); closes
+               "kv-tokens" and "sessions-at-window" as the boot log would
     calibrate  chars/token of the probe corpus, counted for free (tokenize
                route, or the count an above-window refusal names)
     boundary   max_num_seqs concurrent prompts of max_model_len - 32 tokens,
@@ -236,6 +239,15 @@ _VERDICT = {
 
 
 def _figure(result: Any) -> str:
+    if isinstance(result, CapacityResult):
+        if result.kv_tokens is None:
+            return "no figure: " + "; ".join(result.notes)
+        blocks = (
+            f", {result.num_blocks:,} blocks of {result.block_size}"
+            if result.num_blocks is not None and result.block_size is not None
+            else ""
+        )
+        return f"{result.kv_tokens:,} KV tokens stated{blocks} (GET {result.route})"
     if isinstance(result, Calibration):
         return (
             f"{result.chars_per_token:g} chars/token ({result.tokens:,} tokens in "

@@ -22,6 +22,7 @@ on); ``fakplan.errors.ProbeError`` is an endpoint that cannot be probed at all
 from fakplan.probes.api import Server
 from fakplan.probes.boundary import BoundaryResult, boundary
 from fakplan.probes.calibrate import Calibration, Sizer, calibrate
+from fakplan.probes.capacity import CapacityResult, capacity
 from fakplan.probes.corpus import corpus
 from fakplan.probes.detect import detect
 from fakplan.probes.flavours import FLAVOURS, Flavour
@@ -49,6 +50,7 @@ __all__ = [
     "AsyncEndpoint",
     "BoundaryResult",
     "Calibration",
+    "CapacityResult",
     "Deadline",
     "Endpoint",
     "Flavour",
@@ -63,6 +65,7 @@ __all__ = [
     "Summary",
     "boundary",
     "calibrate",
+    "capacity",
     "corpus",
     "decode",
     "detect",

@@ -1,12 +1,17 @@
 """One probe run against a deployed shape, and the verdicts it gives its predictions.
 
 ``run_probes`` detects the engine, then runs the selected probes in order
-(calibrate, boundary, decode, prefill), each under its own total timeout. A
+(kv, calibrate, boundary, decode, prefill), each under its own total timeout. A
 probe that faults is recorded as failed with its one line and the others
 still run. ``verdicts_for`` turns a run into verdicts for the plan's
 predictions; nothing here writes files (the CLI records).
 
 Verdict rules:
+
+- ``kv``: the KV tokens the engine states live (vLLM's ``/metrics``) close
+  ``kv-tokens`` within its tolerance and ``sessions-at-window`` as
+  ``tokens // max_model_len``, exactly as the boot ledger would; an engine
+  that states nothing gives no verdict.
 
 - ``boundary``: held when the markers retrieved are at least the predicted
   count (the prediction is a floor: ``min(slots, whole windows backed)``;
@@ -32,9 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.errors import GeometryError
-from fakplan.predict import Prediction, Verdict
+from fakplan.predict import Prediction, Verdict, judge
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
+from fakplan.probes.capacity import CapacityResult, capacity
 from fakplan.probes.detect import detect
 from fakplan.probes.http import Deadline, Endpoint, ProbeFault
 from fakplan.probes.rates import DEFAULT_DECODE_TOKENS, RateResult, decode, prefill
@@ -44,7 +50,9 @@ if TYPE_CHECKING:
     from fakplan.plan import Plan
     from fakplan.shape import LoadedShape
 
-PROBES = ("calibrate", "boundary", "decode", "prefill")
+PROBES = ("kv", "calibrate", "boundary", "decode", "prefill")
+# the plan's ledger predictions a live statement of the KV pool also closes
+CAPACITY_CLOSES = ("kv-tokens", "sessions-at-window")
 RUN_SCHEMA = "fakplan.probe/1"
 DETECT_TIMEOUT_S = 30.0
 
@@ -81,7 +89,7 @@ class ProbeOptions:
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # see api.Server.extra_body
 
 
-Result = Calibration | BoundaryResult | RateResult
+Result = CapacityResult | Calibration | BoundaryResult | RateResult
 
 
 class ProbeOutcome(BaseModel):
@@ -238,6 +246,8 @@ def run_probes(
         show.end(name, "ok")
         return result
 
+    if "kv" in options.only:
+        attempt("kv", 1, lambda d: capacity(endpoint, server, d))
     calibration: Calibration | None = None
     sizing = [p for p in ("boundary", "prefill") if p in options.only]
     if "calibrate" in options.only or sizing:
@@ -393,9 +403,33 @@ def _rate_verdict(
     return Verdict(status=status, observed=result.figure, source=source, at=at, note=facts)
 
 
+def _capacity_verdict(
+    prediction: Prediction, result: CapacityResult, plan: Plan, source: str, at: str
+) -> Verdict | None:
+    tokens = result.kv_tokens
+    if tokens is None:
+        return None
+    if prediction.id == "kv-tokens":
+        observed, note = tokens, f"the engine states {tokens:,} KV tokens"
+    else:
+        observed = tokens // plan.max_model_len
+        note = f"{tokens:,} tokens // {plan.max_model_len:,}"
+    return Verdict(
+        status=judge(prediction, observed), observed=observed, source=source, at=at, note=note
+    )
+
+
 def verdicts_for(run: ProbeRun, plan: Plan, previous: Plan | None = None) -> dict[str, Verdict]:
     """Verdicts for the plan's probe predictions this run observed; ``previous`` for trends."""
     out: dict[str, Verdict] = {}
+    stated = run.result("kv")
+    if isinstance(stated, CapacityResult):
+        source = f"fakplan probe kv {run.url} (run {run.id}): {stated.statement}"
+        for prediction in plan.predictions:
+            if prediction.id in CAPACITY_CLOSES:
+                verdict = _capacity_verdict(prediction, stated, plan, source, run.at)
+                if verdict is not None:
+                    out[prediction.id] = verdict
     for prediction in plan.predictions:
         probe = prediction.closed_by.removeprefix("probe ")
         result = run.result(probe) if prediction.closed_by.startswith("probe ") else None

@@ -1,0 +1,128 @@
+"""The KV capacity a running engine states about itself, read live (the ``kv`` probe).
+
+When the boot log is out of reach, an engine's own metrics still say how many
+KV tokens it holds. vLLM exports its cache configuration as a Prometheus info
+metric on ``GET /metrics``:
+
+    vllm:cache_config_info{block_size="128",kv_cache_size_tokens="524288",
+        num_gpu_blocks="4096",kv_cache_memory_bytes="1073741824",...} 1.0
+
+``kv_cache_size_tokens`` is the very number its boot line "KV cache size: N
+tokens" prints (``kv_cache_utils.update_kv_cache_capacity``, read in the 0.32
+CPU build; older releases leave it ``None``). Engines whose servers state no
+capacity on a route fakplan reads give no figure and no verdict, with a note.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, ConfigDict
+
+from fakplan.probes.api import Server
+from fakplan.probes.http import Deadline, Endpoint, ProbeFault
+
+VLLM_METRICS = "/metrics"
+VLLM_INFO = "vllm:cache_config_info"
+
+
+class CapacityResult(BaseModel):
+    """What the endpoint states about its KV pool; None where it states nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    probe: Literal["kv"] = "kv"
+    route: str | None
+    kv_tokens: int | None
+    num_blocks: int | None = None
+    block_size: int | None = None
+    kv_bytes: int | None = None
+    statement: str | None = None  # the metric and labels the figures came from
+    notes: tuple[str, ...] = ()
+
+
+def _int_label(labels: dict[str, str], name: str) -> int | None:
+    value = labels.get(name)
+    if value is None or not value.strip().lstrip("-").isdigit():
+        return None  # "None" (not reported by this release), "" or a non-integer
+    return int(value)
+
+
+def _vllm(endpoint: Endpoint, deadline: Deadline) -> CapacityResult:
+    answer = endpoint.get(VLLM_METRICS, deadline, f"GET {VLLM_METRICS}")
+    if answer.status == 404:
+        # a proxy in front of the engine may serve only the OpenAI routes
+        return CapacityResult(
+            route=None,
+            kv_tokens=None,
+            notes=(f"GET {VLLM_METRICS} answered 404 (a proxy may hide it): no live figure",),
+        )
+    if not answer.ok:
+        raise ProbeFault(f"GET {VLLM_METRICS}: HTTP {answer.status}")
+    try:
+        samples = [
+            sample
+            for family in text_string_to_metric_families(answer.text)
+            for sample in family.samples
+            if sample.name.startswith(VLLM_INFO)
+        ]
+    except ValueError as exc:
+        raise ProbeFault(f"GET {VLLM_METRICS}: not Prometheus text ({exc})") from None
+    if not samples:
+        return CapacityResult(
+            route=VLLM_METRICS,
+            kv_tokens=None,
+            notes=(f"{VLLM_METRICS} has no {VLLM_INFO}: this vLLM states no KV capacity there",),
+        )
+    readings = {
+        tuple(
+            _int_label(dict(s.labels), key)
+            for key in (
+                "kv_cache_size_tokens",
+                "num_gpu_blocks",
+                "block_size",
+                "kv_cache_memory_bytes",
+            )
+        )
+        for s in samples
+    }
+    notes: list[str] = []
+    if len(readings) > 1:
+        # data-parallel engines each export their own; they should agree
+        notes.append(f"{len(samples)} engines state different caches; the smallest is used")
+    tokens, blocks, block, pool = min(readings, key=lambda r: (r[0] is None, r[0] or 0))
+    if tokens is None:
+        notes.append(
+            "kv_cache_size_tokens is not stated by this release (only blocks x block size, "
+            "which is the boot's token count only for single-group models): no verdict"
+        )
+    labels = dict(samples[0].labels)
+    shown = ", ".join(
+        f'{k}="{labels[k]}"'
+        for k in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_memory_bytes")
+        if k in labels
+    )
+    return CapacityResult(
+        route=VLLM_METRICS,
+        kv_tokens=tokens,
+        num_blocks=blocks,
+        block_size=block,
+        kv_bytes=pool,
+        statement=f"{VLLM_INFO}{{{shown}}}",
+        notes=tuple(notes),
+    )
+
+
+def capacity(endpoint: Endpoint, server: Server, deadline: Deadline) -> CapacityResult:
+    """The engine's own statement of its KV capacity, where its server makes one."""
+    if server.flavour.name == "vllm":
+        return _vllm(endpoint, deadline)
+    return CapacityResult(
+        route=None,
+        kv_tokens=None,
+        notes=(
+            f"{server.flavour.name} states no KV capacity on a route fakplan reads; "
+            "close kv-tokens with fakplan verify and the boot log",
+        ),
+    )
