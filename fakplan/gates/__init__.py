@@ -180,7 +180,8 @@ def weights_fit_budget(f: Figures) -> GateResult | None:
             title="weights fit their budget",
             status="unknown",
             summary=f"budget {_mib(f.weights_budget_bytes)}, weight bytes unknown",
-            detail=f"{m.source} states no weight bytes (no safetensors index or GGUF tensor table)",
+            detail=m.weight_source
+            or f"{m.source} states no weight bytes (no safetensors index or GGUF tensor table)",
             rationale=WEIGHTS_FIT.rationale,
             fix="point model: at the GGUF or HF folder so fakplan can read the weight bytes",
             numbers={

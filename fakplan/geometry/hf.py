@@ -23,6 +23,7 @@ from fakplan.geometry import (
     MambaDims,
     MlaDims,
 )
+from fakplan.geometry.params import dense_weight_bytes
 
 Config = dict[str, Any]
 
@@ -418,6 +419,12 @@ def geometry_from_config(
     if f.used_defaults:
         notes.append(f"{', '.join(f.used_defaults)} from {f.default_source}")
     experts = f.get("num_local_experts", "num_experts", "n_routed_experts")
+    if weight_bytes is None and text is config:
+        # no file states the bytes: a plain dense decoder's are counted from its shapes
+        # (a nested text_config has a tower beside it, which this count would miss)
+        derived = dense_weight_bytes(text, model_type)
+        if derived is not None:
+            weight_bytes, weight_source = derived
     return Geometry(
         source=source,
         architecture=model_type,

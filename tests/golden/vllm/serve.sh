@@ -17,8 +17,7 @@
 # Gates
 #   ok       pool ≥ contract (5,120 MiB ≥ 4,096 MiB)
 #   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
-#   unknown  weights fit their budget (budget 16,384 MiB, weight bytes unknown)
-#            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
+#   ok       weights fit their budget (15,317 MiB ≤ 16,384 MiB)
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
 #   ok       KV dtype accepted (auto in auto, bfloat16, float16, half, float, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
