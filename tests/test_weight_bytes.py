@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fakplan.geometry import load_geometry
-from fakplan.geometry.params import dense_weight_bytes
+from fakplan.geometry.params import counted_weight_bytes
 
 from .conftest import SHAPES, SHARED
 
@@ -26,6 +26,10 @@ PUBLISHED_TOTAL_SIZE = {
     "Qwen/Qwen3-8B": 16_381_470_720,
     "Qwen/Qwen3-32B": 65_524_246_528,  # 17 shards; q/k norms per layer
     "mistralai/Mistral-7B-Instruct-v0.3": 14_496_047_104,
+    # mixtures of experts: experts x gate/up/down + a router per layer
+    "Qwen/Qwen3-30B-A3B": 61_064_245_248,  # 16 shards
+    "Qwen/Qwen3-235B-A22B": 470_187_269_120,  # 235,093,634,560 parameters
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": 93_405_585_408,
 }
 
 
@@ -45,7 +49,7 @@ def test_llama_2_checkpoints_also_hold_rotary_buffers() -> None:
     config = json.loads(
         (SHARED / "configs" / "meta-llama--Llama-2-7b-hf" / "config.json").read_text()
     )
-    derived = dense_weight_bytes(config, "llama")
+    derived = counted_weight_bytes(config, "llama")
     assert derived is not None
     assert derived[0] == 13_476_839_424 - 32 * 64 * 4
 
@@ -55,7 +59,7 @@ def test_llama_2_checkpoints_also_hold_rotary_buffers() -> None:
     [
         {"quantization_config": {"quant_method": "fp8"}},  # scales and packed types
         {"torch_dtype": "float8_e4m3fn"},
-        {"model_type": "qwen3_moe"},  # experts: not a dense count
+        {"model_type": "deepseek_v3"},  # MLA and shared experts: not counted
     ],
 )
 def test_what_cannot_be_counted_stays_unknown(change: dict[str, object]) -> None:
@@ -63,7 +67,7 @@ def test_what_cannot_be_counted_stays_unknown(change: dict[str, object]) -> None
         (SHARED / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
     )
     config.update(change)
-    assert dense_weight_bytes(config, str(config["model_type"])) is None
+    assert counted_weight_bytes(config, str(config["model_type"])) is None
 
 
 def test_a_file_that_states_the_bytes_wins(tmp_path: Path) -> None:
@@ -98,3 +102,30 @@ def test_llama_cpp_weighs_the_gguf_it_loads_not_the_checkpoint(tmp_path: Path) -
     gate = next(g for g in compile_plan(load_shape(shape)).gates if g.id == "weights-fit")
     assert gate.status == "unknown"
     assert "llama.cpp loads a GGUF" in gate.detail
+
+
+def test_qwen3_moe_dense_layers_follow_the_config() -> None:
+    """mlp_only_layers and decoder_sparse_step keep some layers dense (Qwen3MoeDecoderLayer)."""
+    config = {
+        "model_type": "qwen3_moe",
+        "torch_dtype": "bfloat16",
+        "vocab_size": 10,
+        "hidden_size": 4,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 2,
+        "intermediate_size": 8,
+        "moe_intermediate_size": 3,
+        "num_experts": 5,
+        "decoder_sparse_step": 2,
+        "mlp_only_layers": [3],
+    }
+    # attention 4x4 + 2x4x2 + 4x4 = 48, + q/k norms 2x2 = 52; norms 2x4 = 8 per layer
+    # sparse layers: (i+1) % 2 == 0 and not in [3] -> layer 1 only
+    # sparse MLP 5 x 3x4x3 + router 4x5 = 200; dense MLP 3x4x8 = 96
+    layers = (52 + 8) * 4 + 200 + 3 * 96
+    params = 10 * 4 * 2 + 4 + layers
+    derived = counted_weight_bytes(config, "qwen3_moe")
+    assert derived is not None and derived[0] == 2 * params
+    assert "on 1 layers, dense" in derived[1]

@@ -23,7 +23,7 @@ from fakplan.geometry import (
     MambaDims,
     MlaDims,
 )
-from fakplan.geometry.params import dense_weight_bytes
+from fakplan.geometry.params import counted_weight_bytes
 
 Config = dict[str, Any]
 
@@ -422,7 +422,7 @@ def geometry_from_config(
     if weight_bytes is None and text is config:
         # no file states the bytes: a plain dense decoder's are counted from its shapes
         # (a nested text_config has a tower beside it, which this count would miss)
-        derived = dense_weight_bytes(text, model_type)
+        derived = counted_weight_bytes(text, model_type)
         if derived is not None:
             weight_bytes, weight_source = derived
     return Geometry(

@@ -1,4 +1,4 @@
-"""Weight bytes of a dense decoder, counted from its config.json when no file states them.
+"""Weight bytes of a plain decoder, counted from its config.json when no file states them.
 
 A catalog entry or a bare config.json has no safetensors index, so the
 weights gate had no figure. For the dense families whose modules transformers
@@ -9,6 +9,10 @@ from the config, so the parameter count is exact, not an estimate:
     q H×(n_heads×hd), k and v H×(n_kv×hd) each, o (n_heads×hd)×H,
     the q/k/v(/o) biases the family carries, q/k norms of hd (qwen3),
     gate/up/down 3×H×I (+ biases with mlp_bias), two norms of H.
+
+The mixtures of experts built the same way (qwen3_moe, mixtral) replace a
+layer's MLP with E experts of 3×H×I_moe and a router of H×E (qwen3_moe keeps
+a dense MLP on ``mlp_only_layers`` and off its ``decoder_sparse_step``).
 
 Bytes are that count times the checkpoint dtype's size. Anything else —
 quantized checkpoints, mixtures of experts, MLA, vision towers — stays unknown.
@@ -23,12 +27,13 @@ from typing import Any
 from fakplan.dtypes import element_type
 
 DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+MOE_FAMILIES = ("qwen3_moe", "mixtral")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def dense_weight_bytes(text: dict[str, Any], model_type: str) -> tuple[int, str] | None:
-    """(bytes, derivation) for a plain dense decoder's checkpoint, or None when not derivable."""
-    if model_type not in DENSE_FAMILIES or "quantization_config" in text:
+def counted_weight_bytes(text: dict[str, Any], model_type: str) -> tuple[int, str] | None:
+    """(bytes, derivation) for a plain decoder's checkpoint, or None when not derivable."""
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
     dtype = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     if dtype is None:
@@ -54,19 +59,51 @@ def dense_weight_bytes(text: dict[str, Any], model_type: str) -> tuple[int, str]
     elif text.get("attention_bias"):
         attention += q_width + 2 * kv_width + hidden
         biases = " + q/k/v/o biases"
-    if model_type == "qwen3":
+    if model_type in ("qwen3", "qwen3_moe"):
         attention += 2 * head_dim  # q_norm and k_norm over one head
         biases += " + q/k norms"
-    mlp = 3 * hidden * inter + (2 * inter + hidden if text.get("mlp_bias") else 0)
-    per_layer = attention + mlp + 2 * hidden
+    dense_mlp = 3 * hidden * inter + (2 * inter + hidden if text.get("mlp_bias") else 0)
+    mlps, mlp_text = [dense_mlp] * layers, f"mlp 3x{hidden:,}x{inter:,}"
+    if model_type in MOE_FAMILIES:
+        experts = _moe(text, model_type)
+        if experts is None:
+            return None
+        count, moe_inter, sparse = experts
+        moe_mlp = count * 3 * hidden * moe_inter + hidden * count
+        mlps = [moe_mlp if i in sparse else dense_mlp for i in range(layers)]
+        mlp_text = f"{count} experts x 3x{hidden:,}x{moe_inter:,} + router {hidden:,}x{count}"
+        if len(sparse) < layers:
+            mlp_text += f" on {len(sparse)} layers, dense 3x{hidden:,}x{inter:,} on the rest"
     embed = vocab * hidden
-    total = embed * (1 if tied else 2) + hidden + layers * per_layer
+    body = sum(attention + mlp + 2 * hidden for mlp in mlps)
+    total = embed * (1 if tied else 2) + hidden + body
     size = element_type(dtype).block_bytes
     text_out = (
-        f"derived from config.json ({model_type}, dense): embed {vocab:,}x{hidden:,}"
+        f"derived from config.json ({model_type}): embed {vocab:,}x{hidden:,}"
         f"{' (tied to lm_head)' if tied else ' + lm_head'} + final norm + {layers} layers x "
         f"(attention {hidden:,}x({heads}+2x{kv_heads}+{heads})x{head_dim}{biases} + "
-        f"mlp 3x{hidden:,}x{inter:,} + 2 norms = {per_layer:,}) = {total:,} parameters "
-        f"x {size} B ({dtype}) = {total * size:,} B"
+        f"{mlp_text} + 2 norms) = {total:,} parameters x {size} B ({dtype}) = {total * size:,} B"
     )
     return total * size, text_out
+
+
+def _moe(text: dict[str, Any], model_type: str) -> tuple[int, int, frozenset[int]] | None:
+    """(experts, expert intermediate size, the sparse layers), as transformers builds them."""
+    layers = int(text["num_hidden_layers"])
+    try:
+        if model_type == "mixtral":
+            return (
+                int(text["num_local_experts"]),
+                int(text["intermediate_size"]),
+                frozenset(range(layers)),
+            )
+        count, moe_inter = int(text["num_experts"]), int(text["moe_intermediate_size"])
+        step = int(text.get("decoder_sparse_step") or 1)
+        dense_only = {int(i) for i in text.get("mlp_only_layers") or ()}
+    except (KeyError, TypeError, ValueError):
+        return None
+    # Qwen3MoeDecoderLayer: sparse unless listed in mlp_only_layers, on every step-th layer
+    sparse = frozenset(
+        i for i in range(layers) if i not in dense_only and count > 0 and (i + 1) % step == 0
+    )
+    return count, moe_inter, sparse
