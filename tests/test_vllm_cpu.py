@@ -258,3 +258,28 @@ def test_a_refused_flag_is_a_parsed_failure(
     )
     assert result.exit_code == 1
     assert "--kv-cache-sise" in json.loads(result.output)["verdicts"]["kv-tokens"]["observed"]
+
+
+def test_the_operators_probe_suite_against_vllm(vllm_server: RunningVllm) -> None:
+    """`pytest probes/` as an operator runs it after a deploy: the live KV pool holds."""
+    from .test_probes import _suite
+
+    done = _suite(
+        "--probe-url",
+        vllm_server.url,
+        "--probe-shape",
+        str(vllm_server.shape),
+        "--probe-repeat",
+        "1",
+        "--probe-max-tokens",
+        "128",
+        "-rA",
+    )
+    assert "PASSED probes/test_endpoint.py::test_the_stated_kv_pool_held[kv-tokens]" in done.stdout
+    assert (
+        "PASSED probes/test_endpoint.py::test_the_stated_kv_pool_held[sessions-at-window]"
+        in done.stdout
+    )
+    # the random model retrieves no marker: only the boundary prediction is killed
+    assert "FAILED probes/test_endpoint.py::test_predictions_held[probe boundary]" in done.stdout
+    assert "1 failed, 8 passed, 1 skipped" in done.stdout, done.stdout  # no prefill prediction
