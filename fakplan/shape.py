@@ -555,6 +555,21 @@ def _check_semantics(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
+    if shape.card.device == "cpu":
+        if shape.engine == "sglang":
+            raise loaded.error(
+                "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
+                "yet); use gpu, or engine vllm or llamacpp for a CPU card",
+                "card",
+                "device",
+            )
+        if shape.launch.gpu_layers not in (None, 0):
+            raise loaded.error(
+                f"offloads {shape.launch.gpu_layers} layers to a GPU, but card.device is cpu; "
+                "remove it (a CPU card runs every layer in RAM)",
+                "launch",
+                "gpu_layers",
+            )
     binary = shape.launch.binary
     if binary is not None and binary not in BINARIES.get(shape.engine, ()):
         known = ", ".join(BINARIES.get(shape.engine, ())) or "none: it renders an env file only"

