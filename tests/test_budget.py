@@ -121,3 +121,12 @@ def test_real_nvml() -> None:
     assert result.devices[0].total_bytes == int(smi.stdout.strip()) * 2**20
     _free, cuda_total = torch.cuda.mem_get_info(0)
     assert cuda_total <= result.devices[0].total_bytes
+
+
+def test_budget_for_a_cpu_card_says_so(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    result = runner.invoke(main, ["budget", "--device", "cpu", "--json"])
+    data = json.loads(result.output)
+    assert data["source"] == "host" and data["devices"] == []
+    assert "the card is the CPU" in data["sentence"]
+    assert data["budget_bytes"] < os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -14,15 +14,23 @@ from fakplan.units import human
 
 
 @click.command()
+@click.option(
+    "--device",
+    type=click.Choice(["gpu", "cpu"]),
+    default="gpu",
+    show_default=True,
+    help="cpu: host RAM, as card.total: auto reads it for a card.device: cpu shape.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.budget/1).")
-def budget(as_json: bool) -> None:
+def budget(device: str, as_json: bool) -> None:
     """What this machine's cards hold (NVML), or host RAM without a GPU.
 
     FAKPLAN_DEVICE_BUDGET_BYTES (e.g. "80 GiB") overrides the probe: a container limit or a
     shared card fakplan cannot see. A budget is a snapshot to plan card.total
-    against; the ceiling a pair must fit is the engine's, from its boot ledger.
+    against (card.total: auto reads it); the ceiling a pair must fit is the
+    engine's, from its boot ledger.
     """
-    result = probe_budget()
+    result = probe_budget(gpu=device == "gpu")
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
