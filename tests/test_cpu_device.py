@@ -282,3 +282,29 @@ def test_sglang_on_a_cpu_card_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ShapeError, match=r"card\.device: fakplan models SGLang on GPUs only"):
         load_shape(path, budget=lambda gpu: fixed(GIB))
+
+
+def test_kv_command_takes_the_device_and_dtype(runner: CliRunner, tmp_path: Path) -> None:
+    tiny_shape(tmp_path)  # writes hf-tiny/config.json
+    result = runner.invoke(
+        main,
+        [
+            "kv",
+            str(tmp_path / "hf-tiny"),
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "1024",
+            "--pool",
+            "1 GiB",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    # the real boot: "CPU KV cache size: 524,288 tokens", 4,096 blocks of 128 (/metrics)
+    assert data["tokens"] == 524_288
+    assert data["num_blocks"] == 4096
+    assert data["bytes_per_token"] == 2048

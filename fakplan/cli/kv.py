@@ -82,6 +82,20 @@ def _pool_bytes(text: str | None) -> int | None:
 )
 @click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option(
+    "--dtype",
+    "model_dtype",
+    default="auto",
+    show_default=True,
+    help="vLLM --dtype: the weights' served dtype, which KV auto follows.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["gpu", "cpu"]),
+    default="gpu",
+    show_default=True,
+    help="cpu: the engine's CPU build (vLLM: 128-token blocks).",
+)
+@click.option(
     "--kv-unified/--no-kv-unified", default=None, help="llama.cpp: one cache for all slots."
 )
 @click.option(
@@ -104,6 +118,8 @@ def kv(
     max_num_batched_tokens: int | None,
     prefix_caching: bool,
     spec_tokens: int,
+    model_dtype: str,
+    device: str,
     kv_unified: bool | None,
     pool: str | None,
     as_json: bool,
@@ -118,6 +134,7 @@ def kv(
       fakplan kv meta-llama/Llama-3.1-8B-Instruct --tp 8
       fakplan kv deepseek-ai/DeepSeek-V3 --engine sglang --kv-dtype fp8_e4m3
       fakplan kv model.gguf --engine llamacpp --kv-dtype q8_0 --pool "4352 MiB"
+      fakplan kv ./hf-tiny --device cpu --dtype float32 --pool "1 GiB"
     """
     if list_catalog:
         from fakplan.geometry.catalog import catalog_ids
@@ -135,6 +152,8 @@ def kv(
         engine=engine,
         engine_version=engine_version,
         kv_dtype=kv_dtype,
+        model_dtype=model_dtype,
+        device=device,
         tp=tp,
         pp=pp,
         block_size=block_size,
