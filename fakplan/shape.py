@@ -89,8 +89,8 @@ class Serving(Strict_):
     kv_cache_dtype: str = Field("auto", description="KV element type, in the engine's spelling")
     dtype: str = Field(
         "auto",
-        description="vLLM: the weights' dtype (--dtype); KV 'auto' follows it, and vLLM's "
-        "'auto' serves a float32 checkpoint in 16 bits",
+        description="vLLM, SGLang: the weights' dtype (--dtype); KV 'auto' follows it, and "
+        "their 'auto' serves a float32 checkpoint in 16 bits",
     )
     spec_tokens: NonNegativeInt = Field(0, description="speculative tokens per step")
     block_size: PositiveInt | None = Field(
@@ -549,9 +549,9 @@ def _check_semantics(loaded: LoadedShape) -> None:
             "serving",
             "kv_cache_dtype",
         )
-    if shape.serving.dtype != "auto" and shape.engine != "vllm":
+    if shape.serving.dtype != "auto" and shape.engine not in ("vllm", "sglang"):
         raise loaded.error(
-            f"engine {shape.engine}: serving.dtype is a vLLM flag (--dtype); remove it",
+            f"engine {shape.engine}: serving.dtype is a vLLM and SGLang flag (--dtype); remove it",
             "serving",
             "dtype",
         )

@@ -158,12 +158,42 @@ def test_served_dtype_sets_what_kv_auto_follows(tmp_path: Path) -> None:
     assert "CPU build: block size 128" in auto.derivations["engine_rules"]
 
 
-def test_dtype_is_a_vllm_flag(tmp_path: Path) -> None:
-    path = tiny_shape(tmp_path, **{"engine: vllm": "engine: sglang", "engine_version: 0.32.0": ""})
+def test_sglang_downcasts_a_float32_checkpoint_too(tmp_path: Path) -> None:
+    """SGLang's _get_and_verify_dtype: auto serves float32 as fp16 (bf16 for Gemma)."""
+    gpu_sglang = {
+        "engine: vllm": "engine: sglang",
+        "engine_version: 0.32.0": "",
+        "device: cpu, ": "",
+        "  binary: vllm-api-server\n": "",
+    }
+    budget = {"budget": lambda gpu: fixed(20 * GIB)}
+    stated = compile_plan(load_shape(tiny_shape(tmp_path, **gpu_sglang), **budget))
+    assert stated.rate_bytes_per_token == 2048  # dtype: float32 kept: 4 B an element
+    assert tuple(
+        stated.launch.roles[0].argv[stated.launch.roles[0].argv.index("--dtype") :][:2]
+    ) == ("--dtype", "float32")
+    auto = compile_plan(
+        load_shape(tiny_shape(tmp_path, **gpu_sglang, **{", dtype: float32": ""}), **budget)
+    )
+    assert auto.rate_bytes_per_token == 1024
+    assert "fp16, bf16 for Gemma" in auto.derivations["engine_rules"]
+
+
+def test_dtype_is_refused_where_the_engine_takes_none(tmp_path: Path) -> None:
+    from .tinymodels import write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        f"name: t\nengine: llamacpp\nmodel: {json.dumps(str(model))}\ncard: {{total: 1 GiB}}\n"
+        "budget: {weights: 1 MiB, kv: 1 MiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 1024, dtype: float32}\n"
+    )
     with pytest.raises(
-        ShapeError, match=r"serving\.dtype: engine sglang: serving.dtype is a vLLM flag"
+        ShapeError,
+        match=r"serving\.dtype: engine llamacpp: serving.dtype is a vLLM and SGLang flag",
     ):
-        load_shape(path, budget=lambda gpu: fixed(GIB))
+        load_shape(path)
 
 
 def test_a_binary_of_another_engine_is_refused(tmp_path: Path) -> None:

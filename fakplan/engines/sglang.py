@@ -17,6 +17,7 @@ from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
+from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -43,23 +44,21 @@ SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
 
-def _dtype(query: KvQuery) -> tuple[str, int]:
-    """The dtype as reported (auto resolved) and its bytes per element."""
+def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
+    """The dtype as reported (auto resolved), its bytes per element, and the rule applied."""
     name = query.kv_dtype.lower()
     if name not in KV_DTYPES:
         raise FakplanError(
             f"sglang --kv-cache-dtype {query.kv_dtype!r}: fakplan knows {', '.join(KV_DTYPES)}"
         )
     storage = KV_DTYPES[name]
+    rule = None
     if storage is None:
-        g = query.geometry
-        # auto: the checkpoint's kv_cache_quant_algo FP8 wins, else the model dtype.
-        storage = g.kv_cache_quant or g.dtype
-        if storage not in {"bf16", "fp16", "fp32", "fp8"}:
-            raise FakplanError(
-                f"sglang --kv-cache-dtype auto follows the model dtype, unknown for {g.source}"
-            )
-    return (storage if name == "auto" else name), element_type(storage).block_bytes
+        # auto: the checkpoint's kv_cache_quant_algo FP8 wins, else the served dtype
+        storage = query.geometry.kv_cache_quant
+        if storage is None:
+            storage, rule = served_dtype(query)
+    return (storage if name == "auto" else name), element_type(storage).block_bytes, rule
 
 
 class SglangEngine(ModelledPlanner):
@@ -67,7 +66,7 @@ class SglangEngine(ModelledPlanner):
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         release, version = select("sglang", RELEASES, query.engine_version)
-        dtype, b = _dtype(query)
+        dtype, b, dtype_rule = _dtype(query)
         g = query.geometry
         tp, page = query.tp, query.block_size or DEFAULT_PAGE
         kinds = g.layer_kinds
@@ -76,6 +75,8 @@ class SglangEngine(ModelledPlanner):
         scale = per_stage / g.num_layers
         components: list[CostComponent] = []
         rules = [f"sglang {release.rule} cell arithmetic (read in {release.read_in})"]
+        if dtype_rule:
+            rules.append(dtype_rule)
         if LayerKind.MLA in kinds:
             assert g.mla is not None
             layers = round(kinds.count(LayerKind.MLA) * scale)
@@ -216,6 +217,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         str(s.max_num_seqs),
         "--kv-cache-dtype",
         s.kv_cache_dtype,
+        *(["--dtype", s.dtype] if s.dtype != "auto" else []),
         "--page-size",
         str(page),
         "--max-total-tokens",

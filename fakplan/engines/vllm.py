@@ -22,6 +22,7 @@ from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
+from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -61,45 +62,8 @@ CPU_KV_SPACE = "VLLM_CPU_KVCACHE_SPACE"
 GPU_MEMORY_UTILIZATION = {"v1": 0.92, "v1-0.11": 0.9, "v1-0.8": 0.9, "v0": 0.9}
 
 
-# --dtype choices (vllm/config/model.py ModelDType, v0.32.0): the weights' compute dtype.
-MODEL_DTYPES: dict[str, str | None] = {
-    "auto": None,
-    "half": "fp16",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float": "fp32",
-    "float32": "fp32",
-}
-# --dtype auto downcasts a float32 checkpoint to the platform's first supported dtype
-# (config/model.py _resolve_auto_dtype, v0.32.0): bf16 on x86/aarch64 CPUs and on
-# GPUs with bf16, fp16 on older GPUs; 2 bytes either way, which is all the KV needs.
-DOWNCAST_FP32 = "bf16"
 CPU_BLOCK = 128  # platforms/cpu.py check_and_update_config (v0.32.0 CPU build)
 CPU_MLA_BLOCK = 16  # "CPU MLA backend requires block_size=16" (v0.32.0 CPU build)
-
-
-def _served_dtype(query: KvQuery) -> tuple[str, str | None]:
-    """The dtype the weights are served in (what KV ``auto`` follows), and the rule that chose it."""
-    name = query.model_dtype.lower()
-    if name not in MODEL_DTYPES:
-        raise FakplanError(
-            f"vllm --dtype {query.model_dtype!r}: expected one of {', '.join(MODEL_DTYPES)}"
-        )
-    stated = MODEL_DTYPES[name]
-    if stated is not None:
-        return stated, None
-    model = query.geometry.dtype
-    if model not in {"bf16", "fp16", "fp32"}:
-        raise FakplanError(
-            f"vllm --kv-cache-dtype auto follows the model dtype, which is {model!r} "
-            f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
-        )
-    if model == "fp32":
-        return DOWNCAST_FP32, (
-            "--dtype auto serves a float32 checkpoint in 16 bits (bf16 on CPUs and bf16 GPUs, "
-            "fp16 on older GPUs: 2 B either way); state serving.dtype: float32 to keep 4 B"
-        )
-    return model, None
 
 
 def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
@@ -112,7 +76,7 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
-        storage, rule = _served_dtype(query)
+        storage, rule = served_dtype(query)
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
         raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
     return name, element_type(storage).block_bytes, storage, rule
