@@ -78,3 +78,15 @@ def element_type(name: str) -> ElementType:
 def known_dtype(name: str) -> bool:
     key = name.lower()
     return ALIASES.get(key, key) in ELEMENT_TYPES
+
+
+# The weights' --dtype spellings vLLM and SGLang share (vllm ModelDType, v0.32.0; SGLang's
+# _STR_DTYPE_TO_TORCH_DTYPE): the storage each names, None for "as the engine decides".
+MODEL_DTYPES: dict[str, str | None] = {
+    "auto": None,
+    "half": "fp16",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float": "fp32",
+    "float32": "fp32",
+}

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from fakplan.ceiling import ceiling_from_ledger
 from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
-from fakplan.errors import GeometryError, LedgerError
+from fakplan.engines.served import served_weights
+from fakplan.errors import LedgerError
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord
@@ -210,24 +211,7 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     if shape.engine not in MODELLED:
         return None
     g = shape_geometry(loaded)
-    weight_bytes, weight_source = g.weight_bytes, g.weight_source
-    if shape.engine == "llamacpp" and not shape.model.endswith(".gguf"):
-        served = shape.launch.weights
-        if served and served.endswith(".gguf") and loaded.resolve(served).is_file():
-            from fakplan.geometry import load_geometry
-
-            try:
-                gguf = load_geometry(str(loaded.resolve(served)))
-            except GeometryError as exc:
-                raise loaded.error(str(exc), "launch", "weights") from None
-            weight_bytes, weight_source = gguf.weight_bytes, gguf.weight_source
-        else:
-            # the published checkpoint's bytes are not the (quantized) GGUF llama.cpp loads
-            weight_bytes = None
-            weight_source = (
-                f"llama.cpp loads a GGUF ({served or 'launch.weights'}), not {shape.model}'s "
-                "published checkpoint, and that GGUF is not on this machine"
-            )
+    weight_bytes, weight_source = served_weights(loaded, g)
     return ModelFacts(
         source=g.source,
         trained_context=g.context_length,

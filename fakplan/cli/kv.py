@@ -86,7 +86,7 @@ def _pool_bytes(text: str | None) -> int | None:
     "model_dtype",
     default="auto",
     show_default=True,
-    help="vLLM --dtype: the weights' served dtype, which KV auto follows.",
+    help="vLLM and SGLang --dtype: the weights' served dtype, which KV auto follows.",
 )
 @click.option(
     "--device",

@@ -1,4 +1,4 @@
-"""The dtype an engine serves the weights in, which a KV cache of ``auto`` follows.
+"""What an engine serves: the weights' dtype (which a KV cache of ``auto`` follows) and bytes.
 
 vLLM and SGLang share the ``--dtype`` spelling (SGLang's ``_get_and_verify_dtype``
 is adapted from vLLM's) and both downcast a float32 checkpoint under ``auto``:
@@ -10,17 +10,16 @@ either way, which is all a KV size needs.
 
 from __future__ import annotations
 
-from fakplan.errors import FakplanError
+from typing import TYPE_CHECKING
+
+from fakplan.dtypes import MODEL_DTYPES, element_type
+from fakplan.errors import FakplanError, GeometryError
 from fakplan.kv import KvQuery
 
-MODEL_DTYPES: dict[str, str | None] = {
-    "auto": None,
-    "half": "fp16",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float": "fp32",
-    "float32": "fp32",
-}
+if TYPE_CHECKING:
+    from fakplan.geometry import Geometry
+    from fakplan.shape import LoadedShape
+
 DOWNCAST: dict[str, tuple[str, str]] = {
     "vllm": ("bf16", "bf16 on CPUs and bf16 GPUs, fp16 on older GPUs"),
     "sglang": ("fp16", "fp16, bf16 for Gemma"),
@@ -51,3 +50,57 @@ def served_dtype(query: KvQuery) -> tuple[str, str | None]:
             "way); state serving.dtype: float32 to keep 4 B"
         )
     return model, None
+
+
+def served_weights(loaded: LoadedShape, geometry: Geometry) -> tuple[int | None, str | None]:
+    """The bytes of the weights the engine loads, and where that figure came from.
+
+    The model's geometry may come from a catalog id or its published config while the
+    engine loads another file (``launch.weights``: a GGUF, an AWQ or FP8 checkpoint):
+    that file's own bytes count, or none. A checkpoint served in another dtype than it
+    was saved in (vLLM and SGLang downcast float32 under ``--dtype auto``) loads at the
+    served size: exact for a count of parameters, unknown for a file's total.
+    """
+    from fakplan.engines import query_for_shape
+    from fakplan.geometry import load_geometry
+
+    shape = loaded.shape
+    served = shape.launch.weights
+    if shape.engine == "llamacpp" and not shape.model.endswith(".gguf") and not served:
+        return None, (
+            f"llama.cpp loads a GGUF (launch.weights), not {shape.model}'s published checkpoint"
+        )
+    if served and served != shape.model:
+        local = loaded.resolve(served)
+        if not local.exists():
+            return None, (
+                f"the engine loads {served} (launch.weights), not {shape.model}'s published "
+                "checkpoint, and that file is not on this machine"
+            )
+        try:
+            own = load_geometry(str(local))
+        except GeometryError as exc:
+            raise loaded.error(str(exc), "launch", "weights") from None
+        return own.weight_bytes, own.weight_source
+    if shape.engine not in DOWNCAST or geometry.weight_bytes is None:
+        return geometry.weight_bytes, geometry.weight_source
+    try:
+        storage, _ = served_dtype(query_for_shape(loaded))
+    except FakplanError:
+        return geometry.weight_bytes, geometry.weight_source
+    saved = geometry.dtype
+    if storage == saved or saved not in {"bf16", "fp16", "fp32"}:
+        return geometry.weight_bytes, geometry.weight_source
+    size, saved_size = element_type(storage).block_bytes, element_type(saved).block_bytes
+    counted = (geometry.weight_source or "").startswith("derived from config.json")
+    if not counted or geometry.weight_bytes % saved_size:
+        return None, (
+            f"the checkpoint is saved in {saved} and served in {storage}: its file total "
+            f"({geometry.weight_bytes:,} B) is not what the engine loads"
+        )
+    params = geometry.weight_bytes // saved_size
+    loaded_bytes = params * size
+    return loaded_bytes, (
+        f"{geometry.weight_source}; served in {storage}: {params:,} parameters x {size} B "
+        f"= {loaded_bytes:,} B"
+    )

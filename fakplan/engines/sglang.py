@@ -66,6 +66,11 @@ class SglangEngine(ModelledPlanner):
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         release, version = select("sglang", RELEASES, query.engine_version)
+        if query.device == "cpu":
+            raise FakplanError(
+                "sglang on a CPU: its CPU backend's pool is not modelled; fakplan models "
+                "SGLang on GPUs"
+            )
         dtype, b, dtype_rule = _dtype(query)
         g = query.geometry
         tp, page = query.tp, query.block_size or DEFAULT_PAGE

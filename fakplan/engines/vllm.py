@@ -524,6 +524,10 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         "KV_CACHE_MEMORY_BYTES": str(shape.budget.kv),
         "KV_TOKENS_PREDICTED": str(figures.tokens_backed),
     }
+    if s.dtype != "auto":
+        env["DTYPE"] = s.dtype
+    # serve.sh exports these (or unsets them); the env file says the same
+    env.update({key: value for key, value in environment.items() if value is not None})
     roles: tuple[RoleRecord, ...]
     if par.nodes == 1:
         roles = (

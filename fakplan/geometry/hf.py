@@ -420,7 +420,7 @@ def geometry_from_config(
         notes.append(f"{', '.join(f.used_defaults)} from {f.default_source}")
     experts = f.get("num_local_experts", "num_experts", "n_routed_experts")
     if weight_bytes is None and text is config:
-        # no file states the bytes: a plain dense decoder's are counted from its shapes
+        # no file states the bytes: a plain decoder's are counted from its shapes
         # (a nested text_config has a tower beside it, which this count would miss)
         derived = counted_weight_bytes(text, model_type)
         if derived is not None:

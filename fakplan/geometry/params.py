@@ -15,7 +15,7 @@ layer's MLP with E experts of 3×H×I_moe and a router of H×E (qwen3_moe keeps
 a dense MLP on ``mlp_only_layers`` and off its ``decoder_sparse_step``).
 
 Bytes are that count times the checkpoint dtype's size. Anything else —
-quantized checkpoints, mixtures of experts, MLA, vision towers — stays unknown.
+quantized checkpoints, other mixtures of experts, MLA, vision towers — stays unknown.
 The count is checked against published ``model.safetensors.index.json``
 totals in the tests.
 """

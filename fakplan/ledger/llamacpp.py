@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from fakplan.ledger.patterns import (
     IN_MIB,
+    SERVER_UP,
     Conv,
     DerivedFigures,
     Row,
@@ -342,6 +343,7 @@ ROWS: tuple[Row, ...] = (
         r"(?P<error>\w+: allocating [\d.]+ MiB on device \d+: cudaMalloc failed: out of memory.*)",
         failure=True,
     ),
+    SERVER_UP,
 )
 
 _COMPLETE = frozenset({"kv_bytes", "kv_cells", "recurrent_bytes", "boot_failed"})

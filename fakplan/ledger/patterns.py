@@ -131,6 +131,8 @@ class Row:
     ``series``/``occurrence``: the row applies to the n-th line of its series in a boot
     and rank (llama.cpp prints one KV summary per cache: non-SWA first, then SWA).
     ``failure``: the line says the boot failed (``error`` group: the message).
+    ``serving``: the line says the server is up: the boot is over, and a failure line
+    after it is a request's error, not the boot's.
     ``signature``: the line names its engine (generic lines such as a CUDA OOM do not).
     ``priority``: a higher one replaces a figure an earlier line stated.
     ``defaults``: figures the version fixes but this line does not print.
@@ -150,6 +152,7 @@ class Row:
     series: str | None = None
     occurrence: int = 0
     failure: bool = False
+    serving: bool = False
     signature: bool = True
     priority: int = 0
     defaults: tuple[Default, ...] = ()
@@ -191,6 +194,16 @@ PYTHON_ERROR = Row(
 """The exception a Python engine's boot died of: at a line's start (a traceback's last
 line) or right after a log prefix's ``[file.py:N] ``, never quoted inside a warning.
 Engine rows that name the cause have priority over it."""
+
+SERVER_UP = Row(
+    "serving",
+    "uvicorn (vLLM, SGLang and llama-cpp-python serve through it)",
+    "Application startup complete",
+    r"Application startup complete",
+    serving=True,
+    signature=False,
+)
+"""The HTTP server is up: what comes after is serving, not booting."""
 
 ARGPARSE_ERROR = Row(
     "error",

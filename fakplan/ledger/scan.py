@@ -63,6 +63,8 @@ class Boot:
     )
     series_count: dict[tuple[str | None, str, str | None], int] = field(default_factory=dict)
     second_model: dict[str | None, int] = field(default_factory=dict)
+    serving_from: int | None = None  # the line saying the server is up
+    request_errors: int = 0  # failure lines after it: requests', not the boot's
     defaults: dict[str, tuple[Default, int, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -128,6 +130,18 @@ class EngineScan:
         boot = self.current
         if not row.server and (_ALL in boot.second_model or rank in boot.second_model):
             return  # a second model (a draft) is loading: its lines are not this boot's
+        if row.failure and boot.serving_from is not None:
+            if not boot.request_errors:
+                boot.notes.append(
+                    f"line {number}: {groups['error'].strip()[:120]} came after the server was "
+                    f"up (line {boot.serving_from}): a request's error, not a boot failure"
+                )
+            boot.request_errors += 1
+            return
+        if row.serving:
+            if boot.serving_from is None:
+                boot.serving_from = number
+            return
         names = tuple(f.name.format(**groups) for f in row.figures if f.group in groups)
         if row.starts_boot and _has_content(boot, rank):
             boot = self._new_boot(number)

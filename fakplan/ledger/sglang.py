@@ -15,6 +15,7 @@ import re
 
 from fakplan.ledger.patterns import (
     GB_IS_GIB,
+    SERVER_UP,
     TORCH_OOM,
     DerivedFigures,
     Row,
@@ -178,6 +179,7 @@ ROWS: tuple[Row, ...] = (
         failure=True,
     ),
     TORCH_OOM,
+    SERVER_UP,
 )
 
 _PREFIX = re.compile(

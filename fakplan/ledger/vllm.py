@@ -21,6 +21,7 @@ from fakplan.ledger.patterns import (
     IN_GIB,
     MB_IS_MIB,
     PYTHON_ERROR,
+    SERVER_UP,
     TORCH_OOM,
     Default,
     DerivedFigures,
@@ -416,6 +417,7 @@ ROWS: tuple[Row, ...] = (
     TORCH_OOM,
     PYTHON_ERROR,
     ARGPARSE_ERROR,
+    SERVER_UP,
 )
 
 _PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w ]*?(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, [^)]*)?\)")

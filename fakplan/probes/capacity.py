@@ -75,34 +75,26 @@ def _vllm(endpoint: Endpoint, deadline: Deadline) -> CapacityResult:
             kv_tokens=None,
             notes=(f"{VLLM_METRICS} has no {VLLM_INFO}: this vLLM states no KV capacity there",),
         )
+    keys = ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_memory_bytes")
     readings = {
-        tuple(
-            _int_label(dict(s.labels), key)
-            for key in (
-                "kv_cache_size_tokens",
-                "num_gpu_blocks",
-                "block_size",
-                "kv_cache_memory_bytes",
-            )
-        )
-        for s in samples
+        tuple(_int_label(dict(s.labels), key) for key in keys): dict(s.labels) for s in samples
     }
     notes: list[str] = []
     if len(readings) > 1:
         # data-parallel engines each export their own; they should agree
-        notes.append(f"{len(samples)} engines state different caches; the smallest is used")
-    tokens, blocks, block, pool = min(readings, key=lambda r: (r[0] is None, r[0] or 0))
+        notes.append(
+            f"{len(readings)} different caches stated by {len(samples)} engines; "
+            "the smallest is used"
+        )
+    chosen = min(readings, key=lambda r: (r[0] is None, r[0] or 0))
+    tokens, blocks, block, pool = chosen
     if tokens is None:
         notes.append(
             "kv_cache_size_tokens is not stated by this release (only blocks x block size, "
             "which is the boot's token count only for single-group models): no verdict"
         )
-    labels = dict(samples[0].labels)
-    shown = ", ".join(
-        f'{k}="{labels[k]}"'
-        for k in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_memory_bytes")
-        if k in labels
-    )
+    labels = readings[chosen]
+    shown = ", ".join(f'{k}="{labels[k]}"' for k in keys if k in labels)
     return CapacityResult(
         route=VLLM_METRICS,
         kv_tokens=tokens,

@@ -10,7 +10,7 @@ Verdict rules:
 
 - ``kv``: the KV tokens the engine states live (vLLM's ``/metrics``) close
   ``kv-tokens`` within its tolerance and ``sessions-at-window`` as
-  ``tokens // max_model_len``, exactly as the boot ledger would; an engine
+  ``tokens // max_model_len``, exactly as vLLM's boot ledger would; an engine
   that states nothing gives no verdict.
 
 - ``boundary``: held when the markers retrieved are at least the predicted
