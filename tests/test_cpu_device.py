@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -334,26 +335,18 @@ def test_sglang_on_a_cpu_card_is_refused(tmp_path: Path) -> None:
         load_shape(path, budget=lambda gpu: fixed(GIB))
 
 
-def test_kv_command_takes_the_device_and_dtype(runner: CliRunner, tmp_path: Path) -> None:
+def tiny_kv_on_cpu(runner: CliRunner, tmp_path: Path, pool: str) -> dict[str, Any]:
+    """``fakplan kv`` for the tiny model on vLLM's CPU build, served in float32."""
     tiny_shape(tmp_path)  # writes hf-tiny/config.json
-    result = runner.invoke(
-        main,
-        [
-            "kv",
-            str(tmp_path / "hf-tiny"),
-            "--device",
-            "cpu",
-            "--dtype",
-            "float32",
-            "--max-model-len",
-            "1024",
-            "--pool",
-            "1 GiB",
-            "--json",
-        ],
-    )
+    argv = ["kv", str(tmp_path / "hf-tiny"), "--device", "cpu", "--dtype", "float32"]
+    result = runner.invoke(main, [*argv, "--max-model-len", "1024", "--pool", pool, "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data: dict[str, Any] = json.loads(result.output)
+    return data
+
+
+def test_kv_command_takes_the_device_and_dtype(runner: CliRunner, tmp_path: Path) -> None:
+    data = tiny_kv_on_cpu(runner, tmp_path, "1 GiB")
     # the real boot: "CPU KV cache size: 524,288 tokens", 4,096 blocks of 128 (/metrics)
     assert data["tokens"] == 524_288
     assert data["num_blocks"] == 4096
@@ -447,21 +440,5 @@ def test_the_cpu_builds_own_pool_when_none_is_given(runner: CliRunner, tmp_path:
     assert ledger.consumed_bytes == round(0.64 * GIB)
     # fakplan's count for the pool as printed lands within the print's rounding (±0.005 GiB,
     # ±2,621 tokens at 2,048 B a token) of what the engine counted
-    tiny_shape(tmp_path)
-    result = runner.invoke(
-        main,
-        [
-            "kv",
-            str(tmp_path / "hf-tiny"),
-            "--device",
-            "cpu",
-            "--dtype",
-            "float32",
-            "--max-model-len",
-            "1024",
-            "--pool",
-            "5.24 GiB",
-            "--json",
-        ],
-    )
-    assert abs(json.loads(result.output)["tokens"] - 2_745_600) <= round(0.005 * GIB) // 2048
+    data = tiny_kv_on_cpu(runner, tmp_path, "5.24 GiB")
+    assert abs(data["tokens"] - 2_745_600) <= round(0.005 * GIB) // 2048
