@@ -40,6 +40,7 @@ PUBLISHED_TOTAL_SIZE = {
 def test_catalog_weight_bytes_match_the_published_index(model: str, total: int) -> None:
     geometry = load_geometry(model)
     assert geometry.weight_bytes == total
+    assert geometry.weight_params == total // 2  # every catalog entry here is bf16
     assert geometry.weight_source is not None
     assert geometry.weight_source.startswith("derived from config.json")
     assert geometry.weight_source.endswith(f"= {total:,} B")

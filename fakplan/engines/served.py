@@ -91,14 +91,13 @@ def served_weights(loaded: LoadedShape, geometry: Geometry) -> tuple[int | None,
     saved = geometry.dtype
     if storage == saved or saved not in {"bf16", "fp16", "fp32"}:
         return geometry.weight_bytes, geometry.weight_source
-    size, saved_size = element_type(storage).block_bytes, element_type(saved).block_bytes
-    counted = (geometry.weight_source or "").startswith("derived from config.json")
-    if not counted or geometry.weight_bytes % saved_size:
+    params = geometry.weight_params
+    if params is None:
         return None, (
             f"the checkpoint is saved in {saved} and served in {storage}: its file total "
             f"({geometry.weight_bytes:,} B) is not what the engine loads"
         )
-    params = geometry.weight_bytes // saved_size
+    size = element_type(storage).block_bytes
     loaded_bytes = params * size
     return loaded_bytes, (
         f"{geometry.weight_source}; served in {storage}: {params:,} parameters x {size} B "

@@ -91,6 +91,9 @@ class Geometry(_Frozen):
     num_nextn_layers: int = 0
     weight_bytes: int | None = Field(None, description="exact bytes of the weights, if known")
     weight_source: str | None = None
+    weight_params: int | None = Field(
+        None, description="parameters, where the weight bytes were counted from the config"
+    )
     notes: tuple[str, ...] = ()
 
     def count(self, kind: LayerKind) -> int:

@@ -419,12 +419,13 @@ def geometry_from_config(
     if f.used_defaults:
         notes.append(f"{', '.join(f.used_defaults)} from {f.default_source}")
     experts = f.get("num_local_experts", "num_experts", "n_routed_experts")
+    weight_params = None
     if weight_bytes is None and text is config:
         # no file states the bytes: a plain decoder's are counted from its shapes
         # (a nested text_config has a tower beside it, which this count would miss)
         derived = counted_weight_bytes(text, model_type)
         if derived is not None:
-            weight_bytes, weight_source = derived
+            weight_bytes, weight_source, weight_params = derived
     return Geometry(
         source=source,
         architecture=model_type,
@@ -438,6 +439,7 @@ def geometry_from_config(
         experts_per_token=f.get("num_experts_per_tok", "experts_per_token"),
         weight_bytes=weight_bytes,
         weight_source=weight_source,
+        weight_params=weight_params,
         notes=tuple(notes),
         **parts,
     )

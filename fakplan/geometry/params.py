@@ -22,7 +22,7 @@ totals in the tests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from fakplan.dtypes import element_type
 
@@ -31,7 +31,13 @@ MOE_FAMILIES = ("qwen3_moe", "mixtral")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def counted_weight_bytes(text: dict[str, Any], model_type: str) -> tuple[int, str] | None:
+class CountedWeights(NamedTuple):
+    bytes: int
+    derivation: str
+    params: int
+
+
+def counted_weight_bytes(text: dict[str, Any], model_type: str) -> CountedWeights | None:
     """(bytes, derivation) for a plain decoder's checkpoint, or None when not derivable."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
@@ -84,7 +90,7 @@ def counted_weight_bytes(text: dict[str, Any], model_type: str) -> tuple[int, st
         f"(attention {hidden:,}x({heads}+2x{kv_heads}+{heads})x{head_dim}{biases} + "
         f"{mlp_text} + 2 norms) = {total:,} parameters x {size} B ({dtype}) = {total * size:,} B"
     )
-    return total * size, text_out
+    return CountedWeights(total * size, text_out, total)
 
 
 def _moe(text: dict[str, Any], model_type: str) -> tuple[int, int, frozenset[int]] | None:
