@@ -567,7 +567,11 @@ def test_a_boundary_that_holds_exits_0(
 
 @pytest.mark.parametrize(
     ("chunk_delay_s", "token_delay_s", "burst", "bound"),
-    [(0.02, None, False, "streaming"), (0.0, None, True, "buffering"), (0.005, 0.005, False, None)],
+    [
+        (0.02, None, False, "streaming"),
+        (0.0, 0.005, True, "buffering"),
+        (0.005, 0.005, False, None),
+    ],
 )
 def test_what_bounds_a_streamed_rate_is_named(
     fake_server: HTTPServer,
@@ -578,10 +582,18 @@ def test_what_bounds_a_streamed_rate_is_named(
     bound: str | None,
 ) -> None:
     """Non-streamed: 0.5 ms a token (~2,000 t/s). Streamed: 20 ms a chunk (~50 t/s: a margin
-    wide enough for a loaded 2-core machine) is bound by streaming; chunks with no delay
-    between them arrive as one burst, like a buffering proxy's (vLLM 0.32 on a loaded
-    machine: 15,283 t/s streamed against ~330); 5 ms a token both ways is the engine's."""
-    fake = FakeEngine(fake_server, "vllm", chunk_delay_s=chunk_delay_s, token_delay_s=token_delay_s)
+    wide enough for a loaded 2-core machine) is bound by streaming. A stream held back and
+    sent in one write arrives as one burst, like a buffering proxy's (vLLM 0.32 on a loaded
+    machine: 15,283 t/s streamed against ~330), here against 5 ms a token non-streamed
+    (~200 t/s, so a pause while the client parses the burst cannot hide it). 5 ms a token
+    both ways is the engine's rate, bound by nothing."""
+    fake = FakeEngine(
+        fake_server,
+        "vllm",
+        chunk_delay_s=chunk_delay_s,
+        token_delay_s=token_delay_s,
+        burst=burst,
+    )
     run = _run(fake.url, shape, only=("decode",), repeat=2, max_tokens=128, timeout_s=30)
     result = run.result("decode")
     if bound is None:
