@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,22 +50,30 @@ def free_port() -> int:
 
 
 def wait_ready(
-    url: str, process: subprocess.Popen[bytes], log: Path, deadline_s: float = 60.0
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    deadline_s: float = 60.0,
+    exited: Callable[[], Exception] | None = None,
 ) -> None:
+    """Until GET /v1/models answers 200; ``exited()`` (default: the log's tail) is raised as
+    soon as the server exits, and a RuntimeError at the deadline."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if process.poll() is not None:
+            if exited is not None:
+                raise exited()
             raise RuntimeError(
-                f"llama.cpp server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+                f"the server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
             )
         try:
-            if httpx.get(f"{url}/v1/models", timeout=1.0).status_code == 200:
+            if httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
     raise RuntimeError(
-        f"llama.cpp server not ready in {deadline_s:.0f} s:\n{log.read_text()[-3000:]}"
+        f"the server was not ready in {deadline_s:.0f} s:\n{log.read_text()[-3000:]}"
     )
 
 

