@@ -1,9 +1,9 @@
 """The device budget: what the cards say they hold, and the sentence that explains it.
 
-One rule (seed 001): ask the device, do not model the operating system. Three
+One rule: ask the device, do not model the operating system. Three
 sources, in order:
 
-    FAKPLAN_DEVICE_BUDGET_BYTES   an operator's override ("80 GiB"): a container
+    FAKPLAN_DEVICE_BUDGET_BYTES   an operator's override (85899345920, or "80 GiB"): a container
                                   limit or a shared card fakplan cannot see
     NVML                          each GPU's total, free and used bytes
     host RAM                      no GPU: physical memory minus a stated reserve
@@ -16,6 +16,7 @@ can be probed the budget is unknown, with a visible note (fail open).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -101,6 +102,19 @@ def _host_ram() -> int | None:
         return None
 
 
+def _override_bytes(text: str) -> int:
+    """The variable's value: a plain integer is bytes, as its name says; else a byte size."""
+    if re.fullmatch(r"\s*[0-9]+\s*", text):
+        return int(text)
+    try:
+        return parse_bytes(text)
+    except UnitsError:
+        raise FakplanError(
+            f"{BUDGET_ENV}: expected a whole number of bytes such as 85899345920, or a byte "
+            f'size such as "80 GiB", got {text!r}'
+        ) from None
+
+
 def probe_budget(
     env: dict[str, str] | None = None,
     nvml: Callable[[], Nvml] | None = None,
@@ -114,10 +128,7 @@ def probe_budget(
     env = dict(os.environ) if env is None else env
     override = env.get(BUDGET_ENV)
     if override:
-        try:
-            value = parse_bytes(override)
-        except UnitsError as exc:
-            raise FakplanError(f"{BUDGET_ENV}: {exc}") from None
+        value = _override_bytes(override)
         return DeviceBudget(
             "env",
             (),

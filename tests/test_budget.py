@@ -45,8 +45,18 @@ def test_env_override_wins_and_says_so() -> None:
 
 
 def test_bad_override_is_bad_input() -> None:
-    with pytest.raises(FakplanError, match=BUDGET_ENV):
-        probe_budget(env={BUDGET_ENV: "80"})
+    with pytest.raises(FakplanError, match=BUDGET_ENV) as info:
+        probe_budget(env={BUDGET_ENV: "80 gigs"})
+    assert "expected a whole number of bytes such as 85899345920" in str(info.value)
+
+
+def test_a_plain_integer_override_is_bytes_as_the_name_says() -> None:
+    """FAKPLAN_DEVICE_BUDGET_BYTES=85899345920 is 80 GiB (80 x 2**30), the same as "80 GiB"."""
+    plain = probe_budget(env={BUDGET_ENV: "85899345920"}, nvml=lambda: FakeNvml([H200_TOTAL]))
+    assert (plain.source, plain.budget_bytes) == ("env", 80 * 1024 * 1024 * 1024)
+    assert "80.00 GiB per card" in plain.sentence
+    spaced = probe_budget(env={BUDGET_ENV: " 1073741824 "})
+    assert spaced.budget_bytes == 1 << 30
 
 
 def test_host_fallback_names_the_reason_and_the_reserve() -> None:

@@ -25,8 +25,8 @@ from fakplan.units import human
 def budget(device: str, as_json: bool) -> None:
     """What this machine's cards hold (NVML), or host RAM without a GPU.
 
-    FAKPLAN_DEVICE_BUDGET_BYTES (e.g. "80 GiB") overrides the probe: a container limit or a
-    shared card fakplan cannot see. A budget is a snapshot to plan card.total
+    FAKPLAN_DEVICE_BUDGET_BYTES (bytes, e.g. 85899345920, or a size such as "80 GiB")
+    overrides the probe: a container limit or a shared card fakplan cannot see. A budget is a snapshot to plan card.total
     against (card.total: auto reads it); the ceiling a pair must fit is the
     engine's, from its boot ledger.
     """
