@@ -16,7 +16,7 @@ SHAPES = ROOT / "shapes"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # under CI a real engine that cannot be installed or booted fails the run instead of skipping
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-SHARED = ROOT.parent / "shared"
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ card: {{device: cpu, total: auto}}
 budget: {{weights: 1 GiB, kv: {kv}}}
 serving: {{max_num_seqs: 4, max_model_len: 1024, dtype: float32}}
 control:
-  cpu-decode: {{value: 300, note: "tiny model, 2 cores, non-streamed (engines-on-cpu.md §6: ~156 t/s)"}}
+  cpu-decode: {{value: 300, note: "tiny model, 2 cores, non-streamed (docs/engines-on-cpu.md §6: ~156 t/s)"}}
 expect:
   - {{id: decode-vs-control, metric: decode_tps, control: cpu-decode, change_pct: [-90, 900]}}
 launch:

@@ -3,7 +3,7 @@
 Booted once per test session by the ``llama_server`` fixture in conftest.py;
 readiness is GET /v1/models answering 200, within a deadline. The boot log
 (stderr and stdout) is kept for the ledger tests. See
-../shared/reference/engines-on-cpu.md §3-§5 for what this server does and does not do.
+docs/engines-on-cpu.md §3-§5 for what this server does and does not do.
 """
 
 from __future__ import annotations

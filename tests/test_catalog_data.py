@@ -2,8 +2,9 @@
 
 The catalog ships copies of published Hugging Face config.json files, addressed by HF id, so model
 shapes resolve offline. These tests check the file's schema, and then check its contents against
-two things written independently of it: the held-out copies in shared/configs, and values read off
-model cards and config files by hand.
+two things written independently of it: the published files copied byte for byte into
+tests/data/public/configs (sources in its SOURCES.md), and values read off model cards and config
+files by hand.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, SHARED
+from .conftest import PUBLIC, ROOT
 
 CATALOG = ROOT / "fakplan" / "data" / "catalog.json"
-SHARED_CONFIGS = SHARED / "configs"
+PUBLIC_CONFIGS = PUBLIC / "configs"
 
 ENTRY_KEYS = {"id", "source", "config", "weight_bytes", "weight_source"}
 OPTIONAL_KEYS = {"notes"}
@@ -55,10 +56,8 @@ def by_id(catalog: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {entry["id"]: entry for entry in catalog["models"]}
 
 
-def _shared_dirs() -> list[Path]:
-    if not SHARED_CONFIGS.is_dir():
-        return []
-    return sorted(p for p in SHARED_CONFIGS.iterdir() if (p / "config.json").is_file())
+def _public_dirs() -> list[Path]:
+    return sorted(p for p in PUBLIC_CONFIGS.iterdir() if (p / "config.json").is_file())
 
 
 def _text(entry: dict[str, Any]) -> dict[str, Any]:
@@ -141,14 +140,13 @@ def test_dropped_keys_are_documented(by_id: dict[str, dict[str, Any]]) -> None:
             assert last not in node, (model_id, dotted)
 
 
-# --- independent check: the held-out copies in shared/configs ------------------------------------
+# --- independent check: the published copies in tests/data/public/configs ---------------
 
 
-@pytest.mark.skipif(not _shared_dirs(), reason="shared/configs is not present")
-@pytest.mark.parametrize("folder", _shared_dirs(), ids=lambda p: p.name)
-def test_matches_shared_config(folder: Path, by_id: dict[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("folder", _public_dirs(), ids=lambda p: p.name)
+def test_matches_public_config(folder: Path, by_id: dict[str, dict[str, Any]]) -> None:
     model_id = folder.name.replace("--", "/", 1)
-    assert model_id in by_id, f"{model_id} is in shared/configs but not in the catalog"
+    assert model_id in by_id, f"{model_id} is in tests/data/public/configs but not in the catalog"
     expected = _load(folder / "config.json")
     for dotted in DROPPED.get(model_id, []):
         _drop(expected, dotted)

@@ -1,4 +1,4 @@
-"""Geometry from HF configs (the published files in shared/configs), GGUF headers and errors."""
+"""Geometry from HF configs (the published files in tests/data/public/configs), GGUF headers and errors."""
 
 from __future__ import annotations
 
@@ -14,18 +14,16 @@ from fakplan.geometry import LayerKind, load_geometry
 from fakplan.geometry.gguf_header import read_gguf
 from fakplan.geometry.hf import geometry_from_config
 
-from .conftest import SHARED
+from .conftest import PUBLIC
 from .tinymodels import TinyLlama, tiny_weight_bytes, write_tiny_llama
 
-CONFIGS = SHARED / "configs"
-needs_shared = pytest.mark.skipif(not CONFIGS.is_dir(), reason="shared/configs not beside the repo")
+CONFIGS = PUBLIC / "configs"
 
 
 def config(name: str) -> Path:
     return CONFIGS / name / "config.json"
 
 
-@needs_shared
 def test_llama_31_8b() -> None:
     g = load_geometry(config("meta-llama--Llama-3.1-8B-Instruct"))
     assert g.num_layers == 32
@@ -37,7 +35,6 @@ def test_llama_31_8b() -> None:
     assert g.dtype == "bf16"
 
 
-@needs_shared
 def test_gemma3_uses_class_defaults_and_every_sixth_layer_global() -> None:
     g = load_geometry(config("google--gemma-3-4b-it"))
     # text_config sets 34 layers; heads 8 / KV 4 / head_dim 256 come from Gemma3TextConfig
@@ -50,7 +47,6 @@ def test_gemma3_uses_class_defaults_and_every_sixth_layer_global() -> None:
     assert any("Gemma3TextConfig" in note for note in g.notes)
 
 
-@needs_shared
 def test_deepseek_v3_mla() -> None:
     g = load_geometry(config("deepseek-ai--DeepSeek-V3"))
     assert g.mla is not None
@@ -59,7 +55,6 @@ def test_deepseek_v3_mla() -> None:
     assert set(g.layer_kinds) == {LayerKind.MLA}
 
 
-@needs_shared
 def test_qwen3_next_every_fourth_layer_full() -> None:
     g = load_geometry(config("Qwen--Qwen3-Next-80B-A3B-Instruct"))
     full = [i for i, k in enumerate(g.layer_kinds) if k == LayerKind.FULL]
@@ -68,7 +63,6 @@ def test_qwen3_next_every_fourth_layer_full() -> None:
     assert g.linear is not None and g.linear.num_v_heads == 32
 
 
-@needs_shared
 def test_qwen36_text_config_nesting_and_ssm_dtype() -> None:
     g = load_geometry(config("nvidia--Qwen3.6-35B-A3B-NVFP4"))
     assert g.architecture == "qwen3_5_moe_text"
@@ -77,7 +71,6 @@ def test_qwen36_text_config_nesting_and_ssm_dtype() -> None:
     assert g.dtype == "bf16"
 
 
-@needs_shared
 def test_gpt_oss_alternating_windows() -> None:
     g = load_geometry(config("openai--gpt-oss-20b"))
     assert g.layer_kinds[:4] == (
@@ -90,7 +83,6 @@ def test_gpt_oss_alternating_windows() -> None:
     assert g.dtype == "unknown"  # the published config states no torch_dtype
 
 
-@needs_shared
 def test_mimo_swa_heads_differ_from_full() -> None:
     g = load_geometry(config("XiaomiMiMo--MiMo-V2-Flash"))
     assert g.count(LayerKind.FULL) == 9 and g.count(LayerKind.SLIDING) == 39
@@ -99,7 +91,6 @@ def test_mimo_swa_heads_differ_from_full() -> None:
     assert (g.attention.head_dim, g.attention.v_head_dim) == (192, 128)
 
 
-@needs_shared
 def test_gemma4_is_refused_with_a_reason() -> None:
     with pytest.raises(GeometryError, match="attention_k_eq_v"):
         load_geometry(config("nvidia--Gemma-4-31B-IT-NVFP4"))

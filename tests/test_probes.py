@@ -3,7 +3,7 @@
 Every count is checked against the server's own answer (``/extras/tokenize/count``,
 ``usage``), never against fakplan's arithmetic. The tiny random model cannot
 retrieve a marker, so boundary tests assert the mechanics; timing is asserted
-only as far as engines-on-cpu.md §4 measured it with wide margins.
+only as far as docs/engines-on-cpu.md §4 measured it with wide margins.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ budget: {{weights: 64 MiB, kv: 0.25 MiB}}   # 256 B a cell x 1,024 cells
 serving: {{max_num_seqs: 1, max_model_len: {N_CTX}, kv_cache_dtype: f16}}
 ceiling: 512 MiB
 control:
-  cpu-decode: {{value: 1000, note: "tiny model, 2 cores, non-streamed (engines-on-cpu.md §4)"}}
+  cpu-decode: {{value: 1000, note: "tiny model, 2 cores, non-streamed (docs/engines-on-cpu.md §4)"}}
 expect:
   - {{id: decode-vs-control, metric: decode_tps, control: cpu-decode, change_pct: [-90, 900]}}
 launch: {{binary: llama-cpp-python}}
@@ -134,7 +134,7 @@ def test_chat_refusal_wording(llama_server: RunningServer, client: httpx.Client)
 
 
 # llama-cpp-python 0.3.36 lets generation run past max_tokens while a UTF-8 lead byte is
-# pending (engines-on-cpu.md §5.2); greedy decoding of the random byte model overshoots
+# pending (docs/engines-on-cpu.md §5.2); greedy decoding of the random byte model overshoots
 # 24 asked tokens by up to ~56 (measured), into the window's end and an HTTP 500 in ~25 %
 # of boundary requests. The reference's remedy for tests: bias the lead bytes 0xC0-0xFF
 # away (token id = byte in this vocabulary), so max_tokens holds exactly.
@@ -175,7 +175,7 @@ def test_decode_generates_past_128_with_eos_suppressed(endpoint: Endpoint, serve
         assert rep["streamed_tokens"] >= 128
         assert rep["finish_reasons"] == ("length", "length")
     assert result.figure is not None and result.figure > 0
-    # engines-on-cpu.md §4: ~1,600-2,000 t/s non-streamed against ~120-185 streamed (the
+    # docs/engines-on-cpu.md §4: ~1,600-2,000 t/s non-streamed against ~120-185 streamed (the
     # wrapper's per-chunk overhead). Whether two repetitions separate beyond their noise
     # band varies run to run; the flag itself is pinned on a fake in test_probes_fake.py.
     streamed = result.figures["streamed"]

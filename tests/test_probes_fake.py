@@ -42,7 +42,7 @@ DATA = Path(__file__).resolve().parent / "data" / "probes"
 TEMPLATE = 10  # the fake chat template's tokens
 
 REFUSAL_TEXT: dict[str, Callable[[int, int, int], dict[str, Any]]] = {
-    # engines.md §1.11 v0.11.0, wrapped body
+    # docs/engines.md §1.11 v0.11.0, wrapped body
     "vllm": lambda n, ctx, _: {
         "error": {
             "message": f"This model's maximum context length is {ctx} tokens. However, your "
@@ -52,7 +52,7 @@ REFUSAL_TEXT: dict[str, Callable[[int, int, int], dict[str, Any]]] = {
             "code": 400,
         }
     },
-    # engines.md §2.7, flat body
+    # docs/engines.md §2.7, flat body
     "sglang": lambda n, ctx, _: {
         "object": "error",
         "message": f"The input ({n} tokens) is longer than the model's context length "
@@ -61,7 +61,7 @@ REFUSAL_TEXT: dict[str, Callable[[int, int, int], dict[str, Any]]] = {
         "param": None,
         "code": 400,
     },
-    # engines.md §3.8, current build
+    # docs/engines.md §3.8, current build
     "llama-server": lambda n, ctx, _: {
         "error": {
             "code": 400,
@@ -72,7 +72,7 @@ REFUSAL_TEXT: dict[str, Callable[[int, int, int], dict[str, Any]]] = {
             "n_ctx": ctx,
         }
     },
-    # engines.md §1.11 v0.33.0: a lower bound only
+    # docs/engines.md §1.11 v0.33.0: a lower bound only
     "vllm-at-least": lambda n, ctx, _: {
         "error": {
             "message": f"This model's maximum context length is {ctx} tokens. However, your "
@@ -612,7 +612,7 @@ def test_what_bounds_a_streamed_rate_is_named(
 
 
 def test_no_tokenize_route_falls_back_to_the_refusal(fake_server: HTTPServer) -> None:
-    """SGLang v0.5.2 has no tokenize route (engines.md §2.8): the refusal counts instead."""
+    """SGLang v0.5.2 has no tokenize route (docs/engines.md §2.8): the refusal counts instead."""
     fake_server.no_handler_status_code = 404
     fake = FakeEngine(fake_server, "sglang", window=256, tokenize=False)
     with httpx.Client() as client:

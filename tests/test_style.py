@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -39,3 +40,39 @@ def test_ci_runs_the_readmes_test_command_verbatim() -> None:
     assert commands[1].endswith(".venv/bin/python -m pytest")
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert commands[1] in ci_lines
+
+
+def test_ci_runs_from_a_fresh_temporary_copy() -> None:
+    """.ci/run copies the checkout into a new temporary directory and runs the suite there,
+    so a test that reads something beside the repository fails CI instead of skipping."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    made = next(i for i, line in enumerate(lines) if "mktemp -d" in line)
+    copied = next(i for i, line in enumerate(lines) if "git ls-files" in line)
+    entered = lines.index('cd "$scratch"')
+    command = next(i for i, line in enumerate(lines) if line.endswith(".venv/bin/python -m pytest"))
+    assert made < copied < entered < command
+
+
+def test_nothing_reaches_outside_the_repository() -> None:
+    """No file of the project reads or cites a folder beside the checkout (a user's clone has
+    none): the data the tests use lives in tests/data, the engine references in docs/."""
+    outside = re.compile(
+        "|".join(
+            (
+                "[.][.]/shared",
+                'parent / "shared"',
+                r"(?<![\w/.-])shared/(?:reference|ledgers|configs|seeds)",
+                r"(?<!docs/)(?<![\w/])reference/engines",
+                r"seeds/\d{3}",
+            )
+        )
+    )
+    hits = []
+    for top in ("fakplan", "tests", "gates", "probes", "templates", "shapes", "docs", ".ci"):
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix not in {".pyc", ".gguf"}:
+                text = path.read_text(encoding="utf-8", errors="replace")
+                hits += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in outside.finditer(text)]
+    for name in ("README.md", "pyproject.toml"):
+        hits += [f"{name}: {m.group(0)}" for m in outside.finditer((ROOT / name).read_text())]
+    assert not hits

@@ -16,12 +16,11 @@ from fakplan.cli import main
 from fakplan.ledger import parse_ledger
 from fakplan.units import GIB, MIB
 
-from .conftest import IN_CI, SHARED
+from .conftest import IN_CI, PUBLIC
 from .realserver import free_port, have_llama_cpp, stop_server, wait_ready
 from .tinymodels import write_tiny_llama
 
-LEDGERS = SHARED / "ledgers"
-needs_shared = pytest.mark.skipif(not LEDGERS.is_dir(), reason="shared/ not beside the repo")
+LEDGERS = PUBLIC / "ledgers"
 DATA = Path(__file__).parent / "data" / "ledgers"
 
 
@@ -30,7 +29,7 @@ def write_shape(path: Path, **overrides: object) -> Path:
         "name": "s",
         "engine": "vllm",
         "engine_version": "0.24.0",
-        "model": str(SHARED / "configs" / "nvidia--Qwen3.6-35B-A3B-NVFP4"),
+        "model": str(PUBLIC / "configs" / "nvidia--Qwen3.6-35B-A3B-NVFP4"),
         "card": {"total": "31.5 GiB", "count": 1},
         "budget": {"weights": "20 GiB", "kv": "5.98 GiB"},
         "serving": {
@@ -45,7 +44,6 @@ def write_shape(path: Path, **overrides: object) -> Path:
     return path
 
 
-@needs_shared
 def test_vllm_018_kv_tokens_held_exactly(runner: CliRunner, tmp_path: Path) -> None:
     shape = write_shape(tmp_path / "s.yaml")
     out = tmp_path / "out"
@@ -73,7 +71,6 @@ def test_vllm_018_kv_tokens_held_exactly(runner: CliRunner, tmp_path: Path) -> N
     assert "verdict: held, observed 567978" in env
 
 
-@needs_shared
 def test_wrong_pool_kills_the_prediction(runner: CliRunner, tmp_path: Path) -> None:
     shape = write_shape(tmp_path / "s.yaml", budget={"weights": "20 GiB", "kv": "5 GiB"})
     result = runner.invoke(
@@ -91,7 +88,6 @@ def test_wrong_pool_kills_the_prediction(runner: CliRunner, tmp_path: Path) -> N
     assert "killed" in result.output
 
 
-@needs_shared
 def test_boot_failure_kills_every_ledger_prediction(runner: CliRunner, tmp_path: Path) -> None:
     shape = write_shape(
         tmp_path / "s.yaml",
@@ -135,7 +131,6 @@ def test_ceiling_unknown_names_what_is_missing() -> None:
     assert "does not state" in reading.derivation
 
 
-@needs_shared
 def test_shape_ceiling_from_a_ledger_file(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "boot.log").write_text((DATA / "table-seed002.log").read_text())
     text = (Path(__file__).parent.parent / "shapes" / "frank-archon.yaml").read_text()

@@ -16,10 +16,9 @@ import pytest
 from fakplan.geometry import load_geometry
 from fakplan.geometry.params import counted_weight_bytes
 
-from .conftest import SHAPES, SHARED
+from .conftest import PUBLIC, SHAPES
 
-CONFIGS = SHARED / "configs"
-needs_shared = pytest.mark.skipif(not CONFIGS.is_dir(), reason="shared/configs not beside the repo")
+CONFIGS = PUBLIC / "configs"
 
 PUBLISHED_TOTAL_SIZE = {
     # Llama 3.1 8B: 8,030,261,248 parameters in bf16 (the transformers docs' example index)
@@ -46,20 +45,18 @@ def test_catalog_weight_bytes_match_the_published_index(model: str, total: int) 
     assert geometry.weight_source.endswith(f"= {total:,} B")
 
 
-@needs_shared
 def test_llama_2_checkpoints_also_hold_rotary_buffers() -> None:
     """Llama-2-7b-hf's index says 13,476,839,424 B: 8,192 B more than its parameters,
     the 32 layers' ``rotary_emb.inv_freq`` buffers (64 fp32 values each) saved with
     them. fakplan counts parameters, so it is short by exactly those."""
     config = json.loads(
-        (SHARED / "configs" / "meta-llama--Llama-2-7b-hf" / "config.json").read_text()
+        (PUBLIC / "configs" / "meta-llama--Llama-2-7b-hf" / "config.json").read_text()
     )
     derived = counted_weight_bytes(config, "llama")
     assert derived is not None
     assert derived[0] == 13_476_839_424 - 32 * 64 * 4
 
 
-@needs_shared
 @pytest.mark.parametrize(
     "change",
     [
@@ -70,16 +67,15 @@ def test_llama_2_checkpoints_also_hold_rotary_buffers() -> None:
 )
 def test_what_cannot_be_counted_stays_unknown(change: dict[str, object]) -> None:
     config = json.loads(
-        (SHARED / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
     )
     config.update(change)
     assert counted_weight_bytes(config, str(config["model_type"])) is None
 
 
-@needs_shared
 def test_a_file_that_states_the_bytes_wins(tmp_path: Path) -> None:
     config = json.loads(
-        (SHARED / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
     )
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors.index.json").write_text(

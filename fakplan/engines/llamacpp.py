@@ -1,4 +1,4 @@
-"""llama.cpp's KV arithmetic (reference/engines.md §3).
+"""llama.cpp's KV arithmetic (docs/engines.md §3).
 
 llama.cpp sizes its cache in cells (``-c``), not bytes: a KV budget becomes the
 largest n_ctx whose cache fits it. Rule sets (newest first):

@@ -1,4 +1,4 @@
-"""SGLang's KV arithmetic (reference/engines.md §2).
+"""SGLang's KV arithmetic (docs/engines.md §2).
 
 Rule sets (newest first):
 
@@ -6,7 +6,7 @@ Rule sets (newest first):
   hybrid sliding-window models get a second pool sized ``swa_full_tokens_ratio`` (0.8) of the full one.
 - ``0.4`` — read in v0.4.6.post5 (``model_runner.py profile_max_num_token``):
   ``cell = H_kv × head_dim × L × 2 × b``, and every layer, sliding ones included, gets a
-  full-length slot (shared/ledgers/sglang-002.log shows Gemma 3 allocated that way).
+  full-length slot (tests/data/public/ledgers/sglang-002.log shows Gemma 3 allocated that way).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""vLLM's KV arithmetic, release by release (reference/engines.md §1).
+"""vLLM's KV arithmetic, release by release (docs/engines.md §1).
 
 Rule sets (newest first):
 
 - ``v1`` — read in v0.33.0 (``vllm/v1/kv_cache_interface.py``, ``kv_cache_planning.py``,
-  ``kv_cache_utils.py``); the v0.24.0 boot of shared/ledgers/vllm-018.log confirms it
+  ``kv_cache_utils.py``); the v0.24.0 boot of tests/data/public/ledgers/vllm-018.log confirms it
   for a hybrid model. Releases 0.12–0.23 are assumed to follow it (boundary not read).
 - ``v1-0.11`` — read in v0.11.0: hybrid block count by group size; logged tokens
   ``num_blocks // len(groups) × min_block_size``.

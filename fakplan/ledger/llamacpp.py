@@ -1,9 +1,9 @@
 """llama.cpp's boot-ledger lines (llama-server, llama-cpp-python), as data.
 
-Sources: ``shared/reference/engines.md`` §3.3-§3.7 (format strings read at
+Sources: ``docs/engines.md`` §3.3-§3.7 (format strings read at
 commits 0c1e57098, the copy in llama-cpp-python 0.3.36, and 74d73dc, Nov
-2024), ``shared/reference/engines-on-cpu.md`` §3 (a real llama-cpp-python
-0.3.36 boot) and ``shared/ledgers/llamacpp-*.log`` (b4462, b9036). Sizes are
+2024), ``docs/engines-on-cpu.md`` §3 (a real llama-cpp-python
+0.3.36 boot) and ``tests/data/public/ledgers/llamacpp-*.log`` (b4462, b9036). Sizes are
 "%8.2f MiB": MiB with two decimals, so a tiny cache rounds (0.125 prints 0.12).
 
 Function names moved between builds (``llama_new_context_with_model`` ->
@@ -324,7 +324,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "error",
-        "llama-cpp-python 0.3.36 (engines-on-cpu.md §3)",
+        "llama-cpp-python 0.3.36 (docs/engines-on-cpu.md §3)",
         "Failed to create llama_context",
         r"(?P<error>Failed to create llama_context.*)",
         failure=True,
@@ -382,7 +382,7 @@ class LlamaCppFormat:
                 cells * streams,
                 f"{figures.cite('kv_cells')} cells per stream x {streams} streams",
                 main="kv_cells",
-                source="fakplan: cells x n_stream (engines.md §3.3)",
+                source="fakplan: cells x n_stream (docs/engines.md §3.3)",
             )
         else:
             figures.copy("kv_cells", "kv_tokens")

@@ -2,7 +2,7 @@
 
 Each engine module lists its boot-ledger lines as ``Row`` data, one row per
 format string, tagged with the engine version it was read in (as
-``shared/reference/engines.md`` cites it). A row names the figures its regex
+``docs/engines.md`` cites it). A row names the figures its regex
 captures and how to read them:
 
     Row("kv_budget", "vLLM v0.11.0, v0.33.0 gpu_worker.py", "Available KV cache memory",

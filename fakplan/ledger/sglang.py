@@ -1,7 +1,7 @@
 """SGLang's boot-ledger lines, as data.
 
-Sources: ``shared/reference/engines.md`` §2.4 and §2.6 (format strings read in
-v0.4.6.post5, v0.5.2 and v0.5.23) and ``shared/ledgers/sglang-*.log``. SGLang
+Sources: ``docs/engines.md`` §2.4 and §2.6 (format strings read in
+v0.4.6.post5, v0.5.2 and v0.5.23) and ``tests/data/public/ledgers/sglang-*.log``. SGLang
 prints "GB" but divides by 2**30, so every size here is read as GiB.
 
 Lines carry ``[2026-01-31 13:50:39 TP2]`` (or ``DP0 TP3``, ``PP1``): the rank.
@@ -60,7 +60,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "swa_pool",
-        "SGLang main 2026-01 (engines.md §2.6; UNCONFIRMED in v0.5.2)",
+        "SGLang main 2026-01 (docs/engines.md §2.6; UNCONFIRMED in v0.5.2)",
         "Use sliding window memory pool.",
         r"Use sliding window memory pool\. full_layer_tokens=(?P<full_kv_tokens>\d+), "
         r"swa_layer_tokens=(?P<swa_kv_tokens>\d+)",

@@ -1,14 +1,15 @@
 """The "VRAM budget, per card" table a radiance boot prints, as data.
 
-Source: ``shared/seeds/002_*.txt`` §1 (the table, quoted whole) and §3-§4
-(``mover: N slots can be lent out of the KV cache (X GiB)``, ``backs N
-sequences all at M tokens at once``, ``sampler: ... R rows``, quoted as
-fragments). Only what the seed shows is parsed. The seed elides the middle of
-the sampler line ("sampler: ... R rows"), so that row's form between
-``sampler:`` and ``rows`` is a guess: any text, then the number of rows.
+Source: an operator's KV/VRAM resize runbook for the radiance engine, which quotes
+the table whole (``tests/data/ledgers/table-seed002.log``) and quotes as fragments
+``mover: N slots can be lent out of the KV cache (X GiB)``, ``backs N sequences all
+at M tokens at once`` and ``sampler: ... R rows``. Only what the runbook shows is
+parsed. It elides the middle of the sampler line ("sampler: ... R rows"), so that
+row's form between ``sampler:`` and ``rows`` is a guess: any text, then the number
+of rows.
 
 Sizes carry their binary unit beside them (``31.86 GiB``, ``477.30 MiB``).
-The card ceiling is derived exactly as seed 002 §1 defines it:
+The card ceiling is derived exactly as the runbook defines it:
 ``ceiling = (settled_free - engine_floor) + current pair``.
 """
 

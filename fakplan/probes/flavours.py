@@ -35,35 +35,35 @@ class Flavour:
 FLAVOURS: dict[str, Flavour] = {
     "vllm": Flavour(
         "vllm",
-        # add_special_tokens: count the prompt as /v1/completions will (engines.md §1.12)
+        # add_special_tokens: count the prompt as /v1/completions will (docs/engines.md §1.12)
         (TokenizeRoute("/tokenize", "prompt", {"add_special_tokens": True}),),
         ignore_eos=True,
         thinking_kwargs=True,
-        source="vLLM v0.6.6-v0.33.0 (engines.md §1.12)",
+        source="vLLM v0.6.6-v0.33.0 (docs/engines.md §1.12)",
     ),
     "sglang": Flavour(
         "sglang",
-        # v0.5.23 has both routes; v0.5.2 has neither (engines.md §2.8)
+        # v0.5.23 has both routes; v0.5.2 has neither (docs/engines.md §2.8)
         (TokenizeRoute("/v1/tokenize", "prompt"), TokenizeRoute("/tokenize", "prompt")),
         ignore_eos=True,
         thinking_kwargs=True,
-        source="SGLang v0.5.23 (engines.md §2.8)",
+        source="SGLang v0.5.23 (docs/engines.md §2.8)",
     ),
     "llama-server": Flavour(
         "llama-server",
-        # add_special defaults to false there; a completion adds BOS (engines.md §3.9)
+        # add_special defaults to false there; a completion adds BOS (docs/engines.md §3.9)
         (TokenizeRoute("/tokenize", "content", {"add_special": True}, count_key=None),),
         ignore_eos=True,
         thinking_kwargs=True,  # with --jinja; other builds ignore the field
-        source="llama.cpp 0c1e57098 tools/server (engines.md §3.9)",
+        source="llama.cpp 0c1e57098 tools/server (docs/engines.md §3.9)",
     ),
     "llama-cpp-python": Flavour(
         "llama-cpp-python",
-        # counts with BOS, as a completion does (engines-on-cpu.md §4)
+        # counts with BOS, as a completion does (docs/engines-on-cpu.md §4)
         (TokenizeRoute("/extras/tokenize/count", "input"),),
         ignore_eos=False,  # no such parameter: EOS is suppressed by logit_bias only
         thinking_kwargs=False,
-        source="llama-cpp-python 0.3.36 (engines-on-cpu.md §4)",
+        source="llama-cpp-python 0.3.36 (docs/engines-on-cpu.md §4)",
     ),
     "openai": Flavour(
         "openai",

@@ -20,7 +20,7 @@ The figure is the plain one (streamed decode; prompt tokens over TTFT)
 unless the probe shows the client or the server wrapper bounds it: streamed
 decode below the non-streamed differential by more than the noise band
 (per-chunk overhead, e.g. llama-cpp-python's ~6-8 ms per SSE chunk,
-engines-on-cpu.md §4), or a short prompt's TTFT over a quarter of a long
+docs/engines-on-cpu.md §4), or a short prompt's TTFT over a quarter of a long
 one's (fixed request overhead). Then the differential figure is used and
 ``bound_by`` says why.
 """

@@ -3,8 +3,8 @@
 An engine refuses a prompt longer than its window *before* any prefill, and
 most say how many tokens the prompt had: a free token count (seed 002 §4).
 Each row of ``REFUSALS`` is one wording, tagged with the engine and version it
-was read in (``reference/engines.md`` §1.11, §2.7, §3.8;
-``reference/engines-on-cpu.md`` §4, §6). The regexes match on the numbers, not
+was read in (``docs/engines.md`` §1.11, §2.7, §3.8;
+``docs/engines-on-cpu.md`` §4, §6). The regexes match on the numbers, not
 on the prose around them, because engines reword the prose between releases.
 
     >>> parse_refusal('{"error": {"message": "request (1500 tokens) exceeds the '
@@ -39,7 +39,7 @@ def _p(id: str, engine: str, version: str, regex: str, note: str = "") -> Refusa
 
 # Order matters only where two rows could match one text: the more specific first.
 REFUSALS: tuple[RefusalPattern, ...] = (
-    # --- vLLM (engines.md §1.11)
+    # --- vLLM (docs/engines.md §1.11)
     _p(
         "vllm-prompt-contains",
         "vllm",
@@ -108,7 +108,7 @@ REFUSALS: tuple[RefusalPattern, ...] = (
         r"maximum context length is (?P<context>{N}) tokens\. However, you requested "
         r"(?P<prompt>{N}) tokens in the messages, Please reduce",
     ),
-    # --- llama-cpp-python 0.3.36 (engines-on-cpu.md §4): chat reuses vLLM's classic wording
+    # --- llama-cpp-python 0.3.36 (docs/engines-on-cpu.md §4): chat reuses vLLM's classic wording
     _p(
         "llama-cpp-python-completion",
         "llama-cpp-python",
@@ -126,7 +126,7 @@ REFUSALS: tuple[RefusalPattern, ...] = (
         r"completion\)",
         "the same wording as vLLM v0.3.3-v0.8.5 (the classic family)",
     ),
-    # --- SGLang (engines.md §2.7)
+    # --- SGLang (docs/engines.md §2.7)
     _p(
         "sglang-input-longer",
         "sglang",
@@ -150,7 +150,7 @@ REFUSALS: tuple[RefusalPattern, ...] = (
         r"Input length \((?P<prompt>{N}) tokens\) exceeds the maximum allowed length "
         r"\((?P<context>{N}) tokens\)",
     ),
-    # --- llama-server (engines.md §3.8)
+    # --- llama-server (docs/engines.md §3.8)
     _p(
         "llama-server-request-exceeds",
         "llama-server",

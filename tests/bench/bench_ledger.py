@@ -4,7 +4,7 @@
     .venv/bin/python tests/bench/bench_ledger.py --sizes 20  # a quick run
 
 Not a test (pytest collects ``test_*.py`` only). It writes each log to a temporary
-folder (deleted afterwards): real boot lines from ``shared/ledgers`` (a first boot at
+folder (deleted afterwards): real boot lines from ``tests/data/public/ledgers`` (a first boot at
 the top, a restart at 60 %) buried in realistic noise, including near misses such as
 vLLM's "GPU KV cache usage" stats line. Each file is parsed in a fresh child process,
 which reports its own wall time and peak RSS (``resource.getrusage``), so the sizes
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
 MB = 10**6
 
 NOISE = (
@@ -72,8 +72,8 @@ def write_log(path: Path, size: int) -> None:
     """About ``size`` bytes: boot 1 (vllm-009) at the top, boot 2 (vllm-018) at 60 %."""
     rng = random.Random(size)
     blocks = [_noise_block(rng, 1 << 20).encode() for _ in range(8)]
-    first = (SHARED / "ledgers" / "vllm-009.log").read_bytes()
-    second = (SHARED / "ledgers" / "vllm-018.log").read_bytes()
+    first = (PUBLIC / "ledgers" / "vllm-009.log").read_bytes()
+    second = (PUBLIC / "ledgers" / "vllm-018.log").read_bytes()
     written = 0
     restarted = False
     with path.open("wb") as out:
@@ -133,7 +133,7 @@ def main() -> None:
     rows: list[tuple[str, float, dict[str, object]]] = []
     try:
         tiny = folder / "tiny.log"
-        shutil.copy(SHARED / "ledgers" / "vllm-018.log", tiny)
+        shutil.copy(PUBLIC / "ledgers" / "vllm-018.log", tiny)
         rows.append(("baseline (3-line log)", tiny.stat().st_size / MB, measure(tiny)))
         for size in sizes:
             path = folder / f"boot-{size}MB.log"
