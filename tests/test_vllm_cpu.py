@@ -30,6 +30,7 @@ from fakplan.probes import Deadline, Endpoint, calibrate, corpus, detect, parse_
 from .conftest import compile_serve_sh, write_vllm_shape
 from .realserver import free_port, stop_server
 from .realvllm import BootFailed, RunningVllm, run_serve_sh, wait_ready
+from .test_probes import assert_decode_verdict
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -190,18 +191,21 @@ def test_probe_cli_writes_verdicts(vllm_server: RunningVllm, tmp_path: Path) -> 
     boundary = run["verdicts"]["boundary"]
     assert "4 answered, 0 refused" in boundary["note"]
     assert f"prompts of {WINDOW - 32} tokens" in boundary["note"]
-    assert run["verdicts"]["decode-vs-control"]["status"] == "held"
+    # the decode rate is the loaded machine's: the verdict is judged on the probe's figure
+    decode = run["verdicts"]["decode-vs-control"]
+    assert_decode_verdict(decode, run["probes"]["decode"]["result"])
     # the live /metrics states the pool the boot log printed: the ledger's predictions hold
     kv = run["verdicts"]["kv-tokens"]
     assert (kv["status"], kv["observed"]) == ("held", TOKENS)
     assert 'kv_cache_size_tokens="524288"' in kv["source"]
     sessions = run["verdicts"]["sessions-at-window"]
     assert (sessions["status"], sessions["observed"]) == ("held", TOKENS // WINDOW)
-    assert result.exit_code == (0 if boundary["status"] == "held" else 1)
+    killed = {boundary["status"], decode["status"]} & {"killed"}
+    assert result.exit_code == (1 if killed else 0)
     record = json.loads((out / "tiny-vllm-cpu" / "plan.json").read_text())
     by_id = {p["id"]: p for p in record["predictions"]}
     assert by_id["boundary"]["verdicts"][-1]["status"] == boundary["status"]
-    assert by_id["decode-vs-control"]["verdicts"][-1]["status"] == "held"
+    assert by_id["decode-vs-control"]["verdicts"][-1]["status"] == decode["status"]
     assert Path(run["raw"]).parent == out / "tiny-vllm-cpu" / "probes"
 
 
@@ -262,7 +266,7 @@ def test_a_refused_flag_is_a_parsed_failure(
 
 def test_the_operators_probe_suite_against_vllm(vllm_server: RunningVllm) -> None:
     """`pytest probes/` as an operator runs it after a deploy: the live KV pool holds."""
-    from .test_probes import _suite
+    from .test_probes import _suite, suite_outcomes
 
     done = _suite(
         "--probe-url",
@@ -275,14 +279,20 @@ def test_the_operators_probe_suite_against_vllm(vllm_server: RunningVllm) -> Non
         "128",
         "-rA",
     )
-    assert "PASSED probes/test_endpoint.py::test_the_stated_kv_pool_held[kv-tokens]" in done.stdout
-    assert (
-        "PASSED probes/test_endpoint.py::test_the_stated_kv_pool_held[sessions-at-window]"
-        in done.stdout
-    )
-    # the random model retrieves no marker: only the boundary prediction is killed
-    assert "FAILED probes/test_endpoint.py::test_predictions_held[probe boundary]" in done.stdout
-    assert "1 failed, 8 passed, 1 skipped" in done.stdout, done.stdout  # no prefill prediction
+    outcomes = suite_outcomes(done.stdout)
+    # the random model retrieves no marker: the boundary prediction is killed; the decode
+    # rate's verdict is the loaded machine's, so either outcome is the engine's
+    assert outcomes.pop("test_predictions_held[probe boundary]") == "FAILED"
+    assert outcomes.pop("test_predictions_held[probe decode]") in {"PASSED", "FAILED"}
+    assert sorted(outcomes.items()) == [
+        *[
+            (f"test_probe_ran[{probe}]", "PASSED")
+            for probe in ("boundary", "calibrate", "decode", "kv", "prefill")
+        ],
+        ("test_the_stated_kv_pool_held[kv-tokens]", "PASSED"),
+        ("test_the_stated_kv_pool_held[sessions-at-window]", "PASSED"),
+    ], done.stdout
+    assert " 1 skipped in " in done.stdout, done.stdout  # no prefill prediction
 
 
 def test_the_parameter_count_matches_the_real_checkpoint(
