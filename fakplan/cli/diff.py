@@ -3,83 +3,69 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK
-from fakplan.diff import ShapeDiff, diff_plans, narrative
-from fakplan.errors import FakplanError
+from fakplan.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, out_option
+from fakplan.diff import ShapeDiff, diff_plans, narrative, review, shape_changes
 from fakplan.plan import compile_plan
-from fakplan.shape import LoadedShape, load_shape, load_shape_text
-
-
-def _git(*args: str, cwd: Path) -> str:
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise FakplanError("fakplan diff --rev needs git on PATH") from None
-    if proc.returncode != 0:
-        message = (proc.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise FakplanError(f"git {' '.join(args)}: {message}")
-    return proc.stdout
-
-
-def _at_revision(rev: str, path: Path) -> LoadedShape | None:
-    """The shape as it was at ``rev``, or None where it did not exist yet."""
-    folder = path.resolve().parent
-    top = Path(_git("rev-parse", "--show-toplevel", cwd=folder).strip())
-    relative = path.resolve().relative_to(top).as_posix()
-    listed = _git("ls-tree", "--name-only", rev, "--", relative, cwd=top).strip()
-    if not listed:
-        return None
-    return load_shape_text(_git("show", f"{rev}:{relative}", cwd=top), path)
-
-
-def _changed_shapes(rev: str) -> list[Path]:
-    top = Path(_git("rev-parse", "--show-toplevel", cwd=Path.cwd()).strip())
-    names = _git("diff", "--name-only", rev, "--", "*.yaml", "*.yml", cwd=top).splitlines()
-    names += _git(
-        "ls-files", "--others", "--exclude-standard", "--", "*.yaml", "*.yml", cwd=top
-    ).splitlines()
-    return [top / name for name in dict.fromkeys(names) if (top / name).exists()]
+from fakplan.shape import load_shape
 
 
 @click.command()
 @click.argument("shapes", nargs=-1)
-@click.option("--rev", default=None, help="Compare each SHAPE with itself at this git revision.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.diff/1).")
-def diff(shapes: tuple[str, ...], rev: str | None, as_json: bool) -> None:
+@click.option(
+    "--rev",
+    default=None,
+    help="Compare with this git revision: every shape changed, added, deleted or renamed "
+    "since it (committed or not, untracked included), or only the SHAPE files and folders named.",
+)
+@out_option("Compiled records: a deleted shape's verdicts are read from DIR/<name>/plan.json.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (schema fakplan.diff/1): per shape its status "
+    "(added, deleted, renamed, changed), old_path and new_path, and the rows that moved.",
+)
+def diff(shapes: tuple[str, ...], rev: str | None, out_dir: Path, as_json: bool) -> None:
     """What a shape change moves and what it costs, in words a reviewer reads.
 
     \b
       fakplan diff OLD.yaml NEW.yaml           two shapes
       fakplan diff --rev HEAD~1 shapes/x.yaml  a shape against its earlier revision
-      fakplan diff --rev main                  every shape changed since main
+      fakplan diff --rev main shapes/          every shape in shapes/ touched since main
+      fakplan diff --rev main                  every shape touched since main
 
-    Declared values that moved, the derived figures that moved with them (rate,
-    contract, tokens backed, sessions, pair, unclaimed), gates that flipped and
-    the predictions the change makes. Exit 1 when the new shape fails a gate.
+    A changed shape: declared values that moved, the derived figures that moved
+    with them (rate, contract, tokens backed, sessions, pair, unclaimed), gates
+    that flipped and the predictions the change makes. An added shape is gated
+    in full: every figure, gate and prediction. A deleted shape lists the
+    predictions it retires with the verdicts its record (-o DIR) holds. A
+    shape that moved (same name: or same bytes at another path) is diffed as a
+    change. A shape that cannot be read at REV anymore is reported beside the
+    shape as it is now. With no SHAPE, a YAML file counts as a shape when it is
+    a mapping with an engine: key on either side (others are named on stderr).
+
+    Exit 0 every new or changed shape passes its gates, 1 one fails a gate,
+    2 bad input (a shape as it is now cannot be read; a revision git does not know).
     """
-    pairs: list[tuple[LoadedShape, LoadedShape]] = []
+    diffs: list[ShapeDiff] = []
     if rev is None:
         if len(shapes) != 2:
             raise click.UsageError("give OLD and NEW shapes, or --rev REV [SHAPE...]")
-        pairs.append((load_shape(shapes[0]), load_shape(shapes[1])))
+        old, new = load_shape(shapes[0]), load_shape(shapes[1])  # either unreadable: exit 2
+        diffs.append(diff_plans(old.shape, compile_plan(old), new.shape, compile_plan(new)))
     else:
-        paths = [Path(s) for s in shapes] or _changed_shapes(rev)
-        for path in paths:
-            new = load_shape(path)
-            old = _at_revision(rev, path)
-            if old is None:
-                click.echo(f"{path}: new since {rev}; nothing to compare", err=True)
-                continue
-            pairs.append((old, new))
-    diffs: list[ShapeDiff] = [
-        diff_plans(old.shape, compile_plan(old), new.shape, compile_plan(new)) for old, new in pairs
-    ]
+        cwd = Path.cwd()
+        git, changes, skipped = shape_changes(rev, shapes, cwd)
+        for path in skipped:
+            click.echo(
+                f"fakplan diff: skipped {path} (not a YAML mapping with an engine: key)", err=True
+            )
+        diffs = [review(change, git, cwd, out_dir) for change in changes]
     if as_json:
         click.echo(
             json.dumps(
@@ -87,6 +73,10 @@ def diff(shapes: tuple[str, ...], rev: str | None, as_json: bool) -> None:
             )
         )
     else:
-        click.echo("\n".join(narrative(d) for d in diffs), nl=False)
-    failed = any(d.new_plan.failed for d in diffs)
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+        click.echo("\n".join(text for d in diffs if (text := narrative(d))), nl=False)
+    for d in diffs:
+        if d.new_error:
+            click.echo(d.new_error, err=True)
+    if any(d.new_error for d in diffs):
+        sys.exit(EXIT_BAD_INPUT)
+    sys.exit(EXIT_FAILED if any(d.failed for d in diffs) else EXIT_OK)
