@@ -50,6 +50,7 @@ class Figures:
     tokens_derivation: str
     pair_bytes: int
     pair_derivation: str
+    card_total_bytes: int
     ceiling_bytes: int | None
     ceiling_derivation: str
     max_spec_rows: int | None
@@ -198,6 +199,7 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         pair_derivation=(
             f"{human(shape.budget.weights)} weights + {human(shape.budget.kv)} KV = {human(pair)}"
         ),
+        card_total_bytes=shape.card.total,
         ceiling_bytes=ceiling,
         ceiling_derivation=ceiling_text,
         max_spec_rows=shape.limits.max_spec_rows,

@@ -45,8 +45,23 @@ ACCEPTED_FORMS = (
     "units B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
 )
 
-_QUANTITY = re.compile(r"^\s*(?P<number>[0-9][0-9_,]*(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]+)\s*$")
+_NUMBER = r"[0-9][0-9_,]*(?:\.[0-9]+)?"  # digits, thousands separators, decimals
+_QUANTITY = re.compile(rf"^\s*(?P<number>{_NUMBER})\s*(?P<unit>[A-Za-z]+)\s*$")
 _UNIT_BY_FOLD = {unit.casefold(): unit for unit in UNITS}
+# "mb"/"Mb" are too easily bits or a typo for MiB: decimal units only in their exact spelling.
+_EXACT_ONLY = frozenset({"KB", "MB", "GB", "TB"})
+
+
+def _unit_pattern(unit: str) -> str:
+    """The spellings ``parse_bytes`` takes for ``unit``, as a regex without flags."""
+    if unit in _EXACT_ONLY:
+        return unit
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in unit)
+
+
+# What parse_bytes accepts, as one regex a JSON Schema can carry (ECMA-262: no named
+# groups, no inline flags), built from the parser's own pieces so the two cannot drift.
+BYTE_SIZE_PATTERN = rf"^\s*{_NUMBER}\s*(?:{'|'.join(_unit_pattern(unit) for unit in UNITS)})\s*$"
 
 
 def parse_bytes(text: str) -> int:
@@ -59,8 +74,7 @@ def parse_bytes(text: str) -> int:
     number_text = match["number"].replace(",", "").replace("_", "")
     unit_text = match["unit"]
     unit = unit_text if unit_text in UNITS else _UNIT_BY_FOLD.get(unit_text.casefold())
-    if unit is None or (unit != unit_text and unit_text.casefold() in {"kb", "mb", "gb", "tb"}):
-        # "mb"/"Mb" are too easily bits or a typo for MiB: insist on the exact spelling.
+    if unit is None or (unit != unit_text and unit in _EXACT_ONLY):
         raise UnitsError(
             f"unknown unit {unit_text!r} in {text!r}; "
             "use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
@@ -89,10 +103,56 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
+# the next unit down, for a figure too small to show in the one asked for
+_SMALLER = {
+    "TiB": "GiB",
+    "GiB": "MiB",
+    "MiB": "KiB",
+    "KiB": "B",
+    "TB": "GB",
+    "GB": "MB",
+    "MB": "KB",
+    "KB": "B",
+}
+
+
+def _shown(n: int | float, unit: str, decimals: int) -> str:
+    if unit == "B" and n == int(n):
+        decimals = 0  # whole bytes take no decimals
+    return f"{n / UNITS[unit]:,.{decimals}f}"
+
+
+def _shows_as_zero(n: int | float, unit: str, decimals: int) -> bool:
+    return n != 0 and float(_shown(n, unit, decimals).replace(",", "")) == 0
+
+
 def human(n: int | float, unit: str = "MiB", decimals: int = 0) -> str:
-    """Rounded display in one unit with thousands separators (for tables, not for parsing)."""
-    value = n / UNITS[unit]
-    return f"{value:,.{decimals}f} {unit}"
+    """Rounded display with thousands separators (for tables, not for parsing).
+
+    In ``unit``, unless a figure that is not 0 would show as 0 there ("0 MiB" for a
+    300 KiB pool): then in the largest smaller unit in which it shows.
+    """
+    while unit != "B" and _shows_as_zero(n, unit, decimals):
+        unit = _SMALLER[unit]
+    return f"{_shown(n, unit, decimals)} {unit}"
+
+
+def human_pair(a: int | float, b: int | float, unit: str = "MiB") -> tuple[str, str]:
+    """Two figures a summary compares, in one unit, rounded no further than keeps them apart.
+
+    Neither shows as 0 unless it is 0, and two different figures never show the same
+    (6,064.4 MiB < 6,064.6 MiB rather than 6,064 MiB < 6,064 MiB): more decimals, then
+    smaller units, down to whole bytes.
+    """
+    while True:
+        for decimals in (0, 1, 2) if unit != "B" else (0,):
+            texts = (_shown(a, unit, decimals), _shown(b, unit, decimals))
+            zero = _shows_as_zero(a, unit, decimals) or _shows_as_zero(b, unit, decimals)
+            if not zero and (a == b or texts[0] != texts[1]):
+                return f"{texts[0]} {unit}", f"{texts[1]} {unit}"
+        if unit == "B":
+            return f"{a:,} B", f"{b:,} B"
+        unit = _SMALLER[unit]
 
 
 def _validate_byte_size(value: Any) -> int:
@@ -121,7 +181,7 @@ ByteSize = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^\s*[0-9][0-9_,]*(\.[0-9]+)?\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\s*$",
+            "pattern": BYTE_SIZE_PATTERN,
             "description": ACCEPTED_FORMS,
             "examples": ["5120 MiB", "31.86 GiB", "7488 B"],
         }

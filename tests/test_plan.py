@@ -114,3 +114,114 @@ def test_dtype_not_accepted(tmp_path: Path) -> None:
     g = gate(p, "kv-dtype")
     assert g.status == "fail"
     assert g.fix == "set serving.kv_cache_dtype to one of bf16, fp8"
+
+
+GIB = 2**30
+LLAMA8_WEIGHTS = 16_060_522_496  # Llama-3.1-8B's model.safetensors.index.json total_size
+
+
+def _shape(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+def _custom(card: str, weights: str, kv: str, seqs: int, window: int) -> str:
+    """A custom engine at 128 KiB a token, 16-token pages, nothing per sequence or fixed."""
+    return (
+        "name: s\nengine: custom\nmodel: m\n"
+        f"card: {{total: {card}}}\nbudget: {{weights: {weights}, kv: {kv}}}\n"
+        f"serving: {{max_num_seqs: {seqs}, max_model_len: {window}, kv_cache_dtype: bf16}}\n"
+        "contract: {page_tokens: 16, per_token: [{name: attn, per_token: 128 KiB, dtype: bf16}]}\n"
+    )
+
+
+def test_no_fix_grows_the_pool_past_an_80_gb_card(tmp_path: Path) -> None:
+    """The issue's case: the contract is 81,920 MiB (4 x 163,840 tokens x 128 KiB) and an
+    "80 GB" card is 80 x 10**9 B = 76,294 MiB: no budget.kv can hold it."""
+    text = _custom("80 GB", "10 GiB", "20 GiB", seqs=4, window=163_840)
+    p = compile_plan(load_shape(_shape(tmp_path, text)))
+    assert p.contract_bytes == 4 * 163_840 * 128 * 1024 == 81_920 * MIB
+    fix = gate(p, "pool-contract").fix
+    assert fix is not None
+    assert "81,920 MiB" in fix and "grow budget.kv" not in fix
+    assert fix.startswith("the contract (81,920 MiB) alone exceeds the card's 76,294 MiB")
+    # one slot's window is 20 GiB: 3 of them (60 GiB) fit in 76,294 MiB, 4 do not
+    assert "lower serving.max_num_seqs to 3" in fix
+    assert "smaller serving.kv_cache_dtype" in fix and "parallel.tensor" in fix
+
+
+def test_a_pool_that_fits_only_beside_smaller_weights_says_so(tmp_path: Path) -> None:
+    """24 GiB card, 16 GiB weights budget, contract 2 x 40,960 x 128 KiB = 10 GiB:
+    16 + 10 > 24, so the pool grows only if 2 GiB come out of budget.weights."""
+    text = _custom("24 GiB", "16 GiB", "4 GiB", seqs=2, window=40_960)
+    p = compile_plan(load_shape(_shape(tmp_path, text)))
+    assert p.contract_bytes == 2 * 40_960 * 128 * 1024 == 10 * GIB
+    assert gate(p, "pool-contract").fix == (
+        "grow budget.kv to at least 10,240 MiB and take 2,048 MiB out of budget.weights "
+        "(the pair must fit in the card's 24,576 MiB (card.total)), or lower "
+        "serving.max_num_seqs (the pool backs 0 at the full window), or lower "
+        "serving.max_model_len"
+    )
+
+
+def test_the_usual_grow_hint_stays_when_the_card_holds_it(tmp_path: Path) -> None:
+    text = _custom("24 GiB", "10 GiB", "4 GiB", seqs=2, window=40_960)
+    p = compile_plan(load_shape(_shape(tmp_path, text)))
+    assert gate(p, "pool-contract").fix == (
+        "grow budget.kv by at least 6,144 MiB (to 10,240 MiB), or lower serving.max_num_seqs "
+        "(the pool backs 0 at the full window), or lower serving.max_model_len"
+    )
+
+
+def _llama(card: str, weights: str, kv: str, seqs: int = 1, window: int = 8192) -> str:
+    return (
+        "name: s\nengine: vllm\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+        f"card: {{total: {card}}}\nbudget: {{weights: {weights}, kv: {kv}}}\n"
+        f"serving: {{max_num_seqs: {seqs}, max_model_len: {window}}}\n"
+    )
+
+
+def test_the_contract_plus_the_weights_that_cannot_fit_are_named(tmp_path: Path) -> None:
+    """Llama-3.1-8B: 131,072 B a token; 3 slots x 32,768 = 12 GiB of contract, and the weights
+    need 16,060,522,496 B: 12 GiB + 14.96 GiB > 24 GiB, whatever budget.weights says.
+    Beside the weights 24 GiB - 16,060,522,496 B = 9,709,281,280 B hold 2 slots of 4 GiB."""
+    text = _llama("24 GiB", "16 GiB", "4 GiB", seqs=3, window=32_768)
+    p = compile_plan(load_shape(_shape(tmp_path, text)))
+    assert p.contract_bytes == 3 * 32_768 * 131_072 == 12 * GIB
+    fix = gate(p, "pool-contract").fix
+    assert fix is not None and "grow budget.kv" not in fix
+    assert fix.startswith(
+        "the contract (12,288 MiB) plus the weights per rank (15,317 MiB) exceed the card's "
+        "24,576 MiB (card.total)"
+    )
+    assert "lower serving.max_num_seqs to 2" in fix
+
+
+def test_weights_fix_never_grows_past_the_card(tmp_path: Path) -> None:
+    # 16,060,522,496 B of weights on an 8 GiB card: no weights budget holds them
+    small = compile_plan(load_shape(_shape(tmp_path, _llama("8 GiB", "6 GiB", "1 GiB"))))
+    assert gate(small, "weights-fit").fix == (
+        "the weights per rank (15,317 MiB) exceed the card's 8,192 MiB (card.total): shard "
+        "wider (parallel.tensor or parallel.pipeline) or serve a smaller checkpoint"
+    )
+    # on 24 GiB beside a 10 GiB pool: 16,060,522,496 + 10 GiB - 24 GiB = 1,028,136,960 B
+    # (980.5 MiB) must come out of budget.kv
+    tight = compile_plan(load_shape(_shape(tmp_path, _llama("24 GiB", "14 GiB", "10 GiB"))))
+    assert gate(tight, "weights-fit").fix == (
+        "grow budget.weights to at least 15,317 MiB and take 981 MiB out of budget.kv "
+        "(the pair must fit in the card's 24,576 MiB (card.total)), or shard wider"
+    )
+
+
+def test_a_tiny_pool_does_not_print_as_zero(tmp_path: Path) -> None:
+    """1 MiB pool, 1 slot of 304 tokens at 1 KiB = 304 KiB of contract: not "1 MiB ≥ 0 MiB"."""
+    text = (
+        "name: s\nengine: custom\nmodel: m\ncard: {total: 1 GiB}\n"
+        "budget: {weights: 1 MiB, kv: 1 MiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 304, kv_cache_dtype: bf16}\n"
+        "contract: {page_tokens: 16, per_token: [{name: attn, per_token: 1 KiB}]}\n"
+    )
+    p = compile_plan(load_shape(_shape(tmp_path, text)))
+    assert p.contract_bytes == 304 * 1024
+    assert gate(p, "pool-contract").summary == "1.0 MiB ≥ 0.3 MiB"

@@ -94,3 +94,90 @@ def test_whole_quantities_parse_exactly(number: int, unit: str) -> None:
 def test_human_rounds_for_display() -> None:
     assert human(6_358_048_768) == "6,064 MiB"
     assert human(6_358_048_768, "MiB", 2) == "6,063.51 MiB"
+
+
+# The byte-size grammar in the JSON Schema (BYTE_SIZE_PATTERN) and parse_bytes must agree:
+# each sample below goes to both, with the verdict written here by hand.
+GRAMMAR_SAMPLES = [
+    ("5120 MiB", True),
+    ("31.86 GiB", True),
+    ("29,120 MiB", True),
+    ("1_024 KiB", True),
+    ("7488 B", True),
+    ("8GiB", True),
+    ("  8 GiB ", True),
+    ("4 gib", True),  # binary units in any case
+    ("4 GIB", True),
+    ("1 b", True),
+    ("80 GB", True),
+    ("1.5 KB", True),
+    ("2 MB", True),
+    ("1 TB", True),
+    ("1 TiB", True),
+    ("5120", False),  # a bare number: MiB or bytes?
+    ("", False),
+    ("MiB", False),
+    ("-1 MiB", False),
+    ("1e3 MiB", False),
+    ("1.2.3 GiB", False),
+    ("5 mb", False),  # decimal units only as spelled: "mb" could be bits
+    ("5 Mb", False),
+    ("5 gB", False),
+    ("5 kB", False),
+    ("5 parsecs", False),
+    ("5 MiBs", False),
+    (".5 GiB", False),
+    ("5. GiB", False),
+    ("5 Mi B", False),
+]
+
+
+@pytest.mark.parametrize(("text", "accepted"), GRAMMAR_SAMPLES)
+def test_schema_pattern_and_parser_accept_the_same_sizes(text: str, accepted: bool) -> None:
+    import re
+
+    from fakplan.units import BYTE_SIZE_PATTERN
+
+    assert (re.search(BYTE_SIZE_PATTERN, text) is not None) is accepted
+    try:
+        parse_bytes(text)
+        parsed = True
+    except UnitsError:
+        parsed = False
+    assert parsed is accepted
+
+
+def test_the_schema_pattern_is_a_plain_ecma_regex() -> None:
+    """JSON Schema patterns are ECMA-262: no Python named groups, no inline flags."""
+    from fakplan.units import BYTE_SIZE_PATTERN
+
+    assert "(?P<" not in BYTE_SIZE_PATTERN
+    assert "(?i" not in BYTE_SIZE_PATTERN
+    assert BYTE_SIZE_PATTERN.startswith("^") and BYTE_SIZE_PATTERN.endswith("$")
+
+
+def test_human_never_shows_a_small_figure_as_zero() -> None:
+    assert human(MIB) == "1 MiB"
+    assert human(300 * KIB) == "300 KiB"  # 0.29 MiB would print "0 MiB"
+    assert human(100) == "100 B"
+    assert human(-300 * KIB) == "-300 KiB"
+    assert human(0) == "0 MiB"  # a real zero stays in the unit asked for
+    assert human(1000, "GiB", 2) == "0.98 KiB"  # 1000 / 1024
+
+
+def test_human_pair_keeps_compared_figures_apart() -> None:
+    from fakplan.units import human_pair
+
+    # a 1 MiB pool against a 300 KiB contract: not "1 MiB ≥ 0 MiB"
+    assert human_pair(MIB, 300 * KIB) == ("1.0 MiB", "0.3 MiB")
+    # 6,064.4 MiB < 6,064.6 MiB: whole MiB would print "6,064 < 6,064"... and does not
+    low, high = round(6_064.4 * MIB), round(6_064.6 * MIB)
+    assert human_pair(low, high) == ("6,064 MiB", "6,065 MiB")
+    low, high = round(6_064.1 * MIB), round(6_064.3 * MIB)
+    assert human_pair(low, high) == ("6,064.1 MiB", "6,064.3 MiB")
+    # one byte apart: only whole bytes tell them apart
+    assert human_pair(MIB, MIB + 1) == ("1,048,576 B", "1,048,577 B")
+    # equal figures, and figures far apart, keep the plain display
+    assert human_pair(6_912 * MIB, 6_912 * MIB) == ("6,912 MiB", "6,912 MiB")
+    assert human_pair(6_912 * MIB, 5_308_592_128) == ("6,912 MiB", "5,063 MiB")
+    assert human_pair(0, 5) == ("0 B", "5 B")

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from fakplan.units import MIB, human
+from fakplan.contract import pages_for
+from fakplan.units import MIB, human, human_pair
 
 if TYPE_CHECKING:
     from fakplan.plan import Figures
@@ -63,6 +64,52 @@ def _mib_up(n: int) -> str:
     return f"{-(-n // MIB):,} MiB"
 
 
+def _compared(a: int, sign: str, b: int) -> str:
+    left, right = human_pair(a, b)
+    return f"{left} {sign} {right}"
+
+
+def _card(f: Figures) -> str:
+    return f"the card's {_mib(f.card_total_bytes)} (card.total)"
+
+
+def _contract_fix(f: Figures) -> str:
+    """Grow the pool only as far as the card holds it; else say what cannot fit."""
+    card = f.card_total_bytes
+    contract = _mib_up(f.contract_bytes)
+    shorter = "lower serving.max_model_len"
+    fewer = f"lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full window)"
+    if f.weights_budget_bytes + f.contract_bytes <= card:
+        gap = f.contract_bytes - f.kv_budget_bytes
+        return (
+            f"grow budget.kv by at least {_mib_up(gap)} (to {contract}), or {fewer}, or {shorter}"
+        )
+    weights = f.model.weights_per_rank if f.model is not None else None
+    if f.contract_bytes + (weights or 0) <= card:
+        # the pool fits beside what the weights need, not beside what budget.weights claims
+        take = f.weights_budget_bytes + f.contract_bytes - card
+        return (
+            f"grow budget.kv to at least {contract} and take {_mib_up(take)} out of "
+            f"budget.weights (the pair must fit in {_card(f)}), or {fewer}, or {shorter}"
+        )
+    room = card - (weights or 0)
+    cost = f.cost
+    slot = pages_for(f.max_model_len, cost.page_tokens) * cost.page_bytes + cost.per_seq_bytes
+    fit = (room - cost.fixed_bytes) // slot if slot else 0
+    if fit >= 1:
+        fewer = f"lower serving.max_num_seqs to {fit} (its contract fits beside the weights)"
+    what = (
+        f"the contract ({contract}) alone exceeds"
+        if weights is None
+        else f"the contract ({contract}) plus the weights per rank ({_mib_up(weights)}) exceed"
+    )
+    return (
+        f"{what} {_card(f)}, so no budget.kv serves {f.max_num_seqs} slots at the "
+        f"full window: {fewer}, {shorter}, use a smaller serving.kv_cache_dtype, or shard "
+        "wider (parallel.tensor)"
+    )
+
+
 def pool_covers_contract(f: Figures) -> GateResult:
     ok = f.kv_budget_bytes >= f.contract_bytes
     gap = f.contract_bytes - f.kv_budget_bytes
@@ -70,16 +117,10 @@ def pool_covers_contract(f: Figures) -> GateResult:
         id="pool-contract",
         title="pool ≥ contract",
         status="pass" if ok else "fail",
-        summary=f"{_mib(f.kv_budget_bytes)} {'≥' if ok else '<'} {_mib(f.contract_bytes)}",
+        summary=_compared(f.kv_budget_bytes, "≥" if ok else "<", f.contract_bytes),
         detail=f"contract: {f.contract_derivation}",
         rationale=POOL_CONTRACT.rationale,
-        fix=None
-        if ok
-        else (
-            f"grow budget.kv by at least {_mib_up(gap)} (to {_mib_up(f.contract_bytes)}), "
-            f"or lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full "
-            f"window), or lower serving.max_model_len"
-        ),
+        fix=None if ok else _contract_fix(f),
         numbers={
             "pool_bytes": f.kv_budget_bytes,
             "contract_bytes": f.contract_bytes,
@@ -108,7 +149,7 @@ def pair_within_ceiling(f: Figures) -> GateResult:
         id="pair-ceiling",
         title="pair ≤ ceiling",
         status="pass" if ok else "fail",
-        summary=f"{_mib(f.pair_bytes)} {'≤' if ok else '>'} {_mib(f.ceiling_bytes)}",
+        summary=_compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
         detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
         rationale=PAIR_CEILING.rationale,
         fix=None
@@ -161,7 +202,9 @@ def unclaimed_below_floor(f: Figures) -> GateResult | None:
         id="unclaimed",
         title="unclaimed VRAM",
         status="warn" if over else "pass",
-        summary=f"{_mib(f.unclaimed_bytes)} unclaimed {'>' if over else '≤'} {_mib(f.unclaimed_warn_above)}",
+        summary=_compared(
+            f.unclaimed_bytes, "unclaimed >" if over else "unclaimed ≤", f.unclaimed_warn_above
+        ),
         detail=f"unclaimed = ceiling - pair = {f.unclaimed_bytes:,} B",
         rationale=UNCLAIMED.rationale,
         fix="give the unclaimed bytes to budget.kv or budget.weights" if over else None,
@@ -195,12 +238,28 @@ def weights_fit_budget(f: Figures) -> GateResult | None:
         id="weights-fit",
         title="weights fit their budget",
         status="pass" if ok else "fail",
-        summary=f"{_mib_up(share)} {'≤' if ok else '>'} {_mib(f.weights_budget_bytes)}",
+        summary=_compared(share, "≤" if ok else ">", f.weights_budget_bytes),
         detail=f"{m.weight_bytes:,} B ({m.weight_source}){split} = {share:,} B per rank at least",
         rationale=WEIGHTS_FIT.rationale,
-        fix=None if ok else f"grow budget.weights to at least {_mib_up(share)} or shard wider",
+        fix=None if ok else _weights_fix(f, share),
         numbers={"weights_budget_bytes": f.weights_budget_bytes, "weights_per_rank_bytes": share},
     )
+
+
+def _weights_fix(f: Figures, share: int) -> str:
+    """Grow the weights budget only as far as the card holds it; else say what cannot fit."""
+    if share > f.card_total_bytes:
+        return (
+            f"the weights per rank ({_mib_up(share)}) exceed {_card(f)}: shard wider "
+            "(parallel.tensor or parallel.pipeline) or serve a smaller checkpoint"
+        )
+    over = share + f.kv_budget_bytes - f.card_total_bytes
+    if over > 0:
+        return (
+            f"grow budget.weights to at least {_mib_up(share)} and take {_mib_up(over)} out of "
+            f"budget.kv (the pair must fit in {_card(f)}), or shard wider"
+        )
+    return f"grow budget.weights to at least {_mib_up(share)} or shard wider"
 
 
 def window_within_training(f: Figures) -> GateResult | None:

@@ -17,7 +17,7 @@
 # Gates
 #   ok       pool ≥ contract (30,720 MiB ≥ 30,720 MiB)
 #   ok       pair ≤ ceiling (67,584 MiB ≤ 73,728 MiB)
-#   ok       weights fit their budget (31,245 MiB ≤ 36,864 MiB)
+#   ok       weights fit their budget (31,244 MiB ≤ 36,864 MiB)
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
 #   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
 #   ok       KV dtype accepted (fp8_e4m3 in auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2)
