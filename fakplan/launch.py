@@ -7,7 +7,13 @@ test compare what ``serve.sh`` executes with what the plan derived.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
 
 
 class RoleRecord(BaseModel):
@@ -36,6 +42,11 @@ class LaunchRecord(BaseModel):
     derivations: dict[str, str] = Field(
         default_factory=dict, description="flag -> how it was derived"
     )
+    shape_paths: tuple[str, ...] = Field(
+        (),
+        description="argv words that are paths relative to the shape's folder; the scripts "
+        "run the engine from that folder, so it opens the files fakplan read",
+    )
 
 
 def fraction_up(numerator: int, denominator: int, places: int = 4) -> float:
@@ -47,3 +58,22 @@ def fraction_up(numerator: int, denominator: int, places: int = 4) -> float:
 
 def words(*parts: object) -> tuple[str, ...]:
     return tuple(str(p) for p in parts)
+
+
+def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRecord:
+    """The launch with the argv words that are relative paths of the shape's named.
+
+    A relative value counts when it names something beside the shape, or a GGUF (always a
+    local file); anything else relative is an id the engine resolves itself (a hub repo)."""
+    shape = loaded.shape
+    speculative = shape.launch.speculative
+    candidates = (shape.model, shape.launch.weights, speculative.model if speculative else None)
+    words = {word for role in launch.roles for word in role.argv}
+    relative = tuple(
+        value
+        for value in dict.fromkeys(c for c in candidates if c)
+        if value in words
+        and not Path(value).expanduser().is_absolute()
+        and (value.endswith(".gguf") or loaded.resolve(value).exists())
+    )
+    return launch.model_copy(update={"shape_paths": relative}) if relative else launch

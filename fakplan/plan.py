@@ -21,7 +21,7 @@ from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
-from fakplan.launch import LaunchRecord
+from fakplan.launch import LaunchRecord, shape_relative_paths
 from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
@@ -410,5 +410,5 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         derivations=derivations,
         gates=run_gates(f),
         predictions=_predictions(loaded, f),
-        launch=ENGINES[shape.engine].launch(loaded, f),
+        launch=shape_relative_paths(loaded, ENGINES[shape.engine].launch(loaded, f)),
     )

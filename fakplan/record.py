@@ -114,8 +114,8 @@ def record_verdicts(
             )
         }
     )
-    files = render_plan(loaded, plan, templates)
     folder = target.parent
+    files = render_plan(loaded, plan, templates, folder)
     for rendered in files:
         write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
     write_atomic(target, plan.to_json())

@@ -7,6 +7,7 @@ environment is ``StrictUndefined`` so a template typo fails loudly.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterable
@@ -70,17 +71,20 @@ class RenderedFile:
 
 
 def render_plan(
-    loaded: LoadedShape, plan: Plan, templates: Path | None = None
+    loaded: LoadedShape, plan: Plan, templates: Path | None, folder: Path
 ) -> list[RenderedFile]:
-    """The files of one compiled shape, in memory (nothing written here).
+    """The files of one compiled shape that go into ``folder``, in memory (nothing written).
 
     ``<engine>/env.j2`` renders ``<name>.env``; ``<engine>/serve.sh.j2`` renders
-    one script per node role of the launch (``serve.sh`` on one node).
+    one script per node role of the launch (``serve.sh`` on one node). Where the argv
+    names paths relative to the shape's folder, the scripts run the engine from there,
+    found relative to the script itself so the two trees can move together.
     """
     env = environment(templates)
+    shape_dir = os.path.relpath(loaded.path.resolve().parent, folder.resolve())
     files = [RenderedFile(f"{plan.name}.env", _render(env, f"{plan.engine}/env.j2", plan=plan))]
     for role in plan.launch.roles:
-        text = _render(env, f"{plan.engine}/serve.sh.j2", plan=plan, role=role)
+        text = _render(env, f"{plan.engine}/serve.sh.j2", plan=plan, role=role, shape_dir=shape_dir)
         files.append(RenderedFile(role.file, text, executable=True))
     return files
 

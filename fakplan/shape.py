@@ -530,9 +530,12 @@ class LoadedShape:
         )
 
     def resolve(self, reference: str) -> Path:
-        """A path named in the shape, relative to the shape's folder."""
+        """A path named in the shape: absolute as given, else against the shape's folder —
+        never the working directory, so every command reads the same file."""
         candidate = Path(reference).expanduser()
-        return candidate if candidate.is_absolute() else self.path.parent / candidate
+        if candidate.is_absolute():
+            return candidate
+        return (self.path.parent / candidate).resolve()
 
 
 _DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")

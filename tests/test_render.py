@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,11 +45,17 @@ def compile_one(runner: CliRunner, shape: Path, out: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "llamacpp"])  # custom: test_cli.py
-def test_golden_per_engine(engine: str, runner: CliRunner, in_root: Path, tmp_path: Path) -> None:
+def test_golden_per_engine(
+    engine: str, runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # compiled as an operator's repository would: shapes/ beside out/, so a script that
+    # finds the shape's folder from its own place says ../../shapes on every machine
+    shutil.copytree(SHAPES, tmp_path / "shapes")
+    monkeypatch.chdir(tmp_path)
     shape = f"shapes/{ENGINE_SHAPES[engine]}"
-    result = runner.invoke(main, ["compile", shape, "-o", str(tmp_path)])
+    result = runner.invoke(main, ["compile", shape, "-o", "out"])
     assert result.exit_code == 0, result.output
-    (folder,) = tmp_path.iterdir()
+    (folder,) = (tmp_path / "out").iterdir()
     for path in sorted(folder.iterdir()):
         check_golden(f"{engine}/{path.name}", path.read_text())
 

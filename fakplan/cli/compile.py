@@ -42,7 +42,7 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
         target = record_path(out_dir, compiled.name)
         previous = read_record(target) if target.exists() else None
         compiled = carry_verdicts(compiled, previous)
-        staged.append((compiled, render_plan(item, compiled, templates)))
+        staged.append((compiled, render_plan(item, compiled, templates, target.parent)))
     failed = False
     for compiled, files in staged:
         folder = out_dir / compiled.name

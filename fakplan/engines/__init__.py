@@ -90,12 +90,21 @@ def _geometry(reference: str) -> Geometry:
 
 
 def shape_geometry(loaded: LoadedShape) -> Geometry:
-    """The geometry a shape's ``model:`` names: a path relative to the shape, or a catalog id."""
+    """The geometry a shape's ``model:`` names: a path against the shape's folder, or a
+    catalog id. Never the working directory: a path that is not beside the shape is refused
+    with the path looked at, so no spelling works for one command and not for another."""
+    from fakplan.geometry import catalog
+
     reference = loaded.shape.model
     local = loaded.resolve(reference)
-    target = str(local) if local.exists() else reference
+    if not local.exists() and catalog.lookup(reference) is None:
+        raise loaded.error(
+            f"{reference!r} is neither a file or folder at {local} (a path in a shape is "
+            "relative to the shape's folder) nor a catalog id (fakplan kv --list)",
+            "model",
+        )
     try:
-        return _geometry(target)
+        return _geometry(str(local) if local.exists() else reference)
     except GeometryError as exc:
         raise loaded.error(str(exc), "model") from None
 

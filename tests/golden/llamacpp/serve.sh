@@ -42,4 +42,7 @@
 # Role: serve
 # -c: the largest n_ctx whose cache fits budget.kv: largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
 set -euo pipefail
+# models/qwen2.5-coder-32b-instruct-q8_0.gguf: relative to the shape's folder, where the engine runs
+# (found from this script; FAKPLAN_SHAPE_DIR names it where the two trees are not side by side)
+if [ -n "${FAKPLAN_SHAPE_DIR:-}" ]; then cd -- "$FAKPLAN_SHAPE_DIR"; else cd -- "$(dirname -- "${BASH_SOURCE[0]}")"/../../shapes; fi
 exec llama-server -m models/qwen2.5-coder-32b-instruct-q8_0.gguf --host 0.0.0.0 --port 8000 -c 65536 -np 2 --cache-type-k q8_0 --cache-type-v q8_0 -ngl 999 -fa on
