@@ -11,11 +11,13 @@ import jinja2
 
 from fakplan.cli import EXIT_OK
 from fakplan.errors import FakplanError
+from fakplan.init import Requirement, ci_requirement, yaml_quote
 from fakplan.record import write_atomic
 from fakplan.render import default_templates, environment
 
 # destination in DIR -> template under templates/init/; a ``.j2`` template is
-# rendered with ``version`` (fakplan's), every other file is copied as it is.
+# rendered with ``version`` (fakplan's), ``requirement`` (what CI pip-installs)
+# and ``origin`` (where that came from); every other file is copied as it is.
 # ``github/`` has no dot in the templates so the wheel ships it like any folder.
 SCAFFOLD: tuple[tuple[str, str], ...] = (
     ("shapes/example.yaml", "init/shapes/example.yaml"),
@@ -27,16 +29,23 @@ SCAFFOLD: tuple[tuple[str, str], ...] = (
 )
 
 
-def scaffold_files(templates: Path | None = None) -> list[tuple[str, str]]:
+def scaffold_files(
+    requirement: Requirement, templates: Path | None = None
+) -> list[tuple[str, str]]:
     """``(relative path, text)`` of every scaffolded file; nothing written."""
     folder = templates or default_templates()
     env = environment(folder)
-    version = metadata.version("fakplan")
+    env.filters["yamlq"] = yaml_quote
+    context = {
+        "version": metadata.version("fakplan"),
+        "requirement": requirement.spec,
+        "origin": requirement.origin,
+    }
     out: list[tuple[str, str]] = []
     for target, source in SCAFFOLD:
         try:
             if source.endswith(".j2"):
-                text = env.get_template(source).render(version=version)
+                text = env.get_template(source).render(context)
             else:
                 text = (folder / source).read_text(encoding="utf-8")
         except (OSError, jinja2.TemplateError) as exc:
@@ -48,14 +57,31 @@ def scaffold_files(templates: Path | None = None) -> list[tuple[str, str]]:
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
-def init(directory: Path, force: bool) -> None:
+@click.option(
+    "--install",
+    "install",
+    metavar="SPEC",
+    default=None,
+    help="The pip requirement CI installs fakplan with, e.g. "
+    "'fakplan @ git+https://github.com/OWNER/fakplan@COMMIT' "
+    "[default: how this fakplan was installed, if CI can reach it].",
+)
+def init(directory: Path, force: bool, install: str | None) -> None:
     """Scaffold DIRECTORY: shapes/ with an example shape, gates/ with an example
-    operator gate and the pytest wiring, a CI workflow that runs fakplan gate on
-    every change to shapes/ or gates/, and a README.
+    operator gate and the pytest wiring, a CI workflow and a README.
+
+    The workflow runs fakplan gate and pytest gates/ on every change to shapes/
+    or gates/, and fakplan diff against the base branch on pull requests. It
+    installs fakplan with --install SPEC; without it, with the requirement that
+    reinstalls this fakplan: its git commit (installed from git), its archive
+    URL, or fakplan==VERSION (installed from a package index). A fakplan
+    installed from a local folder or file is refused (exit 2): no CI runner
+    could install it, so give --install.
 
     Existing files are never overwritten unless --force is given (exit 2).
     """
-    files = scaffold_files()
+    requirement = ci_requirement(install)
+    files = scaffold_files(requirement)
     existing = [target for target, _ in files if (directory / target).exists()]
     if existing and not force:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
@@ -70,4 +96,8 @@ def init(directory: Path, force: bool) -> None:
         except OSError as exc:
             raise FakplanError(f"{path.as_posix()}: cannot write ({exc.strerror})") from None
         click.echo(f"wrote {path.as_posix()}")
+    click.echo(
+        f"fakplan init: the workflow installs {requirement.spec} ({requirement.origin})",
+        err=True,
+    )
     sys.exit(EXIT_OK)
