@@ -391,7 +391,15 @@ def test_generated_workflow_installs_and_gates_in_a_scratch_environment(
         shutil.copy2(ROOT / name, source / name)
     for name in ("fakplan", "templates"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    git = [
+        "git",
+        "-c",
+        "user.email=t@example.invalid",
+        "-c",
+        "user.name=t",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     subprocess.run([*git, "init", "-q"], cwd=source, check=True)
     subprocess.run([*git, "add", "--", "."], cwd=source, check=True)
     subprocess.run([*git, "commit", "-qm", "fakplan"], cwd=source, check=True)
