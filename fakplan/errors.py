@@ -4,6 +4,7 @@
     ├── UnitsError               a byte size that is not "<number> <unit>"
     ├── ShapeError               a shape file: file, line, field, expected form
     ├── GeometryError            a model fakplan cannot read or does not know
+    ├── ReleaseError             an engine version older than fakplan models, or not a number
     ├── LedgerError              a boot log that states nothing fakplan recognises
     ├── RecordError              a compiled record (plan.json) that is missing or damaged
     ├── GatesError               an operator gates file that cannot be imported or clashes
@@ -57,6 +58,10 @@ class ShapeError(FakplanError):
 
 class GeometryError(FakplanError):
     """A model source that is unreadable, or an architecture fakplan does not know."""
+
+
+class ReleaseError(FakplanError):
+    """An engine version no modelled rule set applies to (the message lists the known ones)."""
 
 
 class LedgerError(FakplanError):

@@ -29,7 +29,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from fakplan.budget import DeviceBudget, probe_budget
 from fakplan.dtypes import MODEL_DTYPES
-from fakplan.errors import ShapeError, UnitsError
+from fakplan.errors import ReleaseError, ShapeError, UnitsError
 from fakplan.units import ByteSize, parse_bytes
 
 PositiveInt = Annotated[int, Strict(), Field(gt=0)]
@@ -248,7 +248,11 @@ class Shape(Strict_):
 
     name: Slug
     engine: str = Field(description="vllm, sglang, llamacpp or custom")
-    engine_version: str | None = Field(None, description="the release whose arithmetic applies")
+    engine_version: str | None = Field(
+        None,
+        description="the release whose arithmetic applies (default: the newest modelled); "
+        "a newer one takes the newest rules, and every output says so",
+    )
     model: str = Field(description="catalog id, GGUF path, or HF folder/config.json")
     card: Card
     parallel: Parallel = Parallel()
@@ -560,6 +564,7 @@ def _check_semantics(loaded: LoadedShape) -> None:
             "remove contract (it is for engine: custom)",
             "contract",
         )
+    _check_release(loaded)
     if not _DTYPE_NAME.match(shape.serving.kv_cache_dtype):
         raise loaded.error(
             f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
@@ -639,6 +644,16 @@ def _check_semantics(loaded: LoadedShape) -> None:
                 index,
                 "control",
             )
+
+
+def _check_release(loaded: LoadedShape) -> None:
+    """An engine_version older than every modelled rule set is refused at its line."""
+    from fakplan.engines import ENGINES
+
+    try:
+        ENGINES[loaded.shape.engine].version_used(loaded)
+    except ReleaseError as exc:
+        raise loaded.error(str(exc), "engine_version") from None
 
 
 def shape_paths(argument: str | Path) -> list[Path]:

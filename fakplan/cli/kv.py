@@ -12,7 +12,7 @@ from rich.text import Text
 
 from fakplan.contract import exact_number, per_token_rate
 from fakplan.engines import MODELLED
-from fakplan.errors import FakplanError, UnitsError
+from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult, kv_breakdown, pool_tokens
 from fakplan.units import parse_bytes
@@ -35,7 +35,8 @@ def _pool_bytes(text: str | None) -> int | None:
 @click.option(
     "--engine-version",
     default=None,
-    help="Release whose arithmetic applies (default: newest modelled).",
+    help="Release whose arithmetic applies (default: newest modelled; a newer one takes "
+    "the newest rules and says so).",
 )
 @click.option(
     "--kv-dtype",
@@ -164,7 +165,10 @@ def kv(
         spec_tokens=spec_tokens,
         kv_unified=kv_unified,
     )
-    breakdown = kv_breakdown(query)
+    try:
+        breakdown = kv_breakdown(query)
+    except ReleaseError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--engine-version'") from None
     pool_bytes = _pool_bytes(pool)
     result = pool_tokens(query, pool_bytes) if pool_bytes is not None else None
     if as_json:

@@ -224,7 +224,10 @@ class LlamacppEngine(ModelledPlanner):
             page_tokens=1,
             layers=cache.full_layers + cache.swa_layers,
             components=tuple(components),
-            rules=(f"llama.cpp {cache.rule} arithmetic (read in {cache.version})",),
+            rules=(
+                f"llama.cpp {cache.rule} arithmetic (read in "
+                f"{next(r.read_in for r in RELEASES if r.rule == cache.rule)})",
+            ),
         )
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:

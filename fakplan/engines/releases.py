@@ -1,7 +1,9 @@
 """Engine releases: which rule set a stated ``engine_version`` selects.
 
 Each engine lists its rule sets newest first, each with the first release it
-applies to and where it was read; an unstated version takes the newest.
+applies to and where it was read; an unstated version takes the newest. A
+version newer than the newest release read takes the newest rules, and says so
+(``newer_note``); one older than the oldest modelled is refused.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fakplan.errors import FakplanError
+from fakplan.errors import ReleaseError
 
 
 @dataclass(frozen=True)
@@ -18,12 +20,21 @@ class Release:
     first: tuple[int, ...]
     read_in: str
 
+    @property
+    def read_as_number(self) -> str | None:
+        """The release these rules were read in, where it is a release number (not a commit)."""
+        return self.read_in if re.fullmatch(r"v?\d+(\.\d+)*(\.?post\d+)?", self.read_in) else None
+
 
 def parse_version(text: str) -> tuple[int, ...]:
     match = re.match(r"^v?(\d+(?:\.\d+)*)", text.strip())
     if not match:
-        raise FakplanError(f"engine version {text!r}: expected a release number such as 0.11.0")
+        raise ReleaseError(f"engine version {text!r}: expected a release number such as 0.11.0")
     return tuple(int(part) for part in match[1].split("."))
+
+
+def _known(releases: tuple[Release, ...]) -> str:
+    return ", ".join(f"from {'.'.join(map(str, r.first))} (read in {r.read_in})" for r in releases)
 
 
 def select(engine: str, releases: tuple[Release, ...], version: str | None) -> tuple[Release, str]:
@@ -35,8 +46,20 @@ def select(engine: str, releases: tuple[Release, ...], version: str | None) -> t
     for release in releases:
         if wanted >= release.first:
             return release, version
-    oldest = releases[-1]
-    raise FakplanError(
-        f"{engine} {version}: older than the oldest release fakplan models "
-        f"({'.'.join(map(str, oldest.first))})"
+    oldest = ".".join(map(str, releases[-1].first))
+    raise ReleaseError(
+        f"{engine} {version} is older than the oldest release fakplan models "
+        f"(rule sets {_known(releases)}); state {oldest} or later"
+    )
+
+
+def newer_note(engine: str, releases: tuple[Release, ...], version: str | None) -> tuple[str, ...]:
+    """The rule to state when ``version`` is past the newest release read: whose rules apply."""
+    newest = releases[0]
+    read = newest.read_as_number
+    if version is None or read is None or parse_version(version) <= parse_version(read):
+        return ()
+    return (
+        f"{engine} {version} is newer than the newest release fakplan has read ({read}): "
+        f"rules of {read} used",
     )

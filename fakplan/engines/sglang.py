@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.modelled import ModelledPlanner
-from fakplan.engines.releases import Release, select
+from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
@@ -79,7 +79,10 @@ class SglangEngine(ModelledPlanner):
         per_stage = -(-g.num_layers // query.pp)
         scale = per_stage / g.num_layers
         components: list[CostComponent] = []
-        rules = [f"sglang {release.rule} cell arithmetic (read in {release.read_in})"]
+        rules = [
+            f"sglang {release.rule} cell arithmetic (read in {release.read_in})",
+            *newer_note("sglang", RELEASES, query.engine_version),
+        ]
         if dtype_rule:
             rules.append(dtype_rule)
         if LayerKind.MLA in kinds:

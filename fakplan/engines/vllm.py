@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.modelled import ModelledPlanner
-from fakplan.engines.releases import Release, select
+from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import Geometry, LayerKind
@@ -189,7 +189,10 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
     if not groups:
         raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
     is_mla = any(gr.kind == LayerKind.MLA for gr in groups)
-    rules = [f"vllm {release.rule} arithmetic (read in {release.read_in})"]
+    rules = [
+        f"vllm {release.rule} arithmetic (read in {release.read_in})",
+        *newer_note("vllm", RELEASES, query.engine_version),
+    ]
     if dtype_rule:
         rules.append(dtype_rule)
     if query.device == "cpu":
