@@ -25,7 +25,7 @@ from fakplan.launch import LaunchRecord, shape_relative_paths
 from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
-from fakplan.units import human
+from fakplan.units import human, human_pair
 
 PLAN_SCHEMA = "fakplan.plan/1"
 
@@ -165,9 +165,22 @@ def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int 
             ledger = parse_ledger(ledger_path)
         except LedgerError as exc:
             raise loaded.error(str(exc), "ceiling", "ledger") from None
+        loc: tuple[str, ...] = ("ceiling", "ledger")
     else:
         ledger = parse_ledger(ledger_path)
+        loc = ("card", "total")
     reading = ceiling_from_ledger(ledger, floor)
+    card = loaded.shape.card.total
+    if reading.bytes is not None and reading.bytes > card:
+        # the log is another card's, or card.total understates this one: bad input, not a
+        # gate verdict (a pair checked against it would pass on memory the card lacks)
+        measured, stated = human_pair(reading.bytes, card)
+        raise loaded.error(
+            f"the ceiling {ledger_path} measures, {measured}, is above the card's {stated} "
+            "(card.total): the log is from a larger card, or card.total understates this one "
+            "(state it as the device reports it: fakplan budget)",
+            *loc,
+        )
     return reading.bytes, reading.derivation
 
 

@@ -30,7 +30,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from fakplan.budget import DeviceBudget, probe_budget
 from fakplan.dtypes import MODEL_DTYPES
 from fakplan.errors import ReleaseError, ShapeError, UnitsError
-from fakplan.units import ByteSize, parse_bytes
+from fakplan.units import ByteSize, human_pair, parse_bytes
 
 PositiveInt = Annotated[int, Strict(), Field(gt=0)]
 NonNegativeInt = Annotated[int, Strict(), Field(ge=0)]
@@ -565,6 +565,7 @@ def _check_semantics(loaded: LoadedShape) -> None:
             "contract",
         )
     _check_release(loaded)
+    _check_ceiling(loaded)
     if not _DTYPE_NAME.match(shape.serving.kv_cache_dtype):
         raise loaded.error(
             f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
@@ -654,6 +655,29 @@ def _check_release(loaded: LoadedShape) -> None:
         ENGINES[loaded.shape.engine].version_used(loaded)
     except ReleaseError as exc:
         raise loaded.error(str(exc), "engine_version") from None
+
+
+def _check_ceiling(loaded: LoadedShape) -> None:
+    """A stated ceiling is what one card holds for the pair: never more than the card."""
+    shape = loaded.shape
+    stated = shape.ceiling.bytes if shape.ceiling is not None else None
+    if stated is None or stated <= shape.card.total:
+        return
+    ceiling, card = human_pair(stated, shape.card.total)
+    lines = loaded._lines
+    # ceiling: {bytes: ...} on lines of its own points at bytes; ceiling: 30 GiB at ceiling
+    loc = (
+        ("ceiling", "bytes")
+        if lines.line(("ceiling", "bytes")) != lines.line(("ceiling",))
+        else ("ceiling",)
+    )
+    raise loaded.error(
+        f"{ceiling} is above the card's {card} (card.total"
+        f"{', auto' if loaded.card_note else ''}): a ceiling is what one card holds for "
+        "weights + KV under the engine, at most the card; state the ceiling a boot ledger "
+        "of this card measured, or correct card.total",
+        *loc,
+    )
 
 
 def shape_paths(argument: str | Path) -> list[Path]:

@@ -166,3 +166,54 @@ def test_schema_lists_engines_and_byte_form() -> None:
     text = json.dumps(document)
     assert document["additionalProperties"] is False
     assert "KiB, MiB, GiB" in text
+
+
+def test_a_stated_ceiling_above_the_card_is_refused_at_its_line(tmp_path: Path) -> None:
+    """30 GiB of ceiling on a 24 GiB card: the pair gate would pass on memory the card lacks."""
+    text = (SHAPES / "example.yaml").read_text().replace("ceiling: 22 GiB", "ceiling: 30 GiB")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert err.line == line_of(text, "ceiling: 30 GiB")
+    assert err.field == "ceiling"
+    assert "30,720 MiB is above the card's 24,576 MiB (card.total)" in str(err)
+
+
+def test_a_ceiling_mapping_above_the_card_points_at_its_bytes(tmp_path: Path) -> None:
+    text = (
+        (SHAPES / "example.yaml")
+        .read_text()
+        .replace("ceiling: 22 GiB", "ceiling:\n  note: typed in\n  bytes: 24.01 GiB")
+    )
+    err = error_of(write(tmp_path, text))
+    assert err.line == line_of(text, "bytes: 24.01 GiB")
+    assert err.field == "ceiling.bytes"
+    # 24.01 GiB = 24,586.24 MiB: printed apart from the card's 24,576 MiB
+    assert "24,586 MiB is above the card's 24,576 MiB" in str(err)
+
+
+def test_a_ceiling_equal_to_the_card_loads(tmp_path: Path) -> None:
+    text = (SHAPES / "example.yaml").read_text().replace("ceiling: 22 GiB", "ceiling: 24 GiB")
+    assert load_shape(write(tmp_path, text)).shape.ceiling is not None
+
+
+def test_a_ledger_ceiling_above_the_card_is_bad_input(tmp_path: Path) -> None:
+    """table-seed002.log measures (2.01 GiB settled - 209.19 MiB floor) + 30 GiB pair
+    = 31.81 GiB; on a shape whose card says 31 GiB the log cannot be this card's."""
+    from fakplan.plan import compile_plan
+
+    (tmp_path / "boot.log").write_text(
+        (Path(__file__).parent / "data" / "ledgers" / "table-seed002.log").read_text()
+    )
+    text = (
+        GOOD.replace("ceiling: 29120 MiB", "ceiling: {ledger: boot.log}")
+        .replace("total: 31.86 GiB", "total: 31 GiB")
+        .replace("weights: 22208 MiB", "weights: 21000 MiB")
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(ShapeError) as info:
+        compile_plan(load_shape(path))
+    err = info.value
+    assert err.line == line_of(text, "ceiling: {ledger: boot.log}")
+    assert err.field == "ceiling.ledger"
+    measured = round(2.01 * 2**30) - round(209.19 * 2**20) + 30 * 2**30
+    assert f"{measured / 2**20:,.0f} MiB, is above the card's 31,744 MiB" in str(err)
