@@ -50,11 +50,24 @@ class Strict_(BaseModel):
 
 
 AUTO = "auto"
+_NO_BYTES: dict[str, Any] = {"default": "0 B"}  # a byte size's default as a shape spells it
 _BYTE_SIZE_SCHEMA = TypeAdapter(ByteSize).json_schema()
 CardTotal = Annotated[
     ByteSize,
     WithJsonSchema({"anyOf": [_BYTE_SIZE_SCHEMA, {"const": AUTO}]}),
 ]
+
+
+def _engine_names(schema: dict[str, Any]) -> None:
+    """The schema's engine values are the registry's keys, never a list typed twice."""
+    from fakplan.engines import ENGINES
+
+    schema["enum"] = sorted(ENGINES)
+
+
+def _ceiling_forms(schema: dict[str, Any]) -> None:
+    """``ceiling: 22 GiB`` is the short form of ``{bytes: 22 GiB}`` (see ``_ceiling_text``)."""
+    schema["anyOf"].insert(0, _BYTE_SIZE_SCHEMA)
 
 
 class Card(Strict_):
@@ -111,6 +124,10 @@ class Serving(Strict_):
 class LedgerCeiling(Strict_):
     """A ceiling read from a boot ledger rather than typed in."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["ledger"]}, {"required": ["bytes"]}]}
+    )
+
     ledger: str | None = Field(None, description="boot log path, relative to the shape file")
     bytes: ByteSize | None = None
     engine_floor: ByteSize | None = Field(
@@ -143,6 +160,10 @@ class Component(Strict_):
     dtype); without it the cost is the same at every dtype (an index key).
     """
 
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["per_token"]}, {"required": ["per_page"]}]}
+    )
+
     name: Slug
     per_token: ByteSize | None = None
     per_page: ByteSize | None = None
@@ -163,8 +184,14 @@ class Contract(Strict_):
 
     page_tokens: PositiveInt = Field(1, description="tokens per KV page")
     per_token: list[Component] = Field(min_length=1)
-    per_seq: ByteSize = Field(0, description="state per sequence slot, dtype-independent")
-    fixed: ByteSize = Field(0, description="pool-resident constants (prefix checkpoints, ...)")
+    per_seq: ByteSize = Field(
+        0, description="state per sequence slot, dtype-independent", json_schema_extra=_NO_BYTES
+    )
+    fixed: ByteSize = Field(
+        0,
+        description="pool-resident constants (prefix checkpoints, ...)",
+        json_schema_extra=_NO_BYTES,
+    )
     dtypes: list[str] | None = Field(None, description="the KV dtypes this engine accepts")
 
 
@@ -247,7 +274,11 @@ class Shape(Strict_):
     """One endpoint, as an operator reviews it in git."""
 
     name: Slug
-    engine: str = Field(description="vllm, sglang, llamacpp or custom")
+    engine: str = Field(
+        description="the engine whose arithmetic applies; custom: one fakplan does not model, "
+        "with its contract typed in",
+        json_schema_extra=_engine_names,
+    )
     engine_version: str | None = Field(
         None,
         description="the release whose arithmetic applies (default: the newest modelled); "
@@ -258,7 +289,7 @@ class Shape(Strict_):
     parallel: Parallel = Parallel()
     budget: Budget
     serving: Serving
-    ceiling: LedgerCeiling | None = None
+    ceiling: LedgerCeiling | None = Field(None, json_schema_extra=_ceiling_forms)
     control: dict[str, ControlFigure] = Field(default_factory=dict)
     contract: Contract | None = None
     limits: Limits = Limits()
