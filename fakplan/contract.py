@@ -95,6 +95,12 @@ class Capacity:
     pages: int
     usable_bytes: int
     derivation: str
+    # engines whose cache is sized by a context length (llama.cpp's -c) rather than by the
+    # pool: full windows served at once (slots bound it), the context one slot can reach,
+    # and the bytes the cache takes (the rest of budget.kv is unclaimed)
+    sessions: int | None = None
+    slot_tokens: int | None = None
+    used_bytes: int | None = None
 
 
 def paged_capacity(cost: KvCost, pool_bytes: int, seqs: int) -> Capacity:

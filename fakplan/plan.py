@@ -57,9 +57,31 @@ class Figures:
     unclaimed_warn_above: int | None
     model: ModelFacts | None = None
 
+    # engines that size the cache by a context length (llama.cpp): sessions the slots serve,
+    # the context one slot reaches, and the bytes of budget.kv the cache takes
+    engine_sessions: int | None = None
+    slot_tokens: int | None = None
+    kv_used_bytes: int | None = None
+
     @property
     def whole_sessions(self) -> int:
+        if self.engine_sessions is not None:
+            return self.engine_sessions
         return self.tokens_backed // self.max_model_len
+
+    @property
+    def sessions_derivation(self) -> str:
+        whole = f"{self.tokens_backed:,} tokens // {self.max_model_len:,}"
+        if self.engine_sessions is None:
+            return f"{whole} = {self.whole_sessions}"
+        return (
+            f"{self.engine_sessions} of {self.max_num_seqs} slot(s) hold a full window "
+            f"({self.slot_tokens:,} cells each; a sequence needs a slot)"
+        )
+
+    @property
+    def kv_unclaimed_bytes(self) -> int | None:
+        return None if self.kv_used_bytes is None else self.kv_budget_bytes - self.kv_used_bytes
 
     @property
     def unclaimed_bytes(self) -> int | None:
@@ -131,6 +153,7 @@ class Plan(BaseModel):
     card_total_bytes: int
     ceiling_bytes: int | None
     unclaimed_bytes: int | None
+    kv_unclaimed_bytes: int | None
     derivations: dict[str, str]
     gates: tuple[GateResult, ...]
     predictions: tuple[Prediction, ...]
@@ -218,6 +241,9 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
         model=_model_facts(loaded),
+        engine_sessions=capacity.sessions,
+        slot_tokens=capacity.slot_tokens,
+        kv_used_bytes=capacity.used_bytes,
     )
 
 
@@ -266,7 +292,7 @@ def _predictions(loaded: LoadedShape, f: Figures) -> tuple[Prediction, ...]:
             low=f.whole_sessions,
             high=f.whole_sessions,
             unit="sequences",
-            derivation=f"{f.tokens_backed:,} tokens // {f.max_model_len:,} = {f.whole_sessions}",
+            derivation=f.sessions_derivation,
             closed_by="ledger",
             command=verify,
         ),
@@ -370,7 +396,8 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         "contract_bytes": f.contract_derivation,
         "tokens_backed": f.tokens_derivation,
         "sessions_at_window": (
-            f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f}"
+            f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f} sessions at "
+            "the full window" + ("" if f.engine_sessions is None else f"; {f.sessions_derivation}")
         ),
         "pair_bytes": f.pair_derivation,
         "card_total_bytes": loaded.card_note
@@ -381,6 +408,17 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
             if f.unclaimed_bytes is None
             else f"{human(f.ceiling_bytes or 0)} ceiling - {human(f.pair_bytes)} pair "
             f"= {human(f.unclaimed_bytes)}"
+        ),
+        **(
+            {}
+            if f.kv_unclaimed_bytes is None or f.kv_used_bytes is None
+            else {
+                "kv_unclaimed_bytes": (
+                    f"{human(f.kv_budget_bytes)} budget.kv - {human(f.kv_used_bytes)} the "
+                    f"cache takes = {human(f.kv_unclaimed_bytes)} (the engine sizes its cache "
+                    "by the context it is given, not by budget.kv)"
+                )
+            }
         ),
     }
     components = tuple(
@@ -420,6 +458,7 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         card_total_bytes=shape.card.total,
         ceiling_bytes=f.ceiling_bytes,
         unclaimed_bytes=f.unclaimed_bytes,
+        kv_unclaimed_bytes=f.kv_unclaimed_bytes,
         derivations=derivations,
         gates=run_gates(f),
         predictions=_predictions(loaded, f),

@@ -29,7 +29,7 @@ SHAPE = """\
 name: tiny
 engine: llamacpp
 model: ../models/tiny.gguf
-card: {total: 1 GiB, device: cpu}
+card: {total: 32 GiB, device: cpu}  # the boot table is a 31.86 GiB card's
 budget: {weights: 64 MiB, kv: 256 KiB}
 serving: {max_num_seqs: 1, max_model_len: 1024, kv_cache_dtype: f16}
 ceiling: {ledger: ../boots/table.log}

@@ -1,6 +1,6 @@
 """Tiny random-weight GGUF models written with the gguf package's own writer.
 
-The llama layout follows ../shared/reference/engines-on-cpu.md §2: llama.cpp
+The llama layout follows docs/engines-on-cpu.md §2: llama.cpp
 loads it, and its byte-level GPT-2 vocabulary needs at least one merge.
 """
 

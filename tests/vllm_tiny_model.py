@@ -5,7 +5,7 @@ tokenizers; fakplan's environment has none of them):
 
     python tests/vllm_tiny_model.py OUT_DIR
 
-Geometry (../shared/reference/engines-on-cpu.md §6): hidden 256, 4 heads,
+Geometry (docs/engines-on-cpu.md §6): hidden 256, 4 heads,
 2 KV heads, head_dim 64, 2 layers, a 258-token byte vocabulary, float32.
 """
 

@@ -79,6 +79,10 @@ def print_plan(p: Plan) -> None:
             p.derivations["unclaimed_bytes"],
         ),
     ]
+    if p.kv_unclaimed_bytes is not None:
+        rows.append(
+            ("unclaimed KV", human(p.kv_unclaimed_bytes), p.derivations["kv_unclaimed_bytes"])
+        )
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     console.print(table)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gguf import GGMLQuantizationType
 
-from fakplan.contract import CostComponent
+from fakplan.contract import Capacity, CostComponent, KvCost
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
@@ -267,6 +267,54 @@ class LlamacppEngine(ModelledPlanner):
 
     # ---- the planner's side
 
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        """The cache llama.cpp allocates for the -c fakplan renders: the slots' windows, no more.
+
+        llama.cpp sizes its cache by -c, not by a pool: a larger -c would give a slot more
+        context than max_model_len (past the trained context, too) and buy no sessions, since
+        each sequence needs a slot. So -c asks for slots x max_model_len; what budget.kv holds
+        beyond that cache is unclaimed. A budget below it gets the largest -c that fits.
+        """
+        query = query_for(loaded)
+        cache = _cache(query)
+        seqs, window = query.max_num_seqs, query.window
+        wanted = seqs * window
+        if cache_bytes(query, cache, wanted) <= pool_bytes:
+            n_ctx = wanted
+            how = f"-c {wanted:,} = {seqs} slot(s) x max_model_len {window:,}"
+        else:
+            breakdown = cost if isinstance(cost, KvBreakdown) else self.breakdown(query)
+            fitted = self.pool(query, breakdown, pool_bytes)
+            n_ctx = int(fitted.extra.get("n_ctx", 0))
+            how = f"{fitted.derivation}, short of {seqs} slot(s) x max_model_len {window:,}"
+        if not n_ctx:
+            return Capacity(0, 0, pool_bytes, how, sessions=0, slot_tokens=0, used_bytes=0)
+        per_stream, streams, _ = _layout_cells(query, cache, n_ctx)
+        used = cache_bytes(query, cache, n_ctx)
+        unified = streams == 1 and seqs > 1
+        # a unified cache lets one slot fill all of it (tools/server n_ctx_slot = n_ctx_seq)
+        slot = per_stream
+        sessions = min(seqs, per_stream // window) if unified else seqs * (per_stream >= window)
+        pad = PAD if cache.rule == "current" or query.flash_attn else 32
+        derivation = (
+            f"{how}; llama.cpp pads to {pad}: {per_stream:,} cells x {streams} stream(s) "
+            f"take {used:,} B of budget.kv's {pool_bytes:,} B"
+            + (
+                f", {pool_bytes - used:,} B unclaimed (the cache is sized by -c)"
+                if used < pool_bytes
+                else ""
+            )
+        )
+        return Capacity(
+            per_stream * streams,
+            per_stream * streams,
+            pool_bytes,
+            derivation,
+            sessions=sessions,
+            slot_tokens=slot,
+            used_bytes=used,
+        )
+
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         return launch_record(loaded, figures)
 
@@ -289,9 +337,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     n_ctx = figures.tokens_backed
     quantized_v = cache.v_name not in {"f32", "f16", "bf16"}
     binary = ln.binary or "llama-server"
-    derivations = {
-        "-c": f"the largest n_ctx whose cache fits budget.kv: {figures.tokens_derivation}"
-    }
+    derivations = {"-c": figures.tokens_derivation}
     gpu_layers = ln.gpu_layers
     if shape.card.device == "cpu":
         gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card

@@ -195,20 +195,40 @@ def spec_rows_within_bound(f: Figures) -> GateResult | None:
 
 
 def unclaimed_below_floor(f: Figures) -> GateResult | None:
-    if f.unclaimed_warn_above is None or f.unclaimed_bytes is None:
+    kv_idle = f.kv_unclaimed_bytes or 0  # budget.kv the engine's cache leaves unused
+    if f.unclaimed_warn_above is None or (f.unclaimed_bytes is None and not kv_idle):
         return None
-    over = f.unclaimed_bytes > f.unclaimed_warn_above
+    unclaimed = (f.unclaimed_bytes or 0) + kv_idle
+    over = unclaimed > f.unclaimed_warn_above
+    parts = [] if f.unclaimed_bytes is None else [f"ceiling - pair = {f.unclaimed_bytes:,} B"]
+    if kv_idle:
+        parts.append(
+            f"budget.kv the cache leaves unused = {kv_idle:,} B (the engine sizes its cache "
+            "by the slots' windows, so more KV budget buys no sessions)"
+        )
+    fix = None
+    if over:
+        fix = (
+            f"lower budget.kv by {_mib(kv_idle)} to what the cache takes, then give the "
+            "unclaimed bytes to budget.weights or to more slots"
+            if kv_idle
+            else "give the unclaimed bytes to budget.kv or budget.weights"
+        )
     return GateResult(
         id="unclaimed",
         title="unclaimed VRAM",
         status="warn" if over else "pass",
         summary=_compared(
-            f.unclaimed_bytes, "unclaimed >" if over else "unclaimed ≤", f.unclaimed_warn_above
+            unclaimed, "unclaimed >" if over else "unclaimed ≤", f.unclaimed_warn_above
         ),
-        detail=f"unclaimed = ceiling - pair = {f.unclaimed_bytes:,} B",
+        detail="unclaimed = " + " + ".join(parts),
         rationale=UNCLAIMED.rationale,
-        fix="give the unclaimed bytes to budget.kv or budget.weights" if over else None,
-        numbers={"unclaimed_bytes": f.unclaimed_bytes, "floor_bytes": f.unclaimed_warn_above},
+        fix=fix,
+        numbers={
+            "unclaimed_bytes": f.unclaimed_bytes,
+            **({} if f.kv_unclaimed_bytes is None else {"kv_unclaimed_bytes": kv_idle}),
+            "floor_bytes": f.unclaimed_warn_above,
+        },
     )
 
 
@@ -266,24 +286,50 @@ def window_within_training(f: Figures) -> GateResult | None:
     m = f.model
     if m is None:
         return None
-    within = f.max_model_len <= m.trained_context
+    # what one slot can reach where the engine decides it (llama.cpp pads -c, and a unified
+    # cache lets one slot fill it all): the window served, not the window written
+    slot = f.slot_tokens if f.slot_tokens is not None else f.max_model_len
+    reach = max(slot, f.max_model_len)
+    within = reach <= m.trained_context
     declared = m.rope_scaling_declared
-    ok = within or declared
+    past_window = slot > f.max_model_len
+    ok = (within or declared) and not past_window
     note = "" if within else " (rope scaling declared in limits.rope_scaling)" if declared else ""
+    if past_window:
+        note += f"; a slot reaches {slot:,} tokens, past max_model_len {f.max_model_len:,}"
+    fix = None
+    if past_window and f.engine == "llamacpp" and slot % f.max_model_len:
+        fix = (
+            f"write max_model_len: {slot}: llama.cpp pads each slot's context to a multiple "
+            f"of its cell step, so {f.max_model_len:,} becomes {slot:,}"
+        )
+    elif past_window:
+        fix = (
+            "drop serving.kv_unified: with a unified cache one slot may fill the whole "
+            "cache; split, each slot gets exactly its window"
+        )
+    elif not ok:
+        fix = (
+            f"lower serving.max_model_len to {m.trained_context:,}, or declare "
+            "limits.rope_scaling: true if you extend it on purpose"
+        )
     return GateResult(
         id="context",
         title="max_model_len ≤ trained context",
         status="pass" if ok else "fail",
-        summary=f"{f.max_model_len:,} {'≤' if within else '>'} {m.trained_context:,}{note}",
+        summary=f"{reach:,} {'≤' if within else '>'} {m.trained_context:,}{note}",
         detail=(
             f"max_position_embeddings {m.trained_context:,} from {m.source}"
             + (f"; the checkpoint declares rope scaling {m.rope_scaling}" if m.rope_scaling else "")
+            + (f"; the context one slot reaches: {slot:,} tokens" if f.slot_tokens else "")
         ),
         rationale=CONTEXT.rationale,
-        fix=None
-        if ok
-        else f"lower serving.max_model_len to {m.trained_context:,}, or declare limits.rope_scaling: true if you extend it on purpose",
-        numbers={"max_model_len": f.max_model_len, "trained_context": m.trained_context},
+        fix=fix,
+        numbers={
+            "max_model_len": f.max_model_len,
+            **({} if f.slot_tokens is None else {"slot_tokens": f.slot_tokens}),
+            "trained_context": m.trained_context,
+        },
     )
 
 

@@ -7,12 +7,13 @@
 #   rate       full attention 139,264 = 139,264 B/token/rank at q8_0
 #   rules      llama.cpp current arithmetic (read in 0c1e57098)
 #   contract   2 seqs x 32,768 tokens x 139,264 B/token = 9,126,805,504 B (8,704.00 MiB)
-#   tokens     largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
-#   sessions   65,536 tokens / 32,768 = 2.00 sessions at the full window
+#   tokens     -c 65,536 = 2 slot(s) x max_model_len 32,768; llama.cpp pads to 256: 32,768 cells x 2 stream(s) take 9,126,805,504 B of budget.kv's 9,126,805,504 B
+#   sessions   65,536 tokens / 32,768 = 2.00 sessions at the full window; 2 of 2 slot(s) hold a full window (32,768 cells each; a sequence needs a slot)
 #   pair       33,792 MiB weights + 8,704 MiB KV = 42,496 MiB
 #   card       49,152 MiB as stated in the shape (card.total)
 #   ceiling    47,104 MiB as stated in the shape
 #   unclaimed  47,104 MiB ceiling - 42,496 MiB pair = 4,608 MiB
+#   idle KV    8,704 MiB budget.kv - 8,704 MiB the cache takes = 0 MiB (the engine sizes its cache by the context it is given, not by budget.kv)
 #
 # Gates
 #   ok       pool ≥ contract (8,704 MiB ≥ 8,704 MiB)
@@ -40,7 +41,7 @@
 #     verdict: open
 #
 # Role: serve
-# -c: the largest n_ctx whose cache fits budget.kv: largest -c in steps of 512 whose cache fits 9,126,805,504 B: n_ctx 65,536 (32,768 cells x 2 stream(s)) uses 9,126,805,504 B
+# -c: -c 65,536 = 2 slot(s) x max_model_len 32,768; llama.cpp pads to 256: 32,768 cells x 2 stream(s) take 9,126,805,504 B of budget.kv's 9,126,805,504 B
 set -euo pipefail
 # models/qwen2.5-coder-32b-instruct-q8_0.gguf: relative to the shape's folder, where the engine runs
 # (found from this script; FAKPLAN_SHAPE_DIR names it where the two trees are not side by side)
