@@ -1,8 +1,8 @@
 """Every gate over ``shapes/``, one test item per gate per shape: ``pytest gates/``.
 
-``frank-archon-fp8`` is seed 004's *before*-shape, kept on purpose to show a
-refusal: its two failing gates are expected to fail (strict, so the suite
-complains when they start to hold). Its other gates, and every other shape,
+``frank-archon-fp8`` is the *before*-shape of frank-archon's fp8-to-bf16 change,
+kept on purpose to show a refusal: its two failing gates are expected to fail
+(strict, so the suite complains when they start to hold). Its other gates, and every other shape,
 must hold. A deployable shape never gets an entry here.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from fakplan.gates.pytest_plugin import ShapeSuite
 
 BEFORE_SHAPE = (
-    "seed 004's before-shape (fp8, 3 slots), kept to show the refusal; "
+    "the before-shape of frank-archon's fp8-to-bf16 change (fp8, 3 slots), kept to show "
+    "the refusal; "
     "frank-archon.yaml is the deployable after-shape"
 )
 

@@ -82,7 +82,7 @@ def test_unknown_ceiling_is_reported_not_passed(tmp_path: Path) -> None:
         (SHAPES / "frank-archon.yaml")
         .read_text()
         .replace(
-            "ceiling: 29120 MiB        # the measured card ceiling the pair is pinned to (seed 004)\n",
+            "ceiling: 29120 MiB        # the measured card ceiling the pair is pinned to\n",
             "",
         )
     )

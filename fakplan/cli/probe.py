@@ -170,8 +170,8 @@ def probe(
     if "decode" in selected and max_tokens < MIN_DECODE_TOKENS:
         raise ProbeError(
             f"--max-tokens {max_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} "
-            "generated tokens; at 8-9 tokens the inter-token time is first-token noise "
-            "(seed 002 §4). Use the default 512"
+            "generated tokens; at 8-9 tokens the inter-token time is first-token noise. "
+            "Use the default 512"
         )
     check_url(url)
     key = _api_key(api_key_env)

@@ -1,7 +1,7 @@
 """The escape hatch: an engine fakplan does not model, with its contract typed in.
 
 Each component is stated once, at one dtype (or as dtype-independent); the rate
-at any other dtype is derived here, never typed in twice. That is the seed-002
+at any other dtype is derived here, never typed in twice. That is the classic
 trap: an index key that does not double with the cache makes bf16 1.89x fp8.
 """
 
@@ -110,7 +110,7 @@ class CustomEngine:
         return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)
 
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-        """The seed-002 env pair: --vram-kv-mib / --vram-weights-mib and the serving flags."""
+        """The env pair such an engine takes (--vram-kv-mib / --vram-weights-mib) and its flags."""
         shape = loaded.shape
         weights = _whole_mib(loaded, shape.budget.weights, "budget", "weights")
         kv = _whole_mib(loaded, shape.budget.kv, "budget", "kv")

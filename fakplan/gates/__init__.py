@@ -384,7 +384,8 @@ KV_DTYPE = Gate(
 SPEC_ROWS = Gate(
     "spec-rows",
     "speculative rows within bound",
-    "seqs x (1 + spec_tokens) rows past a declared bound leave the exact path (seed 002's sampler)",
+    "seqs x (1 + spec_tokens) rows past a declared bound leave the exact path (a kernel "
+    "bit-exact only up to that many rows)",
     spec_rows_within_bound,
 )
 UNCLAIMED = Gate(

@@ -13,7 +13,7 @@ A ``ShapeSuite`` in a test module, e.g. ``gates/test_shapes.py``::
 
     test_shapes = ShapeSuite(
         "../shapes",  # relative to this file
-        xfail={"frank-archon-fp8::pool-contract": "the before-shape of seed 004"},
+        xfail={"frank-archon-fp8::pool-contract": "the before-shape, kept to show the refusal"},
     )
 
     items are ``gates/test_shapes.py::frank-archon::pool-contract``.

@@ -324,7 +324,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "error",
-        "llama-cpp-python 0.3.36 (docs/engines-on-cpu.md §3)",
+        "llama-cpp-python 0.3.36 llama_cpp/_internals.py LlamaContext",
         "Failed to create llama_context",
         r"(?P<error>Failed to create llama_context.*)",
         failure=True,
@@ -382,7 +382,7 @@ class LlamaCppFormat:
                 cells * streams,
                 f"{figures.cite('kv_cells')} cells per stream x {streams} streams",
                 main="kv_cells",
-                source="fakplan: cells x n_stream (docs/engines.md §3.3)",
+                source="fakplan: cells x n_stream (src/llama-context.cpp, 0c1e57098)",
             )
         else:
             figures.copy("kv_cells", "kv_tokens")

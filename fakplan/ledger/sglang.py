@@ -60,7 +60,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "swa_pool",
-        "SGLang main 2026-01 (docs/engines.md §2.6; UNCONFIRMED in v0.5.2)",
+        "SGLang main 2026-01 (UNCONFIRMED in v0.5.2)",
         "Use sliding window memory pool.",
         r"Use sliding window memory pool\. full_layer_tokens=(?P<full_kv_tokens>\d+), "
         r"swa_layer_tokens=(?P<swa_kv_tokens>\d+)",

@@ -19,7 +19,7 @@ import re
 
 from fakplan.ledger.patterns import DerivedFigures, Q, Row, count, fig, quantity
 
-SEED = "radiance boot, seed 002 §1"
+SEED = "radiance boot, the VRAM budget table"
 
 ROWS: tuple[Row, ...] = (
     Row("header", SEED, "VRAM budget, per card", r"VRAM budget, per card", starts_boot=True),
@@ -71,21 +71,21 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "backs",
-        "radiance boot, seed 002 §4",
+        "radiance boot, as a resize runbook quotes it",
         "tokens at once",
         r"\bbacks (?P<seqs>[\d,]+) sequences? all at (?P<tokens>[\d,]+) tokens at once",
         (fig("sequences_backed", count, "seqs"), fig("sequence_tokens", count, "tokens")),
     ),
     Row(
         "sampler",
-        "radiance boot, seed 002 §4 ('sampler: ... R rows': the middle is a guess)",
+        "radiance boot ('sampler: ... R rows', as a runbook quotes it: the middle is a guess)",
         "sampler:",
         r"\bsampler:.*?\b(?P<rows>[\d,]+) rows\b",
         (fig("sampler_rows", count, "rows"),),
     ),
     Row(
         "mover",
-        "radiance boot, seed 002 §3",
+        "radiance boot, as a resize runbook quotes it",
         "slots can be lent out",
         rf"\bmover: (?P<slots>[\d,]+) slots can be lent out of the KV cache \((?P<size>{Q})\)",
         (fig("lendable_slots", count, "slots"), fig("lendable_bytes", quantity, "size")),
@@ -94,11 +94,11 @@ ROWS: tuple[Row, ...] = (
 
 _CARD = re.compile(r"\bcard (\d+) settled at")
 _COMPLETE = frozenset({"card_total_bytes", "settled_free_bytes", "sequences_backed"})
-_SEED_CEILING = "seed 002 §1: ceiling = (settled_free - engine_floor) + current pair"
+_SEED_CEILING = "the runbook's ceiling: (settled_free - engine_floor) + current pair"
 
 
 class TableFormat:
-    """The VRAM budget table of seed 002 (a radiance boot)."""
+    """The VRAM budget table a radiance boot prints."""
 
     name = "table"
     title = "VRAM budget table"
@@ -121,7 +121,7 @@ class TableFormat:
                 sum(v for v in values if isinstance(v, int)),
                 " + ".join(f"{n.split('.', 1)[1]} {figures.cite(n)}" for n in rows),
                 main=rows[0],
-                source="seed 002 §1: the pair is the sum of the budgets",
+                source="the table's budgets: the pair is their sum",
             )
         free, floor = figures.value("settled_free_bytes"), figures.value("engine_floor_bytes")
         pair = figures.value("pair_bytes")

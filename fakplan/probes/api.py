@@ -1,6 +1,6 @@
 """OpenAI-compatible request bodies and answers, per flavour (pure: no I/O here).
 
-Bodies follow the runbook's traps (seed 002 §4): temperature 0; thinking
+Bodies avoid a probe runbook's known traps: temperature 0; thinking
 disabled through ``chat_template_kwargs`` where the flavour takes it; EOS
 suppressed where asked (``ignore_eos`` on vLLM, SGLang and llama-server,
 ``logit_bias`` of -100 on known EOS ids everywhere); ``timings`` read as

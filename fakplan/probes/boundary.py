@@ -2,7 +2,7 @@
 
 N = ``max_num_seqs`` prompts, each sized to ``max_model_len - gen`` tokens
 (gen 32, the chat template included), each starting with its own random
-marker, are sent concurrently (seed 002 §4 step 2), each asking for
+marker, are sent concurrently, each asking for
 ``gen - 8`` tokens: the answer needs ~10, and the spare cells absorb engines
 that overrun max_tokens by a few. A pool that backs N full windows
 answers all N and a model that attends over the whole window copies each

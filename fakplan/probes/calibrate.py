@@ -1,6 +1,6 @@
 """calibrate: the corpus's chars/token without paying prefill, and prompts sized from it.
 
-Two ways to count, cheapest first (seed 002 §4, "free token-count calibration"):
+Two ways to count, cheapest first (a "free token-count calibration"):
 
 1. the engine's tokenize route (``flavours.FLAVOURS``): counts, computes nothing;
 2. a completion just above the window: the engine refuses it before any

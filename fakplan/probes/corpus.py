@@ -7,7 +7,7 @@ and no data file. ``corpus(n)`` is a prefix of ``corpus(m)`` for ``n < m``:
 sizing a prompt is a search over one monotone text.
 
 Nonces and markers are random on purpose: a "cold" prompt must start with
-text no prefix cache has seen (prefix caches survive restarts; seed 002 §4).
+text no prefix cache has seen (prefix caches survive restarts).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """decode and prefill: tokens per second, repeated, with what bounds each figure.
 
 Every prompt is cold (a random nonce at its head: prefix caches survive
-restarts, seed 002 §4) and has thinking disabled where the engine takes it.
+restarts) and has thinking disabled where the engine takes it.
 
 decode, per repetition: one non-streamed request of 1 token and one of
 ``max_tokens`` on prompts of the same size, and (after all those pairs) one
@@ -47,7 +47,7 @@ from fakplan.probes.corpus import corpus, nonce
 from fakplan.probes.http import Deadline, Endpoint, ProbeFault
 from fakplan.probes.stats import NOISE_FLOOR_PCT, Summary, summarize
 
-MIN_DECODE_TOKENS = 128  # seed 002 §4: >= 128 generated tokens for any decode figure
+MIN_DECODE_TOKENS = 128  # >= 128 generated tokens for any decode figure: fewer is TTFT noise
 DEFAULT_DECODE_TOKENS = 512
 PREFILL_GEN = 16  # the long prefill prompt is window - PREFILL_GEN tokens
 FIXED_OVERHEAD_SHARE = 0.25  # a short prompt's TTFT above this share of a long one's: bound
@@ -155,7 +155,7 @@ def decode(
     if max_tokens < MIN_DECODE_TOKENS:
         raise ProbeFault(
             f"max_tokens {max_tokens} is under {MIN_DECODE_TOKENS}: at 8-9 tokens the "
-            "inter-token time is first-token noise (seed 002 §4); ask for 512"
+            "inter-token time is first-token noise; ask for 512"
         )
     notes: list[str] = []
     if server.eos_policy() is None:

@@ -1,7 +1,7 @@
 """Context-overflow refusals: the engines' own wordings, as data, parsed for their numbers.
 
 An engine refuses a prompt longer than its window *before* any prefill, and
-most say how many tokens the prompt had: a free token count (seed 002 §4).
+most say how many tokens the prompt had: a free token count.
 Each row of ``REFUSALS`` is one wording, tagged with the engine and version it
 was read in (``docs/engines.md`` §1.11, §2.7, §3.8;
 ``docs/engines-on-cpu.md`` §4, §6). The regexes match on the numbers, not
@@ -187,11 +187,11 @@ REFUSALS: tuple[RefusalPattern, ...] = (
         r"input is larger than the max context size\. skipping",
         "names no count",
     ),
-    # --- radiance (seed 002 §2, §4): the runbook's own engine
+    # --- radiance: the engine an operator's KV/VRAM resize runbook quotes this wording from
     _p(
         "radiance-does-not-fit",
         "radiance",
-        "seed 002",
+        "an operator's resize runbook",
         r"(?P<prompt>{N}) prompt tokens does not fit the (?P<context>{N}) token context",
     ),
 )

@@ -2,11 +2,11 @@
 
 A rate is measured several times; the median is the figure and half the
 range, over the median, is its spread. The noise band is the larger of the
-spread and a floor of ±3 % (seed 002 §3: two arms inside ±3 % on one endpoint
-are noise). A figure is judged against a predicted range with that band: a
-median that misses the range by less than the band cannot tell held from
-killed, and is reported "inside noise". Two runs whose medians differ by less
-than the band are "inside noise" too, never a trend.
+spread and a floor of ±3 % (two arms inside ±3 % on one endpoint are noise).
+A figure is judged against a predicted range with that band: a median that
+misses the range by less than the band cannot tell held from killed, and is
+reported "inside noise". Two runs whose medians differ by less than the band
+are "inside noise" too, never a trend.
 
     >>> s = summarize([98.0, 100.0, 104.0])
     >>> s.median, s.spread_pct
@@ -22,7 +22,7 @@ from typing import Literal
 
 from fakplan.predict import VerdictStatus
 
-NOISE_FLOOR_PCT = 3.0  # seed 002 §3: "the ±3 % noise band"
+NOISE_FLOOR_PCT = 3.0  # two arms inside ±3 % on one endpoint are noise
 
 
 @dataclass(frozen=True)
