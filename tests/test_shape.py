@@ -217,3 +217,16 @@ def test_a_ledger_ceiling_above_the_card_is_bad_input(tmp_path: Path) -> None:
     assert err.field == "ceiling.ledger"
     measured = round(2.01 * 2**30) - round(209.19 * 2**20) + 30 * 2**30
     assert f"{measured / 2**20:,.0f} MiB, is above the card's 31,744 MiB" in str(err)
+
+
+def test_a_ceiling_above_an_auto_card_says_the_card_came_from_auto(tmp_path: Path) -> None:
+    """card.total: auto read 16 GiB from the device; a 22 GiB ceiling cannot be this card's."""
+    from fakplan.budget import DeviceBudget
+
+    text = (SHAPES / "example.yaml").read_text().replace("total: 24 GiB ", "total: auto")
+    assert "total: auto" in text
+    path = write(tmp_path, text)
+    with pytest.raises(ShapeError) as info:
+        load_shape(path, budget=lambda gpu: DeviceBudget("env", (), 16 << 30, "16 GiB"))
+    assert info.value.line == line_of(text, "ceiling: 22 GiB")
+    assert "22,528 MiB is above the card's 16,384 MiB (card.total, auto)" in str(info.value)
