@@ -6,7 +6,9 @@ use (``total × gpu_memory_utilization``) minus what it holds outside the pair
 (non-torch allocations and the activation peak). llama.cpp states the free
 memory of each device at load and the buffers it adds beside the pair.
 A ceiling whose inputs the log does not state is unknown, with the missing
-lines named.
+lines named. Where ranks print different figures the binding rank's are used
+(the smallest pool, else the least free memory: the engine sizes every rank
+by it), and the derivation says so, with the spread.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fakplan.ledger import Ledger
+from fakplan.ledger.model import spread
 from fakplan.units import human
 
 
@@ -37,12 +40,42 @@ def _where(ledger: Ledger, lines: tuple[int, ...]) -> str:
 def _settled(ledger: Ledger) -> tuple[int | None, str]:
     if ledger.settled_free_bytes is not None:
         return ledger.settled_free_bytes, "settled_free_bytes"
-    # SGLang: what is free once the pool and the CUDA graphs are in place.
-    for name in ("free_at_ready_bytes", "free_after_graphs_bytes"):
-        value = getattr(ledger, name)
-        if value is not None:
-            return value, name
-    return None, ""
+    # SGLang: what is free once the pool and the CUDA graphs are in place; where ranks
+    # differ, the binding rank's own figure first (TP0 alone prints the scheduler's line).
+    names = [
+        n
+        for n in ("free_at_ready_bytes", "free_after_graphs_bytes")
+        if ledger.figure(n) is not None
+    ]
+    if not names:
+        return None, ""
+    name = next((n for n in names if _of_binding(ledger, n)), names[0])
+    return getattr(ledger, name), name
+
+
+def _of_binding(ledger: Ledger, name: str) -> bool:
+    figure = ledger.figure(name)
+    return figure is not None and figure.rank in (None, ledger.binding_rank)
+
+
+def _ranks(ledger: Ledger, names: tuple[str, ...]) -> str:
+    """Where ranks differ: which rank's figures the ceiling used, and the spread of its inputs."""
+    if ledger.binding_rank is None:
+        return ""
+    inputs = set(names)
+    kv = ledger.figure("kv_bytes")
+    if "kv_bytes" in inputs and kv is not None and kv.derived:
+        inputs.update(("k_bytes", "v_bytes"))  # SGLang's pool is K + V: it differs through them
+    differ = [
+        spread(name, {label: per[name] for label, per in ledger.ranks.items() if name in per})
+        for name in sorted(inputs)
+        if any(name in per for per in ledger.ranks.values())
+    ]
+    used = f"; {'; '.join(differ)}" if differ else "; its inputs agree on every rank"
+    return (
+        f"; the figures of {ledger.binding_rank}, the binding rank (the engine sizes every rank "
+        f"by it){used}"
+    )
 
 
 def _pair(ledger: Ledger) -> tuple[int | None, tuple[str, ...]]:
@@ -72,10 +105,12 @@ def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> Ceil
         lines = _line(ledger, settled_name) + _line(ledger, "engine_floor_bytes")
         lines += tuple(n for name in pair_names for n in _line(ledger, name))
         value = settled - floor + pair
+        used = (settled_name, "engine_floor_bytes", *pair_names)
         return CeilingReading(
             value,
             f"(settled free {human(settled, 'MiB', 2)} - {floor_text} {human(floor, 'MiB', 2)}) "
-            f"+ pair {human(pair, 'MiB', 2)} = {human(value, 'MiB', 2)} ({_where(ledger, lines)})",
+            f"+ pair {human(pair, 'MiB', 2)} = {human(value, 'MiB', 2)} ({_where(ledger, lines)})"
+            f"{_ranks(ledger, used)}",
             lines,
         )
     total, util = ledger.total_gpu_bytes, ledger.gpu_memory_utilization
@@ -85,17 +120,15 @@ def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> Ceil
         assert non_torch is not None and activation is not None
         usable = ledger.usable_bytes if ledger.usable_bytes is not None else round(total * util)
         value = usable - non_torch - activation
-        lines = tuple(
-            n
-            for name in ("total_gpu_bytes", "usable_bytes", "non_torch_bytes", "activation_bytes")
-            for n in _line(ledger, name)
-        )
+        names = ("total_gpu_bytes", "usable_bytes", "non_torch_bytes", "activation_bytes")
+        lines = tuple(n for name in names for n in _line(ledger, name))
         return CeilingReading(
             value,
             f"vLLM: total {human(total, 'GiB', 2)} x utilisation {util:g} = {human(usable, 'GiB', 2)}, "
             f"- non-torch {human(non_torch, 'GiB', 2)} - activation peak {human(activation, 'GiB', 2)} "
             f"= {human(value, 'MiB', 2)} for weights + KV; a larger --gpu-memory-utilization "
-            f"raises it up to what is free at startup ({_where(ledger, lines)})",
+            f"raises it up to what is free at startup ({_where(ledger, lines)})"
+            f"{_ranks(ledger, (*names, 'gpu_memory_utilization'))}",
             lines,
         )
     free = [d["free_bytes"] for d in ledger.devices.values() if "free_bytes" in d]

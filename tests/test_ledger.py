@@ -23,6 +23,7 @@ from fakplan.errors import LedgerError
 from fakplan.ledger import DEVICE_KEYS, FIGURE_FIELDS, FORMATS, Ledger, parse_ledger
 from fakplan.ledger.reader import clip
 
+from . import ranklogs
 from .conftest import PUBLIC
 
 LEDGERS = PUBLIC / "ledgers"
@@ -738,15 +739,94 @@ def test_interleaved_ranks_report_where_they_differ() -> None:
     ledger = _parse_lines(mixed)
     assert ledger.kv_tokens == 834_615  # both ranks print it: the common value
     assert ledger.weights_bytes == round(8.13 * GIB)
-    assert ledger.free_after_weights_bytes is None  # no common value
     tp0 = ledger.figure("free_after_weights_bytes", rank="TP0")
     tp1 = ledger.figure("free_after_weights_bytes", rank="TP1")
     assert tp0 is not None and (tp0.value, tp0.line) == (round(131.08 * GIB), 1)
     assert tp1 is not None and (tp1.value, tp1.line) == (round(130.95 * GIB), 2)
     assert set(ledger.ranks) == {"TP0", "TP1"}
+    # the pools agree; TP1 has less free memory after its weights, the figure SGLang sizes
+    # every rank's pool from (the minimum over ranks): TP1 binds and gives the figure
+    assert ledger.binding_rank == "TP1"
+    assert ledger.free_after_weights_bytes == round(130.95 * GIB)
     assert any(
-        n.startswith("ranks state different values for free_after_weights_bytes")
+        n.startswith(
+            "ranks state different values: free_after_weights_bytes 130.95 GB (TP1) to "
+            "131.08 GB (TP0), spread 0.13 GB (0.10 %) over 2 ranks. TP1 binds"
+        )
         for n in ledger.notes
+    )
+
+
+def test_sglang_ranks_that_differ_give_the_binding_ranks_figures() -> None:
+    """Regression: TP0 and TP1 printing 8.13 / 8.11 GB of weights lost the weights entirely."""
+    ledger = _parse_text(ranklogs.sglang_two_ranks())
+    # the pool agrees (834615 tokens, K and V 54.12 GB on both); TP1 has the least free
+    # memory after its weights (130.95 GB < 131.08 GB), so TP1's figures are given
+    assert ledger.weights_bytes == round(8.11 * GIB)
+    assert ledger.binding_rank == "TP1"
+    assert ledger.kv_tokens == 834_615
+    assert ledger.free_after_weights_bytes == round(130.95 * GIB)
+    assert ledger.free_after_graphs_bytes == round(13.21 * GIB)
+    assert ledger.kv_bytes == 2 * round(54.12 * GIB)  # K + V, the same on both ranks
+    weights = ledger.figure("weights_bytes")
+    assert weights is not None and (weights.line, weights.rank) == (2, "TP1")
+    # every rank is still read
+    tp0 = ledger.figure("weights_bytes", rank="TP0")
+    assert tp0 is not None and (tp0.value, tp0.line) == (round(8.13 * GIB), 1)
+    (note,) = [n for n in ledger.notes if n.startswith("ranks state different values")]
+    # 8.13 - 8.11 = 0.02 GB, 0.02 / 8.11 = 0.25 %; 131.08 - 130.95 = 0.13 GB, 0.10 %
+    assert (
+        "weights_bytes 8.11 GB (TP1) to 8.13 GB (TP0), spread 0.02 GB (0.25 %) over 2 ranks" in note
+    )
+    assert "free_after_weights_bytes 130.95 GB (TP1) to 131.08 GB (TP0), spread 0.13 GB" in note
+    assert "TP1 binds (the ranks' pools agree; the least free memory" in note
+
+
+def test_sglang_ranks_json(runner: CliRunner, tmp_path: Path) -> None:
+    log = ranklogs.write(tmp_path / "boot.log", ranklogs.sglang_two_ranks())
+    result = runner.invoke(main, ["ledger", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["binding_rank"] == "TP1"
+    assert data["weights_bytes"] == round(8.11 * GIB)
+    assert data["figures"]["weights_bytes"]["rank"] == "TP1"
+    assert data["figures"]["weights_bytes"]["printed"] == "8.11 GB"
+    assert data["ranks"]["TP0"]["weights_bytes"]["value"] == round(8.13 * GIB)
+    assert data["ranks"]["TP1"]["weights_bytes"]["value"] == round(8.11 * GIB)
+    assert "k_bytes" not in data["ranks"]["TP0"]  # the ranks agree on the pool
+    assert any("spread 0.02 GB" in n for n in data["notes"])
+    assert Ledger.from_dict(data).binding_rank == "TP1"
+
+
+def test_ranks_in_numeric_order() -> None:
+    """TP2 binds over TP10 on a tie of the pool only by order, and the note names TP2 first."""
+    lines = [
+        f"[2025-03-27 21:33:31 TP{n}] Memory pool end. avail mem={free} GB"
+        for n, free in ((10, "14.61"), (2, "14.61"), (0, "14.70"))
+    ]
+    lines.insert(0, (LEDGERS / "sglang-002.log").read_text().splitlines()[1])
+    ledger = _parse_lines(lines)
+    assert list(ledger.ranks) == ["TP0", "TP2", "TP10"]
+    assert ledger.binding_rank == "TP2"  # 14.61 GB on TP2 and TP10; TP2 comes first
+    assert "14.61 GB (TP2, TP10) to 14.70 GB (TP0)" in ledger.notes[-1]
+
+
+@pytest.mark.parametrize("prefix", ["Worker_TP{n}", "VllmWorker TP{n}"])
+def test_vllm_workers_that_differ_give_the_smallest_pool(prefix: str) -> None:
+    """Regression: two workers' "Available KV cache memory" lines left kv_bytes null."""
+    ledger = _parse_text(ranklogs.vllm_two_workers(prefix))
+    # TP0 5.98 GiB, TP1 6.00 GiB: vLLM sizes every worker by the smallest, TP0's
+    assert ledger.binding_rank == "TP0"
+    assert ledger.kv_bytes == round(5.98 * GIB)
+    assert ledger.kv_tokens == 567_978  # the engine core's line, stated once
+    figure = ledger.figure("kv_bytes")
+    assert figure is not None and (figure.line, figure.rank) == (1, "TP0")
+    tp1 = ledger.figure("kv_bytes", rank="TP1")
+    assert tp1 is not None and (tp1.value, tp1.line) == (6 * GIB, 2)
+    # 6.00 - 5.98 = 0.02 GiB; 0.02 / 5.98 = 0.33 %
+    assert (
+        "kv_bytes 5.98 GiB (TP0) to 6.00 GiB (TP1), spread 0.02 GiB (0.33 %) over 2 ranks. "
+        "TP0 binds (the smallest KV pool, kv_bytes 5.98 GiB" in ledger.notes[-1]
     )
 
 

@@ -92,7 +92,8 @@ def print_ledger(ledger: Ledger) -> None:
     for name, figure in derived:
         console.print(Text(f"* {name}: {figure.derivation}"))
     if ledger.ranks:
-        console.print(Text("ranks differ:", style="bold"))
+        binds = f" ({ledger.binding_rank} binds: its figures are the ones above)"
+        console.print(Text(f"ranks differ{binds if ledger.binding_rank else ''}:", style="bold"))
     for rank, figures in ledger.ranks.items():
         for name, figure in figures.items():
             unit = " B" if name.endswith("_bytes") else ""

@@ -96,6 +96,7 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
         "boot_lines": (boot.start, boot.end),
         "budget_rows": {},
         "devices": {},
+        "binding_rank": agg.binding,
         "ranks": agg.ranks,
         "figures": figures,
         "lines": tuple(boot.lines),

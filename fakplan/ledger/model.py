@@ -11,9 +11,13 @@ documented in the README.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fakplan.units import UNITS
 
 LEDGER_SCHEMA = "fakplan.ledger/1"
 
@@ -147,6 +151,10 @@ class Ledger(_Record):
     devices: dict[str, dict[str, int]] = Field(
         default_factory=dict, description="per device buffer: {CUDA0: {kv_bytes: ...}}"
     )
+    binding_rank: str | None = Field(
+        None,
+        description="where ranks differ: the rank whose figures are given (the smallest pool)",
+    )
     ranks: dict[str, dict[str, LedgerFigure]] = Field(
         default_factory=dict, description="figures on which ranks differ, per rank"
     )
@@ -193,7 +201,7 @@ class Ledger(_Record):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-_META = {"schema_", "file", "engine", "engine_detected", "boots", "boot_lines"}
+_META = {"schema_", "file", "engine", "engine_detected", "boots", "boot_lines", "binding_rank"}
 _NESTED = {"budget_rows", "devices"}
 _CONTAINERS = _NESTED | {"ranks", "figures", "lines", "notes"}
 
@@ -212,3 +220,55 @@ DEVICE_KEYS = (
     "compute_bytes",
 )
 """The buffers ``devices.<name>`` may list (llama.cpp prints them per device)."""
+
+
+def rank_order(label: str) -> tuple[tuple[int, int | str], ...]:
+    """``TP2`` before ``TP10``: rank labels in numeric order."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label)
+    )
+
+
+def shown(figure: LedgerFigure) -> str:
+    """A figure as the log printed it, else its value."""
+    if figure.printed:
+        return figure.printed
+    return f"{figure.value:,}" if isinstance(figure.value, int) else str(figure.value)
+
+
+def _difference(figure: LedgerFigure, by: int | float) -> str:
+    """``by`` in the figure's printed form: "0.02 GB" beside a printed "54.12 GB"."""
+    if figure.unit in UNITS and figure.printed and " " in figure.printed:
+        number, _, suffix = figure.printed.rpartition(" ")
+        decimals = len(number.partition(".")[2])
+        return f"{by / UNITS[figure.unit]:,.{decimals}f} {suffix}"
+    return f"{by:,}" if isinstance(by, int) else f"{by:g}"
+
+
+def _labels(labels: list[str]) -> str:
+    return ", ".join(labels) if len(labels) <= 3 else f"{', '.join(labels[:3])} +{len(labels) - 3}"
+
+
+def spread(name: str, per_rank: Mapping[str, LedgerFigure]) -> str:
+    """How the ranks' values of ``name`` differ, in the log's own units.
+
+    ``"k_bytes 54.10 GB (TP1) to 54.12 GB (TP0), spread 0.02 GB (0.04 %) over 2 ranks"``;
+    only the extremes are named, so a TP8 log reads as one line.
+    """
+    order = sorted(per_rank, key=rank_order)
+    values = {label: per_rank[label].value for label in order}
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in values.values()):
+        return f"{name} " + ", ".join(f"{label} {shown(per_rank[label])}" for label in order)
+    numbers = {label: float(v) for label, v in values.items() if not isinstance(v, str)}
+    low, high = min(numbers.values()), max(numbers.values())
+    lows = [label for label in order if numbers[label] == low]
+    highs = [label for label in order if numbers[label] == high]
+    low_figure, high_figure = per_rank[lows[0]], per_rank[highs[0]]
+    by = high_figure.value
+    assert isinstance(by, int | float) and isinstance(low_figure.value, int | float)
+    by -= low_figure.value
+    pct = f" ({by / low * 100:.2f} %)" if low > 0 else ""
+    return (
+        f"{name} {shown(low_figure)} ({_labels(lows)}) to {shown(high_figure)} "
+        f"({_labels(highs)}), spread {_difference(low_figure, by)}{pct} over {len(order)} ranks"
+    )

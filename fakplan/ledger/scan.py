@@ -5,8 +5,9 @@ from several ranks interleaved, and a second model (a draft) in the middle of a
 boot. ``EngineScan`` keeps only what it needs as it streams: the current boot,
 the last boot that stated anything and the last complete one, so memory does
 not grow with the file. ``finish`` picks the boot the ledger describes and
-turns its hits into figures: the common value where ranks agree, per-rank
-figures where they differ, then the engine's derived figures.
+turns its hits into figures: the common value where ranks agree; where they
+differ, every rank's value and the binding rank's as the figure (the engines
+size every rank by the smallest pool); then the engine's derived figures.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from fakplan.ledger.model import LedgerFigure, LedgerLine
+from fakplan.ledger.model import LedgerFigure, LedgerLine, rank_order, shown, spread
 from fakplan.ledger.patterns import Default, LedgerFormat, Row, Value
 from fakplan.ledger.reader import clip
 
@@ -277,46 +278,106 @@ class Aggregate:
     figures: dict[str, LedgerFigure]
     ranks: dict[str, dict[str, LedgerFigure]]
     notes: list[str]
+    binding: str | None = None
+
+
+# What makes a rank the binding one, in order: its KV pool (vLLM takes the minimum of the
+# workers' blocks, docs/engines.md §1.3; SGLang's ranks share one token count), then the free
+# memory the pool was sized from (SGLang takes the minimum over ranks, §2.4), then later steps.
+POOL_FIGURES = ("kv_tokens", "num_blocks", "kv_bytes", "k_bytes", "v_bytes", "full_kv_tokens")
+FREE_FIGURES = (
+    "free_after_weights_bytes",
+    "free_before_load_bytes",
+    "free_after_pool_bytes",
+    "free_before_graphs_bytes",
+    "free_after_graphs_bytes",
+    "free_at_ready_bytes",
+)
+SHOWN_SPREADS = 4  # figures named in the note; every one is in ``ranks``
 
 
 def aggregate(boot: Boot) -> Aggregate:
-    """The common value of each figure where ranks agree; per-rank figures where not."""
+    """The common value of each figure where ranks agree; the binding rank's where not."""
     by_name: dict[str, list[Hit]] = {}
     for (_, name), hit in boot.hits.items():
         by_name.setdefault(name, []).append(hit)
     figures: dict[str, LedgerFigure] = {}
     ranks: dict[str, dict[str, LedgerFigure]] = {}
     differ: list[str] = []
+    agree: dict[str, list[Hit]] = {}
     for name, hits in by_name.items():
         hits.sort(key=lambda h: h.line)
         if len({_hashable(h.value) for h in hits}) == 1:
             stated_by = {h.rank for h in hits}
             first = hits[0]
             figures[name] = first.figure(first.rank if len(stated_by) == 1 else None)
+            if len(stated_by) > 1:
+                agree[name] = hits
             continue
         differ.append(name)
         for hit in hits:
             label = hit.rank if hit.rank is not None else MAIN
             ranks.setdefault(label, {})[name] = hit.figure(label)
-    notes: list[str] = []
-    if differ:
-        shown = []
-        for name in differ[:4]:
-            values = ", ".join(
-                f"{label} {ranks[label][name].printed or ranks[label][name].value}"
-                for label in sorted(ranks)
-                if name in ranks[label]
-            )
-            shown.append(f"{name} ({values})")
-        more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-        notes.append(
-            "ranks state different values for "
-            + "; ".join(shown)
-            + more
-            + ": no common value is given; see ranks"
+    if not differ:
+        return Aggregate(figures=figures, ranks={}, notes=[])
+    ordered = {label: ranks[label] for label in sorted(ranks, key=rank_order)}
+    binding, why = _binding(ordered, differ)
+    unstated = [name for name in differ if name not in ordered[binding]]
+    for name in differ:
+        if name in ordered[binding]:
+            figures[name] = ordered[binding][name]
+    for name, hits in agree.items():  # the same value everywhere: cite the binding rank's line
+        own = next((h for h in hits if (h.rank or MAIN) == binding), None)
+        if own is not None:
+            figures[name] = own.figure(None)
+    spreads = [
+        spread(name, {label: per[name] for label, per in ordered.items() if name in per})
+        for name in differ
+    ]
+    more = len(spreads) - SHOWN_SPREADS
+    note = (
+        "ranks state different values: "
+        + "; ".join(spreads[:SHOWN_SPREADS])
+        + (f"; and {more} more" if more > 0 else "")
+        + f". {binding} binds ({why}) and gives these figures; every rank's value is in ranks"
+    )
+    if unstated:
+        note += f"; {binding} does not state {', '.join(unstated)}: no figure for them"
+    return Aggregate(figures=figures, ranks=ordered, notes=[note], binding=binding)
+
+
+def _binding(ranks: dict[str, dict[str, LedgerFigure]], differ: list[str]) -> tuple[str, str]:
+    """The rank every rank is sized by, and why: the smallest pool, else the least free memory.
+
+    A rank that does not state a figure cannot bind on it.
+    """
+    labels = list(ranks)
+    for group, what in (
+        (POOL_FIGURES, "the smallest KV pool"),
+        (FREE_FIGURES, "the ranks' pools agree; the least free memory"),
+    ):
+        names = [n for n in group if n in differ]
+        if not names:
+            continue
+
+        def key(label: str, names: list[str] = names) -> tuple[float, ...]:
+            return tuple(_number(ranks[label].get(n)) for n in names)
+
+        best = min(labels, key=lambda label: (key(label), rank_order(label)))
+        decided = next(
+            (n for i, n in enumerate(names) if any(key(o)[i] != key(best)[i] for o in labels)),
+            names[0],
         )
-    ordered = dict(sorted(ranks.items()))
-    return Aggregate(figures=figures, ranks=ordered, notes=notes)
+        figure = ranks[best].get(decided)
+        value = f" {shown(figure)}" if figure is not None else ""
+        return best, f"{what}, {decided}{value}: the engine sizes every rank by it"
+    return labels[0], "the first rank: the ranks' pools and free memory agree"
+
+
+def _number(figure: LedgerFigure | None) -> float:
+    if figure is None or isinstance(figure.value, bool | str):
+        return float("inf")
+    return float(figure.value)
 
 
 def _hashable(value: Value) -> tuple[str, Value]:
