@@ -2,14 +2,21 @@
 
 A prediction names the observation that can kill it (``closed_by``) and the
 command that makes that observation. A verdict is written beside it later and
-never overwrites an earlier one: verdicts accumulate.
+never overwrites an earlier one: verdicts accumulate, one per observation (the
+same figure read again from the same source is not a second verdict).
+
+``describe`` and ``miss`` put a prediction's range and a killed verdict's
+distance from it in words, with units, for reports and notes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from fakplan.units import GIB, KIB, MIB, UNITS, human
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 
@@ -22,6 +29,18 @@ class Verdict(BaseModel):
     source: str = Field(description="the ledger line or probe run the observation came from")
     note: str = ""
     at: str = Field("", description="when the observation was made (ISO 8601, UTC)")
+
+    def same_observation(self, other: Verdict) -> bool:
+        """The same verdict on the same figure from the same source: one observation.
+
+        When it was made and how the note words it do not count: reading a log again
+        learns nothing new.
+        """
+        return (self.status, self.observed, self.source) == (
+            other.status,
+            other.observed,
+            other.source,
+        )
 
 
 class Prediction(BaseModel):
@@ -39,7 +58,14 @@ class Prediction(BaseModel):
     verdicts: tuple[Verdict, ...] = ()
 
     def with_verdict(self, verdict: Verdict) -> Prediction:
+        """This prediction with ``verdict`` appended, unless that observation is recorded."""
+        if self.records(verdict):
+            return self
         return self.model_copy(update={"verdicts": (*self.verdicts, verdict)})
+
+    def records(self, verdict: Verdict) -> bool:
+        """Whether ``verdict``'s observation is already among this prediction's verdicts."""
+        return any(v.same_observation(verdict) for v in self.verdicts)
 
     @property
     def latest(self) -> Verdict | None:
@@ -58,3 +84,102 @@ def judge(prediction: Prediction, observed: float | int) -> VerdictStatus:
     if high is not None and observed > high:
         return "killed"
     return "held"
+
+
+# ------------------------------------------------------------------- in words
+
+
+def _byte_unit(n: int | float) -> str:
+    size = abs(n)
+    return "GiB" if size >= GIB else "MiB" if size >= MIB else "KiB" if size >= KIB else "B"
+
+
+def _bytes(n: int | float) -> str:
+    """Bytes with a unit and separators: whole units shown whole ("40 GiB"), else 2 decimals."""
+    unit = _byte_unit(n)
+    exact = float(n).is_integer() and int(n) % UNITS[unit] == 0
+    text = human(abs(n), unit, 0 if exact else 2)
+    return f"−{text}" if n < 0 else text
+
+
+def _number(n: int | float) -> str:
+    whole = float(n).is_integer()
+    text = f"{abs(int(n)):,}" if whole else f"{abs(n):,.2f}".rstrip("0").rstrip(".")
+    return f"−{text}" if n < 0 else text
+
+
+def amount(n: int | float, unit: str) -> str:
+    """``n`` in ``unit``: bytes as "5.98 GiB", counts as "625,990 tokens", rates "82.5 tokens/s"."""
+    if unit == "B":
+        return _bytes(n)
+    return f"{_number(n)} {unit}" if unit else _number(n)
+
+
+def describe(prediction: Prediction) -> str:
+    """The predicted range with its unit: "625,990..632,282 tokens", "≤ 40 GiB", "3 sequences"."""
+    low, high, unit = prediction.low, prediction.high, prediction.unit
+    if low is None and high is None:
+        return "—" if prediction.value is None else amount(prediction.value, unit)
+    if low is not None and high is not None:
+        if low == high:
+            return amount(low, unit)
+        if unit == "B":
+            return f"{_bytes(low)}..{_bytes(high)}"
+        return f"{_number(low)}..{_number(high)} {unit}".rstrip()
+    if low is None:
+        assert high is not None
+        return f"≤ {amount(high, unit)}"
+    return f"≥ {amount(low, unit)}"
+
+
+@dataclass(frozen=True)
+class Miss:
+    """How far a killed observation lies outside its prediction.
+
+    ``by`` is observed − the bound it crossed (negative: below the low bound), and
+    ``pct`` is ``by`` as a percentage of that bound; ``None`` for a bound of 0. A
+    point prediction (low = high, or a value alone) is measured from the predicted value.
+    """
+
+    against: Literal["low", "high", "predicted"]
+    bound: int | float
+    by: int | float
+    pct: float | None
+
+    def text(self, observed: int | float, unit: str) -> str:
+        """ "observed 612,000 tokens, 13,990 below the low bound 625,990 (−2.2 %)"."""
+        side = "below" if self.by < 0 else "above"
+        bound = {"low": "the low bound", "high": "the high bound", "predicted": "the predicted"}
+        # the unit once, on the observation; bytes carry theirs everywhere (GiB or MiB)
+        figure = _bytes if unit == "B" else _number
+        words = (
+            f"observed {amount(observed, unit)}, {figure(abs(self.by))} {side} "
+            f"{bound[self.against]} {figure(self.bound)}"
+        )
+        if self.pct is None:
+            return words
+        shown = f"{abs(self.pct):.2f}" if abs(self.pct) < 1 else f"{abs(self.pct):.1f}"
+        return f"{words} ({'−' if self.pct < 0 else '+'}{shown} %)"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"against": self.against, "bound": self.bound, "by": self.by, "pct": self.pct}
+
+
+def miss(prediction: Prediction, observed: float | int) -> Miss | None:
+    """How far ``observed`` lies outside ``prediction``'s range; ``None`` when it lies inside."""
+    low, high = prediction.low, prediction.high
+    point = (low is None and high is None) or (low is not None and low == high)
+    if low is None and high is None:
+        if prediction.value is None:
+            return None
+        low = high = prediction.value
+    if low is not None and observed < low:
+        against: Literal["low", "high", "predicted"] = "predicted" if point else "low"
+        bound: int | float = low
+    elif high is not None and observed > high:
+        against, bound = ("predicted" if point else "high"), high
+    else:
+        return None
+    by = observed - bound
+    pct = None if bound == 0 else by / abs(bound) * 100
+    return Miss(against=against, bound=bound, by=by, pct=pct)

@@ -3,14 +3,21 @@
 Writes are atomic (a temporary file in the same folder, then ``os.replace``),
 so a reader sees the old file or the new one, never half of either. Verdicts
 already recorded for a prediction survive a re-compile while the prediction's
-value is unchanged: an earlier verdict is never lost.
+value is unchanged: an earlier verdict is never lost. Adding verdicts reads,
+merges and writes the record under a lock on its folder, so two runs at once
+(verify and probe) cannot drop each other's verdicts, and an observation that is
+already recorded is not added again (``Prediction.with_verdict``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,39 +91,78 @@ def _same_claim(a: Prediction, b: Prediction) -> bool:
     return (a.claim, a.low, a.high, a.unit) == (b.claim, b.low, b.high, b.unit)
 
 
+@contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on a record's folder while its plan.json is read and rewritten.
+
+    The folder itself is locked (``flock`` on its descriptor): plan.json is replaced on
+    every write, so a lock on the file would guard a file that is no longer there, and a
+    lock file would be one more file in the folder. Advisory, POSIX only.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    if sys.platform == "win32":  # pragma: no cover - no flock
+        yield
+        return
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The record as written, and which verdicts it gained (the rest were already there)."""
+
+    plan: Plan
+    added: tuple[str, ...]
+    already: tuple[str, ...]
+
+
 def record_verdicts(
     loaded: LoadedShape,
     out_dir: Path,
     verdicts: dict[str, Verdict],
     templates: Path | None = None,
-) -> Plan:
+) -> Recorded:
     """Add verdicts beside their predictions in plan.json and in the rendered headers.
 
     The plan is compiled afresh from the shape; verdicts already recorded are
-    kept (see ``carry_verdicts``) and the new ones appended. Every file is
-    rendered in memory first, then each is written atomically.
+    kept (see ``carry_verdicts``) and the new ones appended, except an
+    observation already recorded (same status, observed value and source): a
+    log read twice is one verdict. Every file is rendered in memory first, then
+    each is written atomically, under the record's lock.
     """
     from fakplan.plan import compile_plan
     from fakplan.render import render_plan
 
-    plan = compile_plan(loaded)
-    target = record_path(out_dir, plan.name)
-    previous = read_record(target) if target.exists() else None
-    plan = carry_verdicts(plan, previous)
-    known = {p.id for p in plan.predictions}
-    unknown = sorted(set(verdicts) - known)
-    if unknown:
-        raise RecordError(f"{target}: no prediction {', '.join(unknown)} in this plan")
-    plan = plan.model_copy(
-        update={
-            "predictions": tuple(
-                p.with_verdict(verdicts[p.id]) if p.id in verdicts else p for p in plan.predictions
-            )
-        }
-    )
+    compiled = compile_plan(loaded)
+    target = record_path(out_dir, compiled.name)
     folder = target.parent
-    files = render_plan(loaded, plan, templates, folder)
-    for rendered in files:
-        write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
-    write_atomic(target, plan.to_json())
-    return plan
+    with locked(folder):
+        previous = read_record(target) if target.exists() else None
+        plan = carry_verdicts(compiled, previous)
+        known = {p.id for p in plan.predictions}
+        unknown = sorted(set(verdicts) - known)
+        if unknown:
+            raise RecordError(f"{target}: no prediction {', '.join(unknown)} in this plan")
+        already = tuple(
+            p.id for p in plan.predictions if p.id in verdicts and p.records(verdicts[p.id])
+        )
+        plan = plan.model_copy(
+            update={
+                "predictions": tuple(
+                    p.with_verdict(verdicts[p.id]) if p.id in verdicts else p
+                    for p in plan.predictions
+                )
+            }
+        )
+        files = render_plan(loaded, plan, templates, folder)
+        for rendered in files:
+            write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
+        write_atomic(target, plan.to_json())
+    added = tuple(pid for pid in verdicts if pid not in already)
+    return Recorded(plan=plan, added=added, already=already)

@@ -3,7 +3,10 @@
 Each prediction closed by the ledger gets a verdict: ``held`` (the observation
 lies in its range), ``killed`` (it does not, or the boot failed), or
 ``unverifiable`` (the log does not state the figure) — with the observed value
-and the log line it came from.
+and the log line it came from. A killed verdict's note says how far the
+observation missed (``predict.miss``). Where ranks print different figures the
+ledger gives the binding rank's; the weights are judged on the heaviest rank,
+since every rank must fit its budget.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fakplan.ceiling import ceiling_from_ledger
-from fakplan.ledger import Ledger
+from fakplan.ledger import Ledger, LedgerFigure
+from fakplan.ledger.model import spread
 from fakplan.plan import Plan
-from fakplan.predict import Prediction, Verdict, judge
+from fakplan.predict import Prediction, Verdict, judge, miss
 from fakplan.units import human
 
 
@@ -26,18 +30,36 @@ class Observation:
     note: str = ""
 
 
-def _figure_source(ledger: Ledger, name: str) -> str:
-    figure = ledger.figure(name)
+def _figure_source(ledger: Ledger, name: str, figure: LedgerFigure | None = None) -> str:
+    figure = figure or ledger.figure(name)
     if figure is None:
         return f"{ledger.file}"
     derived = f" (derived: {figure.derivation})" if figure.derived and figure.derivation else ""
     return f"{ledger.file}:{figure.line}: {figure.text.strip()}{derived}"
 
 
+def _per_rank(ledger: Ledger, name: str) -> dict[str, LedgerFigure]:
+    return {label: per[name] for label, per in ledger.ranks.items() if name in per}
+
+
+def _rank_note(ledger: Ledger, name: str) -> str:
+    """Which rank's figure this is, where ranks state it differently."""
+    per_rank = _per_rank(ledger, name)
+    if not per_rank or ledger.binding_rank is None:
+        return ""
+    return f"the figure of {ledger.binding_rank}, the binding rank: {spread(name, per_rank)}"
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
+
+
 def _kv_tokens(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     if ledger.kv_tokens is None:
         return Observation(None, ledger.file, "the log states no KV token count")
-    return Observation(ledger.kv_tokens, _figure_source(ledger, "kv_tokens"))
+    return Observation(
+        ledger.kv_tokens, _figure_source(ledger, "kv_tokens"), _rank_note(ledger, "kv_tokens")
+    )
 
 
 def _sessions(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
@@ -53,12 +75,29 @@ def _sessions(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observati
         return Observation(
             whole,
             _figure_source(ledger, "kv_tokens"),
-            f"{ledger.kv_tokens:,} tokens // {plan.max_model_len:,}",
+            _joined(
+                f"{ledger.kv_tokens:,} tokens // {plan.max_model_len:,}",
+                _rank_note(ledger, "kv_tokens"),
+            ),
         )
     return Observation(None, ledger.file, "the log states neither sequences backed nor KV tokens")
 
 
 def _weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    per_rank = {
+        label: figure
+        for label, figure in _per_rank(ledger, "weights_bytes").items()
+        if isinstance(figure.value, int)
+    }
+    if per_rank:  # every rank must fit budget.weights: the heaviest is the one judged
+        label, heaviest = max(per_rank.items(), key=lambda item: (item[1].value, item[0]))
+        assert isinstance(heaviest.value, int)
+        return Observation(
+            heaviest.value,
+            _figure_source(ledger, "weights_bytes", heaviest),
+            f"{human(heaviest.value, 'MiB', 2)} loaded on {label}, the heaviest rank: "
+            + spread("weights_bytes", per_rank),
+        )
     if ledger.weights_bytes is None:
         return Observation(None, ledger.file, "the log states no weights size")
     return Observation(
@@ -126,10 +165,12 @@ def _verdict(
         return Verdict(
             status="unverifiable", observed=None, source=seen.source, note=seen.note, at=at
         )
+    status = judge(prediction, seen.value)
+    missed = miss(prediction, seen.value) if status == "killed" else None
     return Verdict(
-        status=judge(prediction, seen.value),
+        status=status,
         observed=seen.value,
         source=seen.source,
-        note=seen.note,
+        note=_joined(missed.text(seen.value, prediction.unit) if missed else "", seen.note),
         at=at,
     )

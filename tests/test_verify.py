@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +17,7 @@ from fakplan.cli import main
 from fakplan.ledger import parse_ledger
 from fakplan.units import GIB, MIB
 
+from . import ranklogs
 from .conftest import IN_CI, PUBLIC
 from .realserver import free_port, have_llama_cpp, stop_server, wait_ready
 from .tinymodels import write_tiny_llama
@@ -144,11 +146,11 @@ def test_shape_ceiling_from_a_ledger_file(runner: CliRunner, tmp_path: Path) -> 
 
 
 def test_verdicts_accumulate_and_retire(runner: CliRunner, tmp_path: Path) -> None:
-    """A second verify appends; a changed shape retires the old prediction with its verdicts."""
+    """A second source appends; a changed shape retires the old prediction with its verdicts."""
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     shape = tmp_path / "t.yaml"
 
-    def write(kv: str) -> None:
+    def write(window: int) -> None:
         shape.write_text(
             json.dumps(
                 {
@@ -156,20 +158,26 @@ def test_verdicts_accumulate_and_retire(runner: CliRunner, tmp_path: Path) -> No
                     "engine": "llamacpp",
                     "model": str(model),
                     "card": {"total": "1 GiB"},
-                    "budget": {"weights": "1 MiB", "kv": kv},
-                    "serving": {"max_num_seqs": 1, "max_model_len": 1024, "kv_cache_dtype": "f16"},
+                    "budget": {"weights": "1 MiB", "kv": "0.25 MiB"},
+                    "serving": {
+                        "max_num_seqs": 1,
+                        "max_model_len": window,
+                        "kv_cache_dtype": "f16",
+                    },
                     "launch": {"binary": "llama-cpp-python"},
                 }
             )
         )
 
-    write("0.25 MiB")
+    write(1024)
     out = tmp_path / "out"
     log = DATA / "llama-cpp-python-0.3.36.log"
-    for _ in range(2):
+    again = tmp_path / "second-boot.log"  # a second boot's log: the same figures, a new source
+    again.write_text(log.read_text())
+    for source in (log, again):
         assert (
             runner.invoke(
-                main, ["verify", str(shape), "--ledger", str(log), "-o", str(out)]
+                main, ["verify", str(shape), "--ledger", str(source), "-o", str(out)]
             ).exit_code
             == 0
         )
@@ -180,8 +188,8 @@ def test_verdicts_accumulate_and_retire(runner: CliRunner, tmp_path: Path) -> No
     runner.invoke(main, ["compile", str(shape), "-o", str(out)])
     record = json.loads((out / "tiny" / "plan.json").read_text())
     assert len(next(p for p in record["predictions"] if p["id"] == "kv-tokens")["verdicts"]) == 2
-    # a new pool is a new prediction: the old one retires with its verdicts
-    write("0.5 MiB")
+    # a new window is a new prediction (-c 512, 512 KV tokens): the old one retires
+    write(512)
     runner.invoke(main, ["compile", str(shape), "-o", str(out)])
     record = json.loads((out / "tiny" / "plan.json").read_text())
     assert next(p for p in record["predictions"] if p["id"] == "kv-tokens")["verdicts"] == []
@@ -258,3 +266,225 @@ def test_gate_with_a_ledger_uses_its_ceiling(runner: CliRunner, in_root: Path) -
         main, ["gate", "shapes/frank-archon.yaml", "--ledger", str(DATA / "nope.log")]
     )
     assert bad.exit_code == 2
+
+
+# ------------------------------------------------------------------ the report
+
+# A custom engine's arithmetic is the contract's, so its kv-tokens range is derived here by
+# hand: 600 MiB of 1 KiB pages of one token = 614,400 tokens, held within 0.5 %:
+# floor(614,400 x 0.995) = 611,328 .. ceil(614,400 x 1.005) = 617,472.
+CUSTOM = {
+    "name": "c",
+    "engine": "custom",
+    "model": "custom-model",
+    "card": {"total": "24 GiB", "count": 1},
+    "budget": {"weights": "16 GiB", "kv": "600 MiB"},
+    "serving": {"max_num_seqs": 1, "max_model_len": 131072, "kv_cache_dtype": "bf16"},
+    "contract": {
+        "page_tokens": 1,
+        "per_token": [{"name": "kv", "per_page": "1 KiB"}],
+        "dtypes": ["bf16"],
+    },
+}
+VLLM_018_LINE_2 = (LEDGERS / "vllm-018.log").read_text().splitlines()[1]
+
+
+def _custom(tmp_path: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps(CUSTOM))
+    return path
+
+
+def _verify(runner: CliRunner, shape: Path, log: Path, out: Path, *extra: str, **env: str) -> Any:
+    return runner.invoke(
+        main, ["verify", str(shape), "--ledger", str(log), "-o", str(out), *extra], env=env
+    )
+
+
+def test_killed_kv_tokens_states_how_far_it_missed(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: a killed kv-tokens verdict said nothing of the distance to its range."""
+    out = tmp_path / "out"
+    result = _verify(runner, _custom(tmp_path), LEDGERS / "vllm-018.log", out, "--json")
+    assert result.exit_code == 1, result.output
+    kv = json.loads(result.output)["verdicts"]["kv-tokens"]
+    assert kv["status"] == "killed"
+    # 567,978 printed on line 2; 567,978 - 611,328 = -43,350; -43,350 / 611,328 = -7.09 %
+    assert kv["note"] == "observed 567,978 tokens, 43,350 below the low bound 611,328 (−7.1 %)"
+    assert kv["miss"]["against"] == "low"
+    assert (kv["miss"]["bound"], kv["miss"]["by"]) == (611_328, -43_350)
+    assert kv["miss"]["pct"] == pytest.approx(-43_350 / 611_328 * 100)
+    # a held verdict has no miss
+    assert json.loads(result.output)["verdicts"]["sessions-at-window"]["miss"] is None
+    record = json.loads((out / "c" / "plan.json").read_text())
+    recorded = next(p for p in record["predictions"] if p["id"] == "kv-tokens")["verdicts"]
+    assert recorded[0]["note"] == kv["note"]
+    assert "43,350 below the low bound 611,328 (−7.1 %)" in (out / "c" / "c.env").read_text()
+
+
+def test_report_prints_figures_with_units(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: predicted values printed as `…..17179869184` and `611328..617472`."""
+    result = _verify(runner, _custom(tmp_path), LEDGERS / "vllm-018.log", tmp_path / "o")
+    assert result.exit_code == 1
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
+    assert "611,328..617,472 tokens" in rows["kv-tokens"]
+    assert "567,978 tokens" in rows["kv-tokens"]
+    assert "≤ 16 GiB" in rows["weights"]  # budget.weights, 17,179,869,184 B
+    assert "1 sequences" not in result.output and "4 sequences" in rows["sessions-at-window"]
+    assert "17179869184" not in result.output and "….." not in result.output
+
+
+def test_report_fits_80_columns_and_json_keeps_the_line(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: at 80 columns the source column folded one log line into ~40 rows."""
+    shape = _custom(tmp_path)
+    log = LEDGERS / "vllm-018.log"
+    narrow = _verify(runner, shape, log, tmp_path / "o", COLUMNS="80")
+    lines = narrow.output.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), narrow.output
+    sources = [line.strip() for line in lines if "vllm-018.log:2: " in line]
+    assert len(sources) == 2  # kv-tokens and sessions-at-window, one row each
+    for source in sources:  # line number kept, the text cut around the figure it observed
+        assert "…" in source and source.endswith("GPU KV cache size: 567,978 tokens")
+    wide = _verify(runner, shape, log, tmp_path / "o", "--json", COLUMNS="80")
+    assert json.loads(wide.output)["verdicts"]["kv-tokens"]["source"] == (
+        f"{log}:2: {VLLM_018_LINE_2}"
+    )
+    roomy = _verify(runner, shape, log, tmp_path / "o", COLUMNS="400")
+    assert f"{log}:2: {VLLM_018_LINE_2}" in roomy.output  # room enough: nothing cut
+
+
+def test_a_long_line_is_cut_on_both_sides_around_its_figure(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    log = ranklogs.write(tmp_path / "boot.log", ranklogs.sglang_two_ranks())
+    shape = write_sglang_shape(tmp_path)
+    result = _verify(runner, shape, log, tmp_path / "o", COLUMNS="60")
+    source = next(x.strip() for x in result.output.splitlines() if "boot.log:4: " in x)
+    # "[2025-03-27 21:33:31 TP1] KV Cache is allocated. #tokens: 834615, K size: ..." is
+    # longer than 60 columns: both ends go, "#tokens: 834615" (the observed figure) stays
+    assert source.startswith("…/boot.log:4: …") and source.endswith("…")  # the path is long
+    assert "834615" in source and len(source) <= 56
+
+
+def test_verifying_the_same_ledger_again_adds_no_verdict(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: three runs on one log appended three identical verdicts per prediction."""
+    shape, out = _custom(tmp_path), tmp_path / "out"
+    log = tmp_path / "boot.log"
+    log.write_text((LEDGERS / "vllm-018.log").read_text())
+    first = _verify(runner, shape, log, out, "--json")
+    assert {v["new"] for v in json.loads(first.output)["verdicts"].values()} == {True}
+    for _ in range(2):
+        again = _verify(runner, shape, log, out, "--json")
+        assert {v["new"] for v in json.loads(again.output)["verdicts"].values()} == {False}
+    said = _verify(runner, shape, log, out).output
+    assert "nothing new: every verdict is already recorded" in said
+
+    def verdicts() -> dict[str, list[Any]]:
+        record = json.loads((out / "c" / "plan.json").read_text())
+        return {p["id"]: p["verdicts"] for p in record["predictions"] if p["verdicts"]}
+
+    assert {pid: len(v) for pid, v in verdicts().items()} == {
+        "kv-tokens": 1,
+        "sessions-at-window": 1,
+        "weights": 1,
+    }
+    assert (out / "c" / "c.env").read_text().count("verdict: killed, observed 567978") == 1
+    # a new observation at the same path (the engine rebooted with another pool) is new
+    log.write_text((LEDGERS / "vllm-009.log").read_text())
+    _verify(runner, shape, log, out)
+    assert [v["observed"] for v in verdicts()["kv-tokens"]] == [567_978, 158_656]
+    # the same figures from another file are another source: new too
+    copy = tmp_path / "copy.log"
+    copy.write_text(log.read_text())
+    mixed = _verify(runner, shape, copy, out, "--json")
+    assert {v["new"] for v in json.loads(mixed.output)["verdicts"].values()} == {True}
+    assert len(verdicts()["kv-tokens"]) == 3
+
+
+# ------------------------------------------------------------- multi-rank ledgers
+
+
+def write_sglang_shape(tmp_path: Path, ceiling: object = None) -> Path:
+    """Gemma 3 4B on SGLang, TP 2: budget.weights 8.12 GiB sits between the two ranks'
+    8.11 and 8.13 GB, so the weights verdict tells the heaviest rank from the binding one."""
+    shape: dict[str, object] = {
+        "name": "g",
+        "engine": "sglang",
+        "model": str(PUBLIC / "configs" / "google--gemma-3-4b-it"),
+        "card": {"total": "139.21 GiB", "count": 2},
+        "parallel": {"tensor": 2},
+        "budget": {"weights": "8.12 GiB", "kv": "54.12 GiB"},
+        "serving": {"max_num_seqs": 4, "max_model_len": 131072, "kv_cache_dtype": "auto"},
+    }
+    if ceiling is not None:
+        shape["ceiling"] = ceiling
+    path = tmp_path / "g.yaml"
+    path.write_text(json.dumps(shape))
+    return path
+
+
+# tests/ranklogs.py: TP1 binds (the pools agree; it has the least free memory), so the
+# ceiling is TP1's: settled free 13.21 GB - floor 1 GiB + weights 8.11 GB + K 54.12 GB
+# + V 54.12 GB (SGLang's "GB" is GiB).
+SGLANG_CEILING = round(13.21 * GIB) - GIB + round(8.11 * GIB) + 2 * round(54.12 * GIB)
+
+
+def test_shape_ceiling_from_a_multi_rank_sglang_ledger(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: ranks at 8.13 / 8.11 GB of weights made the ceiling unknown."""
+    ranklogs.write(tmp_path / "boot.log", ranklogs.sglang_two_ranks())
+    shape = write_sglang_shape(tmp_path, {"ledger": "boot.log", "engine_floor": "1 GiB"})
+    result = runner.invoke(main, ["plan", str(shape), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.output)
+    assert data["ceiling_bytes"] == SGLANG_CEILING
+    derivation = data["derivations"]["ceiling_bytes"]
+    assert "the figures of TP1, the binding rank" in derivation
+    # 13.34 - 13.21 = 0.13 GB (0.98 % of 13.21); 8.13 - 8.11 = 0.02 GB (0.25 % of 8.11)
+    assert "free_after_graphs_bytes 13.21 GB (TP1) to 13.34 GB (TP0), spread 0.13 GB" in derivation
+    assert "weights_bytes 8.11 GB (TP1) to 8.13 GB (TP0), spread 0.02 GB (0.25 %)" in derivation
+
+
+def test_verify_a_multi_rank_sglang_ledger(runner: CliRunner, tmp_path: Path) -> None:
+    log = ranklogs.write(tmp_path / "boot.log", ranklogs.sglang_two_ranks())
+    shape = write_sglang_shape(tmp_path, {"ledger": "boot.log", "engine_floor": "1 GiB"})
+    result = _verify(runner, shape, log, tmp_path / "o", "--json")
+    assert result.exit_code == 1, result.output
+    verdicts = json.loads(result.output)["verdicts"]
+    kv = verdicts["kv-tokens"]
+    assert kv["observed"] == 834_615  # both ranks print it; cited from the binding rank's line
+    assert kv["source"].startswith(f"{log}:4: [2025-03-27 21:33:31 TP1] KV Cache is allocated")
+    # every rank must fit budget.weights: TP0's 8.13 GB is judged, not the binding TP1's 8.11
+    weights = verdicts["weights"]
+    assert weights["status"] == "killed"
+    assert weights["observed"] == round(8.13 * GIB)
+    assert weights["source"].startswith(f"{log}:1: [2025-03-27 21:33:30 TP0] Load weight end.")
+    # 8.13 - 8.12 GiB = 0.01 GiB = 10.24 MiB; 0.01 / 8.12 = 0.12 %
+    assert weights["note"].startswith(
+        "observed 8.13 GiB, 10.24 MiB above the high bound 8.12 GiB (+0.12 %)"
+    )
+    assert (
+        "loaded on TP0, the heaviest rank: weights_bytes 8.11 GB (TP1) to 8.13 GB"
+        in (weights["note"])
+    )
+    # unclaimed: the binding rank's ceiling minus the shape's pair, 8.12 + 54.12 GiB
+    unclaimed = verdicts["unclaimed"]
+    pair = round(8.12 * GIB) + round(54.12 * GIB)
+    assert (unclaimed["status"], unclaimed["observed"]) == ("held", SGLANG_CEILING - pair)
+    assert "the figures of TP1, the binding rank" in unclaimed["note"]
+    # the human report states the binding rank and the spread beside the verdicts
+    said = _verify(runner, shape, log, tmp_path / "o", COLUMNS="200").output
+    assert "TP1 binds (the ranks' pools agree; the least free memory" in said
+
+
+def test_vllm_v0_workers_ceiling_is_the_binding_workers(tmp_path: Path) -> None:
+    """Regression: a second V0 worker printing 1.81 GiB of non-torch memory (the driver 1.79)
+    made the ceiling unknown."""
+    ledger = parse_ledger(ranklogs.write(tmp_path / "boot.log", ranklogs.vllm_v0_two_workers()))
+    # the worker's KV budget is the smaller (53.27 < 53.29 GiB): it binds
+    assert ledger.binding_rank == "pid 486"
+    reading = ceiling_from_ledger(ledger)
+    # its profile: 71.29 GiB usable - 1.81 GiB non-torch - 1.26 GiB activation peak
+    assert reading.bytes == round(71.29 * GIB) - round(1.81 * GIB) - round(1.26 * GIB)
+    assert "the figures of pid 486, the binding rank" in reading.derivation
+    assert "non_torch_bytes 1.79 GiB (main) to 1.81 GiB (pid 486), spread 0.02 GiB" in (
+        reading.derivation
+    )

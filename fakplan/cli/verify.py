@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import click
+from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
-from fakplan.ledger import ENGINE_CHOICES, parse_ledger
+from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
+from fakplan.predict import Prediction, Verdict, amount, describe, miss
 from fakplan.record import record_verdicts
 from fakplan.shape import load_shape
 from fakplan.verify import ledger_verdicts
@@ -51,7 +55,8 @@ def verify(
     ceiling) gets a verdict — held, killed or unverifiable — with the observed
     value and the log line. Verdicts are written beside the predictions in
     DIR/<name>/plan.json and the rendered headers, atomically, keeping earlier
-    verdicts. Exit 1 if any prediction is killed.
+    verdicts; the same observation from the same line is recorded once. Exit 1
+    if any prediction is killed.
     """
     loaded = load_shape(shape)
     if engine is None:
@@ -63,7 +68,9 @@ def verify(
 
     floor = loaded.shape.ceiling.engine_floor if loaded.shape.ceiling else None
     verdicts = ledger_verdicts(compile_plan(loaded), ledger, floor)
-    plan = record_verdicts(loaded, out_dir, verdicts, templates)
+    recorded = record_verdicts(loaded, out_dir, verdicts, templates)
+    plan = recorded.plan
+    claims = {p.id: p for p in plan.predictions}
     if as_json:
         click.echo(
             json.dumps(
@@ -73,40 +80,152 @@ def verify(
                     "ledger": str(ledger_path),
                     "engine": ledger.engine,
                     "record": str(out_dir / plan.name / "plan.json"),
-                    "verdicts": {k: v.model_dump(mode="json") for k, v in verdicts.items()},
+                    "verdicts": {
+                        pid: {
+                            **v.model_dump(mode="json"),
+                            "miss": _miss(claims[pid], v),
+                            "new": pid in recorded.added,
+                        }
+                        for pid, v in verdicts.items()
+                    },
                 },
                 indent=2,
+                ensure_ascii=False,
             )
         )
     else:
-        console = Console(highlight=False)
-        console.print(Text(f"{plan.name}: {ledger_path} ({ledger.engine})", style="bold"))
-        table = Table(show_header=True, header_style="bold")
-        for column in ("prediction", "verdict", "predicted", "observed", "source"):
-            table.add_column(column, overflow="fold")
-        claims = {p.id: p for p in plan.predictions}
-        for pid, verdict in verdicts.items():
-            p = claims[pid]
-            predicted = (
-                f"{p.low if p.low is not None else '…'}..{p.high if p.high is not None else '…'}"
-            )
-            observed = (
-                "—"
-                if verdict.observed is None
-                else f"{verdict.observed:,}"
-                if isinstance(verdict.observed, int)
-                else str(verdict.observed)
-            )
-            table.add_row(
-                Text(pid),
-                Text(verdict.status),
-                Text(predicted),
-                Text(observed),
-                Text(verdict.source + (f" — {verdict.note}" if verdict.note else "")),
-            )
-        console.print(table)
-        for line in ledger.notes:
-            console.print(Text(f"  note: {line}"))
-        console.print(Text(f"verdicts written to {out_dir / plan.name}/"))
+        _report(ledger, ledger_path, verdicts, claims, recorded.already, out_dir / plan.name)
     killed = any(v.status == "killed" for v in verdicts.values())
     sys.exit(EXIT_FAILED if killed else EXIT_OK)
+
+
+def _miss(prediction: Prediction, verdict: Verdict) -> dict[str, object] | None:
+    observed = verdict.observed
+    if verdict.status != "killed" or not isinstance(observed, int | float):
+        return None
+    found = miss(prediction, observed)
+    return None if found is None else found.to_dict()
+
+
+# ----------------------------------------------------------------------- output
+
+_STYLE = {"held": "green", "killed": "bold red", "unverifiable": "yellow", "inside noise": "yellow"}
+_INDENT = 4
+
+
+def _observed(prediction: Prediction, verdict: Verdict) -> str:
+    observed = verdict.observed
+    if observed is None:
+        return "—"
+    if isinstance(observed, int | float):
+        return amount(observed, prediction.unit)
+    return observed.partition(":")[0]  # "boot failed: <why>": the why is in the note below
+
+
+def _report(
+    ledger: Ledger,
+    ledger_path: Path,
+    verdicts: dict[str, Verdict],
+    claims: dict[str, Prediction],
+    already: tuple[str, ...],
+    folder: Path,
+) -> None:
+    """A table of the verdicts, then each one's note and log line, fitted to the terminal."""
+    console = Console(highlight=False, soft_wrap=False)
+    console.print(Text(f"{folder.name}: {ledger_path} ({ledger.engine})", style="bold"))
+    table = Table(
+        box=box.SIMPLE_HEAD, show_header=True, header_style="bold", show_edge=False, pad_edge=False
+    )
+    for column in ("prediction", "verdict", "predicted", "observed"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis")
+    for pid, verdict in verdicts.items():
+        prediction = claims[pid]
+        table.add_row(
+            Text(pid),
+            Text(verdict.status, style=_STYLE.get(verdict.status, "")),
+            Text(describe(prediction)),
+            Text(_observed(prediction, verdict)),
+        )
+    console.print(table)
+    for pid, verdict in verdicts.items():
+        observed = verdict.observed
+        why = observed if isinstance(observed, str) else ""
+        note = "; ".join(part for part in (why, verdict.note) if part)
+        console.print(Padding(Text(f"{pid}: {note}" if note else pid), (0, 0, 0, 2), expand=False))
+        line = _fit_source(verdict, ledger, console.width - _INDENT)
+        console.print(Text(" " * _INDENT + line), no_wrap=True, overflow="ellipsis", crop=True)
+    for line in ledger.notes:
+        console.print(Text(f"note: {line}"))
+    fresh = len(verdicts) - len(already)
+    if not already:
+        console.print(Text(f"verdicts written to {folder}/"))
+    elif not fresh:
+        console.print(
+            Text(f"nothing new: every verdict is already recorded in {folder}/ (same observations)")
+        )
+    else:
+        console.print(
+            Text(
+                f"{fresh} verdict{'s' if fresh != 1 else ''} written to {folder}/; "
+                f"{', '.join(already)} already recorded (same observation)"
+            )
+        )
+
+
+_SOURCE = re.compile(r"(?P<lines>\d+(?:,\d+)*)(?:: (?P<text>.*))?", re.DOTALL)
+
+
+def _fit_source(verdict: Verdict, ledger: Ledger, width: int) -> str:
+    """``file:LINE: …text…`` in ``width`` characters, the observed figure kept in view.
+
+    The log line is cut on both sides around the figure the verdict observed (its
+    tail, the engine's message, when no figure is found); the file is shown by its
+    name when its path would take more than a third of the width. ``--json`` keeps
+    the whole source.
+    """
+    file = ledger.file
+    rest = verdict.source.removeprefix(f"{file}:")
+    match = _SOURCE.fullmatch(rest) if rest != verdict.source else None
+    name = file if len(file) <= width // 3 else "…/" + Path(file).name
+    if verdict.source == file:
+        return name
+    if match is None:
+        return _cut(verdict.source, None, width)
+    head = f"{name}:{match['lines']}"
+    text = match["text"]
+    if text is None:
+        return head
+    head += ": "
+    return head + _cut(
+        text,
+        _anchor(verdict, ledger, int(match["lines"].partition(",")[0]), text),
+        width - len(head),
+    )
+
+
+def _anchor(verdict: Verdict, ledger: Ledger, line: int, text: str) -> tuple[int, int] | None:
+    """Where on the line the figure the verdict observed is printed (else any figure of it)."""
+    stated = [f for f in ledger.figures.values() if f.line == line and f.printed]
+    stated += [f for per in ledger.ranks.values() for f in per.values() if f.line == line]
+    stated.sort(key=lambda f: f.value != verdict.observed)  # the observed figure first
+    for figure in stated:
+        at = text.find(figure.printed or "\0")
+        if at >= 0:
+            return at, at + len(figure.printed or "")
+    return None
+
+
+def _cut(text: str, span: tuple[int, int] | None, width: int) -> str:
+    """``text`` in ``width`` characters around ``span``, an ellipsis where it was cut."""
+    if len(text) <= width:
+        return text
+    if width < 3:
+        return "…"[:width]
+    start, end = span if span is not None else (len(text), len(text))
+    room = width - 2  # the text between two ellipses
+    first = start - max(0, room - (end - start)) // 2
+    if first <= 0:
+        return text[: width - 1] + "…"
+    if first + room >= len(text):
+        return "…" + text[len(text) - (width - 1) :]
+    return "…" + text[first : first + room] + "…"
