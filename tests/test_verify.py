@@ -117,6 +117,24 @@ def test_boot_failure_kills_every_ledger_prediction(runner: CliRunner, tmp_path:
     assert "boot failed" in verdicts["kv-tokens"]["observed"]
 
 
+def test_boot_failure_report_states_the_error_once(runner: CliRunner, tmp_path: Path) -> None:
+    shape = write_shape(
+        tmp_path / "s.yaml",
+        engine_version="0.10.1",
+        model="Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        card={"total": "96 GiB", "count": 1},
+        budget={"weights": "30 GiB", "kv": "48.66 GiB"},
+        serving={"max_num_seqs": 1, "max_model_len": 262144, "kv_cache_dtype": "auto"},
+    )
+    log = LEDGERS / "vllm-012.log"
+    result = _verify(runner, shape, log, tmp_path / "o", COLUMNS="400")
+    assert result.exit_code == 1
+    # vllm-012.log line 1: the engine's "To serve at least one request ..." refusal
+    assert result.output.count("To serve at least one request") == 1
+    assert f"boot failed, {log}:1: To serve at least one request" in result.output
+    assert result.output.count("the engine refused the shape at boot") == 3
+
+
 def test_table_ceiling_is_seed_002s_formula() -> None:
     ledger = parse_ledger(DATA / "table-seed002.log")
     reading = ceiling_from_ledger(ledger)

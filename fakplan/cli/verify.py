@@ -147,9 +147,12 @@ def _report(
             Text(_observed(prediction, verdict)),
         )
     console.print(table)
+    error = ledger.figure("error")
+    if ledger.boot_failed and error is not None:  # once, not under every verdict it kills
+        console.print(Text(f"boot failed, {ledger.file}:{error.line}: {ledger.error}"))
     for pid, verdict in verdicts.items():
         observed = verdict.observed
-        why = observed if isinstance(observed, str) else ""
+        why = observed if isinstance(observed, str) and not ledger.boot_failed else ""
         note = "; ".join(part for part in (why, verdict.note) if part)
         console.print(Padding(Text(f"{pid}: {note}" if note else pid), (0, 0, 0, 2), expand=False))
         line = _fit_source(verdict, ledger, console.width - _INDENT)
