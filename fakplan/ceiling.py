@@ -1,6 +1,6 @@
 """The card ceiling, read from a boot ledger: the engine's, never a hand-picked reserve.
 
-Seed 002 §1: ``ceiling = (settled_free − engine_floor) + current_pair``, where the
+The VRAM budget table's ``ceiling = (settled_free − engine_floor) + current_pair``, where the
 ledger states them. vLLM's profiler gives it another way: what the engine may
 use (``total × gpu_memory_utilization``) minus what it holds outside the pair
 (non-torch allocations and the activation peak). llama.cpp states the free

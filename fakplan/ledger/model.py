@@ -134,7 +134,7 @@ class Ledger(_Record):
     free_after_graphs_bytes: int | None = None
     free_at_ready_bytes: int | None = None
 
-    # the VRAM budget table (seed 002)
+    # the VRAM budget table (a radiance boot)
     settled_free_bytes: int | None = None
     engine_floor_bytes: int | None = None
     pair_bytes: int | None = None
