@@ -506,3 +506,27 @@ def test_vllm_v0_workers_ceiling_is_the_binding_workers(tmp_path: Path) -> None:
     assert "non_torch_bytes 1.79 GiB (main) to 1.81 GiB (pid 486), spread 0.02 GiB" in (
         reading.derivation
     )
+
+
+def test_a_miss_below_a_zero_bound_has_no_percentage() -> None:
+    """unclaimed ≥ 0 B: 1.5 GiB over the ceiling is 1.5 GiB below 0, a percentage of nothing."""
+    from fakplan.predict import Prediction, describe, miss
+
+    unclaimed = Prediction(
+        id="unclaimed",
+        claim="the pair fits under the ceiling",
+        value=GIB,
+        low=0,
+        high=None,
+        unit="B",
+        derivation="ceiling - pair",
+        closed_by="ledger",
+        command="fakplan verify",
+    )
+    assert describe(unclaimed) == "≥ 0 B"
+    over = -3 * GIB // 2
+    found = miss(unclaimed, over)
+    assert found is not None
+    assert (found.against, found.bound, found.by, found.pct) == ("low", 0, over, None)
+    assert found.text(over, "B") == "observed −1.50 GiB, 1.50 GiB below the low bound 0 B"
+    assert miss(unclaimed, 0) is None  # on the bound: held
