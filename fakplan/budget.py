@@ -104,15 +104,20 @@ def _host_ram() -> int | None:
 
 def _override_bytes(text: str) -> int:
     """The variable's value: a plain integer is bytes, as its name says; else a byte size."""
+    expected = (
+        f"{BUDGET_ENV}: expected a whole number of bytes such as 85899345920, or a byte "
+        f'size such as "80 GiB", got {text!r}'
+    )
     if re.fullmatch(r"\s*[0-9]+\s*", text):
-        return int(text)
-    try:
-        return parse_bytes(text)
-    except UnitsError:
-        raise FakplanError(
-            f"{BUDGET_ENV}: expected a whole number of bytes such as 85899345920, or a byte "
-            f'size such as "80 GiB", got {text!r}'
-        ) from None
+        value = int(text)
+    else:
+        try:
+            value = parse_bytes(text)
+        except UnitsError:
+            raise FakplanError(expected) from None
+    if value <= 0:  # no card holds nothing: a 0 would plan every shape against an empty card
+        raise FakplanError(f"{expected} (a card of 0 B holds nothing)")
+    return value
 
 
 def probe_budget(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from fakplan.ledger import Ledger
 from fakplan.ledger.model import spread
-from fakplan.units import human
+from fakplan.units import human, human_pair
 
 
 @dataclass(frozen=True)
@@ -154,4 +154,19 @@ def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> Ceil
     return CeilingReading(
         None,
         f"unknown: {ledger.file} ({ledger.engine}) does not state {', '.join(missing)}",
+    )
+
+
+def above_card(reading: CeilingReading, card_total: int, log: object) -> str | None:
+    """Why a ceiling ``log`` measures cannot be this card's, or None.
+
+    A pair checked against it would pass on memory the card lacks: the log is another
+    card's, or card.total understates this one. Bad input, never a gate verdict."""
+    if reading.bytes is None or reading.bytes <= card_total:
+        return None
+    measured, stated = human_pair(reading.bytes, card_total)
+    return (
+        f"the ceiling {log} measures, {measured}, is above the card's {stated} "
+        "(card.total): the log is from a larger card, or card.total understates this one "
+        "(state it as the device reports it: fakplan budget)"
     )

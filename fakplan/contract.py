@@ -100,7 +100,18 @@ class Capacity:
     # and the bytes the cache takes (the rest of budget.kv is unclaimed)
     sessions: int | None = None
     slot_tokens: int | None = None
+    slots_share: bool = False  # one cache every slot draws on (llama.cpp's unified cache)
     used_bytes: int | None = None
+
+
+def windows_held(cells_per_stream: int, streams: int, slots: int, window: int) -> int:
+    """Full windows served at once by an engine whose sequences each need a slot.
+
+    A split cache gives each slot a stream of its own, so a slot holds the window or it
+    does not; a unified one (one stream) is shared, so the slots hold what fits."""
+    if streams > 1:
+        return streams if cells_per_stream >= window else 0
+    return min(slots, cells_per_stream // window)
 
 
 def paged_capacity(cost: KvCost, pool_bytes: int, seqs: int) -> Capacity:

@@ -149,10 +149,12 @@ _FIGURES = (
     "kv_budget_bytes",
     "tokens_backed",
     "sessions_at_window",
+    "whole_sessions_at_window",
     "weights_budget_bytes",
     "pair_bytes",
     "ceiling_bytes",
     "unclaimed_bytes",
+    "kv_unclaimed_bytes",
 )
 
 
@@ -274,10 +276,12 @@ _LABELS = {
     "kv_budget_bytes": "KV pool",
     "tokens_backed": "tokens backed",
     "sessions_at_window": "sessions at window",
+    "whole_sessions_at_window": "whole sessions at window",
     "weights_budget_bytes": "weights budget",
     "pair_bytes": "pair",
     "ceiling_bytes": "ceiling",
     "unclaimed_bytes": "unclaimed",
+    "kv_unclaimed_bytes": "idle KV (budget.kv the cache leaves unused)",
 }
 
 
@@ -311,6 +315,8 @@ def _in_full(d: ShapeDiff, plan: Plan) -> list[str]:
         head = f"{d.name}: {_unreadable(d)}"
     lines = [f"{head}; gated in full", "what it costs:"]
     for name in _FIGURES:
+        if name == "kv_unclaimed_bytes" and plan.kv_unclaimed_bytes is None:
+            continue  # engines whose pool is budget.kv leave none idle
         lines.append(f"  {_LABELS[name]}: {_show(name, getattr(plan, name))}")
     lines.append(f"  rate: {plan.derivations['rate_bytes_per_token']}")
     lines.append("gates:")

@@ -61,18 +61,20 @@ def words(*parts: object) -> tuple[str, ...]:
 
 
 def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRecord:
-    """The launch with the argv words that are relative paths of the shape's named.
+    """The launch, naming the shape's relative paths its argv carries (the scripts then run
+    the engine from the shape's folder).
 
     A relative value counts when it names something beside the shape, or a GGUF (always a
     local file); anything else relative is an id the engine resolves itself (a hub repo)."""
     shape = loaded.shape
     speculative = shape.launch.speculative
     candidates = (shape.model, shape.launch.weights, speculative.model if speculative else None)
-    words = {word for role in launch.roles for word in role.argv}
+    words = [word for role in launch.roles for word in role.argv]
     relative = tuple(
         value
         for value in dict.fromkeys(c for c in candidates if c)
-        if value in words
+        # a word of its own, or inside one (vLLM's --speculative-config JSON)
+        if any(value in word for word in words)
         and not Path(value).expanduser().is_absolute()
         and (value.endswith(".gguf") or loaded.resolve(value).exists())
     )

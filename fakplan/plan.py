@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fakplan.ceiling import ceiling_from_ledger
+from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
 from fakplan.engines.served import served_weights
@@ -25,7 +25,7 @@ from fakplan.launch import LaunchRecord, shape_relative_paths
 from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
-from fakplan.units import human, human_pair
+from fakplan.units import human
 
 PLAN_SCHEMA = "fakplan.plan/1"
 
@@ -61,6 +61,7 @@ class Figures:
     # the context one slot reaches, and the bytes of budget.kv the cache takes
     engine_sessions: int | None = None
     slot_tokens: int | None = None
+    slots_share: bool = False
     kv_used_bytes: int | None = None
 
     @property
@@ -193,17 +194,9 @@ def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int 
         ledger = parse_ledger(ledger_path)
         loc = ("card", "total")
     reading = ceiling_from_ledger(ledger, floor)
-    card = loaded.shape.card.total
-    if reading.bytes is not None and reading.bytes > card:
-        # the log is another card's, or card.total understates this one: bad input, not a
-        # gate verdict (a pair checked against it would pass on memory the card lacks)
-        measured, stated = human_pair(reading.bytes, card)
-        raise loaded.error(
-            f"the ceiling {ledger_path} measures, {measured}, is above the card's {stated} "
-            "(card.total): the log is from a larger card, or card.total understates this one "
-            "(state it as the device reports it: fakplan budget)",
-            *loc,
-        )
+    problem = above_card(reading, loaded.shape.card.total, ledger_path)
+    if problem:
+        raise loaded.error(problem, *loc)
     return reading.bytes, reading.derivation
 
 
@@ -243,6 +236,7 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         model=_model_facts(loaded),
         engine_sessions=capacity.sessions,
         slot_tokens=capacity.slot_tokens,
+        slots_share=capacity.slots_share,
         kv_used_bytes=capacity.used_bytes,
     )
 

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from fakplan.ceiling import ceiling_from_ledger
+from fakplan.ceiling import above_card, ceiling_from_ledger
+from fakplan.contract import windows_held
+from fakplan.errors import LedgerError
 from fakplan.ledger import Ledger, LedgerFigure
 from fakplan.ledger.model import spread
 from fakplan.plan import Plan
@@ -63,6 +65,17 @@ def _kv_tokens(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
 
 
 def _sessions(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    if ledger.n_seq_max is not None and ledger.kv_cells is not None:
+        # the engine states its slots: a sequence needs one, so sessions are the slots
+        # that hold a full window, not the cells // the window
+        streams = ledger.n_stream or 1
+        held = windows_held(ledger.kv_cells, streams, ledger.n_seq_max, plan.max_model_len)
+        return Observation(
+            held,
+            _figure_source(ledger, "kv_cells"),
+            f"{ledger.n_seq_max} slot(s), {ledger.kv_cells:,} cells x {streams} stream(s): "
+            f"{held} hold a full window of {plan.max_model_len:,}",
+        )
     if ledger.sequences_backed is not None:
         note = ""
         if ledger.sequence_tokens is not None and ledger.sequence_tokens != plan.max_model_len:
@@ -109,6 +122,9 @@ def _weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observatio
 
 def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     reading = ceiling_from_ledger(ledger, engine_floor)
+    problem = above_card(reading, plan.card_total_bytes, ledger.file)
+    if problem:  # as plan and gate refuse it: the log is not this card's
+        raise LedgerError(problem)
     if reading.bytes is None:
         return Observation(None, ledger.file, reading.derivation)
     value = reading.bytes - plan.pair_bytes

@@ -50,6 +50,12 @@ def test_bad_override_is_bad_input() -> None:
     assert "expected a whole number of bytes such as 85899345920" in str(info.value)
 
 
+@pytest.mark.parametrize("zero", ["0", "0 B", "0 GiB"])
+def test_an_override_of_nothing_is_bad_input(zero: str) -> None:
+    with pytest.raises(FakplanError, match="a card of 0 B holds nothing"):
+        probe_budget(env={BUDGET_ENV: zero})
+
+
 def test_a_plain_integer_override_is_bytes_as_the_name_says() -> None:
     """FAKPLAN_DEVICE_BUDGET_BYTES=85899345920 is 80 GiB (80 x 2**30), the same as "80 GiB"."""
     plain = probe_budget(env={BUDGET_ENV: "85899345920"}, nvml=lambda: FakeNvml([H200_TOTAL]))

@@ -172,4 +172,51 @@ def test_idle_kv_counts_as_unclaimed_vram(tmp_path: Path) -> None:
     assert gate["status"] == "warn"
     assert gate["numbers"]["unclaimed_bytes"] == 64 * MIB
     assert gate["numbers"]["kv_unclaimed_bytes"] == 786_432
-    assert gate["fix"].startswith("lower budget.kv by")
+    # to 256 KiB: what 1,024 cells x 256 B take, so the contract still holds after
+    assert gate["fix"].startswith("lower budget.kv to 256 KiB (what the cache takes)")
+
+
+def _split_boot(tmp_path: Path) -> Path:
+    """The real one-slot boot, edited as the same server prints two split slots of 768 cells
+    (-c 1536 -np 2: n_ctx_seq = pad(1536 / 2, 256) = 768; '2/2 seqs' = n_seq_max/n_stream)."""
+    text = (Path(__file__).parent / "data" / "ledgers" / "llama-cpp-python-0.3.36.log").read_text()
+    for old, new in (
+        ("n_seq_max             = 1", "n_seq_max             = 2"),
+        ("n_ctx                 = 1024", "n_ctx                 = 1536"),
+        ("n_ctx_seq             = 1024", "n_ctx_seq             = 768"),
+        ("n_ctx_seq (1024) < n_ctx_train", "n_ctx_seq (768) < n_ctx_train"),
+        ("KV buffer size =     0.25 MiB", "KV buffer size =     0.38 MiB"),
+        (
+            "size =    0.25 MiB (  1024 cells,   2 layers,  1/1 seqs), K (f16):    0.12 MiB, "
+            "V (f16):    0.12 MiB",
+            "size =    0.38 MiB (   768 cells,   2 layers,  2/2 seqs), K (f16):    0.19 MiB, "
+            "V (f16):    0.19 MiB",
+        ),
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    log = tmp_path / "split.log"
+    log.write_text(text)
+    return log
+
+
+def test_verify_counts_the_slots_that_hold_a_window(tmp_path: Path) -> None:
+    """Two slots of 768 cells back 1,536 tokens, but no 1,024-token window: 0 sessions, as
+    the plan says — not 1,536 // 1,024 = 1."""
+    shape = _shape(tmp_path, max_num_seqs=2, kv="384 KiB")
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            str(shape),
+            "--ledger",
+            str(_split_boot(tmp_path)),
+            "-o",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
+    verdicts = json.loads(result.output)["verdicts"]
+    assert (verdicts["kv-tokens"]["status"], verdicts["kv-tokens"]["observed"]) == ("held", 1536)
+    sessions = verdicts["sessions-at-window"]
+    assert (sessions["status"], sessions["observed"]) == ("held", 0), sessions

@@ -188,3 +188,27 @@ def test_the_rendered_script_opens_the_files_fakplan_read(layout: Path, tmp_path
     env["FAKPLAN_SHAPE_DIR"] = str(layout / "shapes")
     done = subprocess.run(["bash", str(moved / "serve.sh")], cwd=third, env=env, check=True)
     assert json.loads(seen.read_text())[2] is True
+
+
+def test_a_draft_model_inside_vllms_speculative_json_runs_from_the_shapes_folder(
+    tmp_path: Path,
+) -> None:
+    """vLLM takes the draft model inside --speculative-config's JSON, not as a word of its
+    own: the script still runs from the shape's folder, where ``draft/`` is."""
+    shapes = tmp_path / "shapes"
+    (shapes / "draft").mkdir(parents=True)
+    shape = shapes / "spec.yaml"
+    shape.write_text(
+        (Path(__file__).parent.parent / "shapes" / "example.yaml")
+        .read_text()
+        .replace("  max_num_seqs: 2\n", "  max_num_seqs: 2\n  spec_tokens: 2\n")
+        .replace("launch:\n", "launch:\n  speculative: {method: eagle, model: draft}\n")
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    record = json.loads((out / "example" / "plan.json").read_text())
+    (role,) = record["launch"]["roles"]
+    assert '"model":"draft"}' in role["argv"][-1]
+    assert record["launch"]["shape_paths"] == ["draft"]
+    assert "/../../shapes; fi" in (out / "example" / "serve.sh").read_text()

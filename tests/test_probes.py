@@ -239,7 +239,7 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
     # a rate on a shared 2-core machine is the machine's, not the engine's: assert that the
     # verdict was judged on the figure the decode probe measured, not that it held
     decode = doc["verdicts"]["decode-vs-control"]
-    assert_decode_verdict(decode, doc["probes"]["decode"]["result"])
+    assert_decode_verdict(decode, doc["probes"]["decode"]["result"], 1000, (-90, 900))
     assert doc["exit"] == first.exit_code == (1 if decode["status"] == "killed" else 0)
     raw = Path(doc["raw"])
     assert raw.parent == out / "tiny-probe" / "probes" and json.loads(raw.read_text()) == doc
@@ -296,10 +296,24 @@ def suite_outcomes(stdout: str) -> dict[str, str]:
     return {name: status for status, name in found}
 
 
-def assert_decode_verdict(verdict: dict[str, Any], decode: dict[str, Any]) -> None:
-    """The decode expectation was judged, and on the figure the decode probe reported."""
-    assert verdict["status"] in {"held", "killed", "inside noise"}, verdict
-    assert decode["figure"] > 0 and verdict["observed"] == decode["figure"], (verdict, decode)
+def assert_decode_verdict(
+    verdict: dict[str, Any], decode: dict[str, Any], control: float, change_pct: tuple[int, int]
+) -> None:
+    """The decode expectation was judged on the figure the probe reported, and judged right:
+    held inside control x (1 + change_pct / 100), killed when even the figure's noise band
+    (±noise_pct of it) misses that range, inside noise between. Which one a busy machine
+    gives is its business; that the judgement matches the figure is the engine's."""
+    figure, noise = decode["figure"], decode["noise_pct"]
+    assert figure > 0 and verdict["observed"] == figure, (verdict, decode)
+    low, high = control * (1 + change_pct[0] / 100), control * (1 + change_pct[1] / 100)
+    band = figure * noise / 100
+    if low <= figure <= high:
+        expected = "held"
+    elif figure + band < low or figure - band > high:
+        expected = "killed"
+    else:
+        expected = "inside noise"
+    assert verdict["status"] == expected, (verdict, decode, low, high)
 
 
 def _suite(*args: str) -> subprocess.CompletedProcess[str]:

@@ -530,3 +530,23 @@ def test_a_miss_below_a_zero_bound_has_no_percentage() -> None:
     assert (found.against, found.bound, found.by, found.pct) == ("low", 0, over, None)
     assert found.text(over, "B") == "observed −1.50 GiB, 1.50 GiB below the low bound 0 B"
     assert miss(unclaimed, 0) is None  # on the bound: held
+
+
+def test_verify_refuses_a_ledger_ceiling_above_the_card(
+    runner: CliRunner, in_root: Path, tmp_path: Path
+) -> None:
+    """As plan and gate do: the boot table measures 32,569.05 MiB ((2,058.24 - 209.19) +
+    30,720 MiB), more than a 30 GiB card holds, so the log is not this card's."""
+    shape = tmp_path / "small-card.yaml"
+    shape.write_text(
+        (in_root / "shapes" / "frank-archon.yaml")
+        .read_text()
+        .replace("total: 31.86 GiB", "total: 30 GiB")
+    )
+    log = str(DATA / "table-seed002.log")
+    gated = runner.invoke(main, ["gate", str(shape), "--ledger", log])
+    verified = runner.invoke(main, ["verify", str(shape), "--ledger", log, "-o", str(tmp_path)])
+    for result in (gated, verified):
+        assert result.exit_code == 2, result.output
+        assert "is above the card's 30,720 MiB" in result.output
+    assert not (tmp_path / "frank-archon" / "plan.json").exists()

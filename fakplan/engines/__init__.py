@@ -97,14 +97,20 @@ def shape_geometry(loaded: LoadedShape) -> Geometry:
 
     reference = loaded.shape.model
     local = loaded.resolve(reference)
-    if not local.exists() and catalog.lookup(reference) is None:
-        raise loaded.error(
-            f"{reference!r} is neither a file or folder at {local} (a path in a shape is "
-            "relative to the shape's folder) nor a catalog id (fakplan kv --list)",
-            "model",
-        )
+    if not local.exists():
+        try:
+            entry = catalog.lookup(reference)
+        except GeometryError as exc:
+            raise loaded.error(str(exc), "model") from None
+        if entry is None:
+            raise loaded.error(
+                f"{reference!r} is neither a file or folder at {local} (a path in a shape is "
+                "relative to the shape's folder) nor a catalog id (fakplan kv --list)",
+                "model",
+            )
+        return entry
     try:
-        return _geometry(str(local) if local.exists() else reference)
+        return _geometry(str(local))
     except GeometryError as exc:
         raise loaded.error(str(exc), "model") from None
 

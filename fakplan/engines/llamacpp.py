@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gguf import GGMLQuantizationType
 
-from fakplan.contract import Capacity, CostComponent, KvCost
+from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.modelled import ModelledPlanner
 from fakplan.engines.releases import Release, select
@@ -90,7 +90,7 @@ def _types(query: KvQuery) -> tuple[str, str]:
 
 
 def _cache(query: KvQuery) -> _Cache:
-    release, version = select("llamacpp", RELEASES, _build(query.engine_version))
+    release, version = select("llamacpp", RELEASES, _build(query.engine_version), build=True)
     k_name, v_name = _types(query)
     if v_name not in {"f32", "f16", "bf16"} and not query.flash_attn:
         raise FakplanError("llama.cpp: a quantized V cache requires flash attention")
@@ -143,6 +143,11 @@ def _build(version: str | None) -> str | None:
     return None if version is None else version.lstrip("bB")
 
 
+def _step(query: KvQuery, cache: _Cache) -> int:
+    """The cells n_ctx is padded to: 256 in current builds, 32 without flash attention in 2024."""
+    return PAD if cache.rule == "current" or query.flash_attn else 32
+
+
 def _unified(query: KvQuery) -> bool:
     # llama-server: auto -np (4 slots) is unified; an explicit -np N is split unless -kvu.
     return query.kv_unified if query.kv_unified is not None else query.max_num_seqs == 1
@@ -151,7 +156,7 @@ def _unified(query: KvQuery) -> bool:
 def _layout_cells(query: KvQuery, cache: _Cache, n_ctx: int) -> tuple[int, int, int]:
     """(cells per stream, streams, SWA cells per stream) for a requested -c."""
     seqs = query.max_num_seqs
-    pad = PAD if cache.rule == "current" or query.flash_attn else 32
+    pad = _step(query, cache)
     n_ctx = _pad(n_ctx, pad)
     if _unified(query) or seqs == 1:
         streams, per_stream = 1, n_ctx
@@ -232,7 +237,7 @@ class LlamacppEngine(ModelledPlanner):
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
         cache = _cache(query)
-        step = PAD if cache.rule == "current" or query.flash_attn else 32
+        step = _step(query, cache)
         streams = 1 if _unified(query) else query.max_num_seqs
         unit = step * streams
         if cache_bytes(query, cache, unit) > pool_bytes:
@@ -291,13 +296,9 @@ class LlamacppEngine(ModelledPlanner):
             return Capacity(0, 0, pool_bytes, how, sessions=0, slot_tokens=0, used_bytes=0)
         per_stream, streams, _ = _layout_cells(query, cache, n_ctx)
         used = cache_bytes(query, cache, n_ctx)
-        unified = streams == 1 and seqs > 1
-        # a unified cache lets one slot fill all of it (tools/server n_ctx_slot = n_ctx_seq)
-        slot = per_stream
-        sessions = min(seqs, per_stream // window) if unified else seqs * (per_stream >= window)
-        pad = PAD if cache.rule == "current" or query.flash_attn else 32
         derivation = (
-            f"{how}; llama.cpp pads to {pad}: {per_stream:,} cells x {streams} stream(s) "
+            f"{how}; llama.cpp pads to {_step(query, cache)}: {per_stream:,} cells x "
+            f"{streams} stream(s) "
             f"take {used:,} B of budget.kv's {pool_bytes:,} B"
             + (
                 f", {pool_bytes - used:,} B unclaimed (the cache is sized by -c)"
@@ -310,8 +311,10 @@ class LlamacppEngine(ModelledPlanner):
             per_stream * streams,
             pool_bytes,
             derivation,
-            sessions=sessions,
-            slot_tokens=slot,
+            sessions=windows_held(per_stream, streams, seqs, window),
+            # a unified cache lets one slot fill all of it (tools/server n_ctx_slot = n_ctx_seq)
+            slot_tokens=per_stream,
+            slots_share=streams == 1 and seqs > 1,
             used_bytes=used,
         )
 
@@ -322,7 +325,7 @@ class LlamacppEngine(ModelledPlanner):
         return ("auto", *CACHE_TYPES)
 
     def version_used(self, loaded: LoadedShape) -> str | None:
-        return select("llamacpp", RELEASES, _build(loaded.shape.engine_version))[1]
+        return select("llamacpp", RELEASES, _build(loaded.shape.engine_version), build=True)[1]
 
 
 # ---------------------------------------------------------------- launch flags

@@ -33,12 +33,19 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match[1].split("."))
 
 
-def _known(releases: tuple[Release, ...]) -> str:
-    return ", ".join(f"from {'.'.join(map(str, r.first))} (read in {r.read_in})" for r in releases)
+def _spelled(first: tuple[int, ...], build: bool) -> str:
+    return ("b" if build else "") + ".".join(map(str, first))
 
 
-def select(engine: str, releases: tuple[Release, ...], version: str | None) -> tuple[Release, str]:
-    """The rule set for ``version`` and the version text reported as used."""
+def _known(releases: tuple[Release, ...], build: bool) -> str:
+    return ", ".join(f"from {_spelled(r.first, build)} (read in {r.read_in})" for r in releases)
+
+
+def select(
+    engine: str, releases: tuple[Release, ...], version: str | None, *, build: bool = False
+) -> tuple[Release, str]:
+    """The rule set for ``version`` and the version text reported as used; ``build`` for an
+    engine whose versions are build numbers (llama.cpp's b5000), spelled so in errors."""
     if version is None:
         newest = releases[0]
         return newest, newest.read_in
@@ -46,10 +53,12 @@ def select(engine: str, releases: tuple[Release, ...], version: str | None) -> t
     for release in releases:
         if wanted >= release.first:
             return release, version
-    oldest = ".".join(map(str, releases[-1].first))
+    oldest = _spelled(releases[-1].first, build)
+    kind = "build" if build else "release"
     raise ReleaseError(
-        f"{engine} {version} is older than the oldest release fakplan models "
-        f"(rule sets {_known(releases)}); state {oldest} or later"
+        f"{engine} {version} is older than the oldest {kind} fakplan models "
+        f"(rule sets {_known(releases, build)}); state {oldest} or later"
+        + (f" ({engine} versions are build numbers such as b5000)" if build else "")
     )
 
 

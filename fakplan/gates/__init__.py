@@ -60,7 +60,9 @@ def _mib(n: int) -> str:
 
 
 def _mib_up(n: int) -> str:
-    """MiB rounded up: what a fix must add is never understated."""
+    """MiB rounded up: what a fix must add is never understated (KiB below one MiB)."""
+    if n < MIB:
+        return f"{-(-n // 1024):,} KiB"
     return f"{-(-n // MIB):,} MiB"
 
 
@@ -97,7 +99,8 @@ def _contract_fix(f: Figures) -> str:
     slot = pages_for(f.max_model_len, cost.page_tokens) * cost.page_bytes + cost.per_seq_bytes
     fit = (room - cost.fixed_bytes) // slot if slot else 0
     if fit >= 1:
-        fewer = f"lower serving.max_num_seqs to {fit} (its contract fits beside the weights)"
+        beside = "in the card" if weights is None else "beside the weights"
+        fewer = f"lower serving.max_num_seqs to {fit} (its contract fits {beside})"
     what = (
         f"the contract ({contract}) alone exceeds"
         if weights is None
@@ -209,8 +212,8 @@ def unclaimed_below_floor(f: Figures) -> GateResult | None:
     fix = None
     if over:
         fix = (
-            f"lower budget.kv by {_mib(kv_idle)} to what the cache takes, then give the "
-            "unclaimed bytes to budget.weights or to more slots"
+            f"lower budget.kv to {_mib_up(f.kv_budget_bytes - kv_idle)} (what the cache "
+            "takes), then give the unclaimed bytes to budget.weights or to more slots"
             if kv_idle
             else "give the unclaimed bytes to budget.kv or budget.weights"
         )
@@ -295,18 +298,22 @@ def window_within_training(f: Figures) -> GateResult | None:
     past_window = slot > f.max_model_len
     ok = (within or declared) and not past_window
     note = "" if within else " (rope scaling declared in limits.rope_scaling)" if declared else ""
-    if past_window:
-        note += f"; a slot reaches {slot:,} tokens, past max_model_len {f.max_model_len:,}"
+    summary = f"{reach:,} {'≤' if within else '>'} {m.trained_context:,}{note}"
     fix = None
-    if past_window and f.engine == "llamacpp" and slot % f.max_model_len:
-        fix = (
-            f"write max_model_len: {slot}: llama.cpp pads each slot's context to a multiple "
-            f"of its cell step, so {f.max_model_len:,} becomes {slot:,}"
+    if past_window:
+        summary = (
+            f"a slot reaches {slot:,} tokens > max_model_len {f.max_model_len:,} "
+            f"(trained {m.trained_context:,})"
         )
-    elif past_window:
+    if past_window and f.slots_share:
         fix = (
             "drop serving.kv_unified: with a unified cache one slot may fill the whole "
             "cache; split, each slot gets exactly its window"
+        )
+    elif past_window:
+        fix = (
+            f"write max_model_len: {slot}: the engine pads each slot's context to a multiple "
+            f"of its cell step, so {f.max_model_len:,} becomes {slot:,}"
         )
     elif not ok:
         fix = (
@@ -317,7 +324,7 @@ def window_within_training(f: Figures) -> GateResult | None:
         id="context",
         title="max_model_len ≤ trained context",
         status="pass" if ok else "fail",
-        summary=f"{reach:,} {'≤' if within else '>'} {m.trained_context:,}{note}",
+        summary=summary,
         detail=(
             f"max_position_embeddings {m.trained_context:,} from {m.source}"
             + (f"; the checkpoint declares rope scaling {m.rope_scaling}" if m.rope_scaling else "")
