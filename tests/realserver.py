@@ -123,3 +123,24 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=5)
+
+
+def boot_serve_sh(serve: Path, port: int, log: Path) -> str:
+    """Run a rendered serve.sh until the server answers, stop it, and return its boot log.
+
+    The script execs ``python3 -m llama_cpp.server``: this interpreter's folder goes first
+    on PATH, so that is the python with llama-cpp-python installed."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            ["bash", str(serve)],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process, log)
+    finally:
+        stop_server(process)
+    return log.read_text(errors="replace")

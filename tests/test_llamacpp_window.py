@@ -9,9 +9,6 @@ and 2 KV heads of 16: 2 x 2 x (16 + 16) x 2 B = 256 B per f16 cell, trained on 2
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from click.testing import CliRunner
 from fakplan.cli import main
 
 from .conftest import IN_CI
-from .realserver import free_port, have_llama_cpp, stop_server, wait_ready
+from .realserver import boot_serve_sh, free_port, have_llama_cpp
 from .tinymodels import write_tiny_llama
 
 CELL = 256
@@ -125,7 +122,8 @@ def test_a_window_past_the_trained_context_fails_unless_rope_scaling(tmp_path: P
 
 
 def test_real_boot_of_the_rendered_shape_has_no_context_overflow(tmp_path: Path) -> None:
-    """The engine itself: no 'possible training context overflow', one slot, sessions = 1."""
+    """Compile, boot the engine from its serve.sh, verify the ledger: no 'possible training
+    context overflow', one slot, sessions = 1 (the boot the issue quoted gave -c 4096)."""
     if not have_llama_cpp():
         if IN_CI:
             pytest.fail("CI must boot the real llama.cpp engine")
@@ -136,20 +134,7 @@ def test_real_boot_of_the_rendered_shape_has_no_context_overflow(tmp_path: Path)
     compiled = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
     assert compiled.exit_code == 0, compiled.output
     log = tmp_path / "boot.log"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    with log.open("wb") as handle:
-        process = subprocess.Popen(
-            ["bash", str(out / "tiny" / "serve.sh")],
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", process, log)
-    finally:
-        stop_server(process)
-    text = log.read_text(errors="replace")
+    text = boot_serve_sh(out / "tiny" / "serve.sh", port, log)
     assert "n_ctx_seq (1024)" in text, text[-2000:]
     assert "training context overflow" not in text
     result = CliRunner().invoke(
@@ -159,6 +144,9 @@ def test_real_boot_of_the_rendered_shape_has_no_context_overflow(tmp_path: Path)
     assert (verdicts["kv-tokens"]["status"], verdicts["kv-tokens"]["observed"]) == ("held", 1024)
     sessions = verdicts["sessions-at-window"]
     assert (sessions["status"], sessions["observed"]) == ("held", 1)  # the one slot
+    # "CPU_Mapped model buffer size = 0.41 MiB" fits the 1 MiB budget.weights
+    assert verdicts["weights"]["status"] == "held"
+    assert result.exit_code == 0, result.output
 
 
 def test_idle_kv_counts_as_unclaimed_vram(tmp_path: Path) -> None:

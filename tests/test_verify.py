@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +15,7 @@ from fakplan.ledger import parse_ledger
 from fakplan.units import GIB, MIB
 
 from . import ranklogs
-from .conftest import IN_CI, PUBLIC
-from .realserver import free_port, have_llama_cpp, stop_server, wait_ready
+from .conftest import PUBLIC
 from .tinymodels import write_tiny_llama
 
 LEDGERS = PUBLIC / "ledgers"
@@ -214,61 +210,6 @@ def test_verdicts_accumulate_and_retire(runner: CliRunner, tmp_path: Path) -> No
     retired = [p for p in record["retired_predictions"] if p["id"] == "kv-tokens"]
     assert len(retired) == 1 and len(retired[0]["verdicts"]) == 2
     assert "Earlier predictions of this endpoint" in (out / "tiny" / "tiny.env").read_text()
-
-
-def test_real_llamacpp_boot_from_the_rendered_serve_sh(runner: CliRunner, tmp_path: Path) -> None:
-    """Compile a shape for a generated GGUF, boot the engine with its serve.sh, verify the ledger."""
-    if not have_llama_cpp():
-        if IN_CI:
-            pytest.fail("CI must boot the real llama.cpp engine")
-        pytest.skip("llama-cpp-python not installed")
-    model = write_tiny_llama(tmp_path / "tiny.gguf")
-    port = free_port()
-    shape = tmp_path / "tiny.yaml"
-    shape.write_text(
-        json.dumps(
-            {
-                "name": "tiny",
-                "engine": "llamacpp",
-                "model": str(model),
-                "card": {"total": "1 GiB"},
-                "budget": {"weights": "1 MiB", "kv": "0.25 MiB"},
-                "serving": {"max_num_seqs": 1, "max_model_len": 1024, "kv_cache_dtype": "f16"},
-                "ceiling": "1 GiB",
-                "launch": {"binary": "llama-cpp-python", "host": "127.0.0.1", "port": port},
-            }
-        )
-    )
-    out = tmp_path / "out"
-    assert runner.invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
-    plan = json.loads((out / "tiny" / "plan.json").read_text())
-    # 2 layers x (32 + 32) x 2 B = 256 B per cell; 0.25 MiB -> 1,024 cells
-    assert plan["tokens_backed"] == 1024
-    log = tmp_path / "boot.log"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    with log.open("wb") as handle:
-        process = subprocess.Popen(
-            ["bash", str(out / "tiny" / "serve.sh")],
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", process, log)
-    finally:
-        stop_server(process)
-    result = runner.invoke(
-        main, ["verify", str(shape), "--ledger", str(log), "-o", str(out), "--json"]
-    )
-    assert result.exit_code == 0, result.output
-    verdicts = json.loads(result.output)["verdicts"]
-    assert verdicts["kv-tokens"]["status"] == "held"
-    assert (
-        verdicts["kv-tokens"]["observed"] == 1024
-    )  # "llama_kv_cache: size = 0.25 MiB (1024 cells, ..."
-    assert verdicts["sessions-at-window"]["status"] == "held"
-    assert verdicts["weights"]["status"] == "held"  # "CPU_Mapped model buffer size = 0.41 MiB"
 
 
 def test_gate_with_a_ledger_uses_its_ceiling(runner: CliRunner, in_root: Path) -> None:

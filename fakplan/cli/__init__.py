@@ -69,6 +69,10 @@ def main() -> None:
       fakplan compile shapes/ -o out           plan.json + env file per shape
       fakplan schema > shape.schema.json       for editor completion
 
+    Paths inside a shape (model, launch.weights, ceiling.ledger) are read
+    against the shape file's folder, in every command; paths on the command
+    line against the working directory.
+
     Exit status: 0 ok, 1 a gate or prediction failed, 2 bad input.
     """
 

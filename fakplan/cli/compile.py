@@ -26,6 +26,12 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
     shape leaves no half-written output. Re-running is byte-identical; verdicts
     already recorded are kept. Exit 1 when a gate fails (files are still
     written, with the failure in their header).
+
+    Paths in a shape are its folder's: a script whose engine argv names one
+    (a GGUF, a local model folder) first changes to the shape's folder, found
+    from the script's own place (FAKPLAN_SHAPE_DIR names it otherwise). For
+    llama.cpp, -c asks for slots x max_model_len, never more: budget.kv past
+    that cache is idle, reported as unclaimed KV.
     """
     loaded = [load_shape(p) for arg in shapes for p in shape_paths(arg)]
     names: dict[str, Path] = {}
