@@ -1,21 +1,28 @@
 """The compiled record on disk: ``DIR/<name>/plan.json`` beside the rendered files.
 
-Writes are atomic (a temporary file in the same folder, then ``os.replace``),
-so a reader sees the old file or the new one, never half of either. Verdicts
-already recorded for a prediction survive a re-compile while the prediction's
-value is unchanged: an earlier verdict is never lost. Adding verdicts reads,
-merges and writes the record under a lock on its folder, so two runs at once
-(verify and probe) cannot drop each other's verdicts, and an observation that is
-already recorded is not added again (``Prediction.with_verdict``).
+Writes are atomic (a temporary file in the same folder, flushed to disk, then
+``os.replace``), so a reader sees the old file or the new one, never half of
+either. plan.json is the record's one commit point: it is written first and the
+headers, rendered from it, after it, so a writer killed in between leaves headers
+that lag plan.json (never ones that show a verdict it lacks), and the next writer,
+which renders every header again from plan.json, repairs them. Verdicts already
+recorded for a prediction survive a re-compile while the prediction's value is
+unchanged: an earlier verdict is never lost. Every writer (compile, verify, probe)
+reads, merges and writes the record under a lock on its folder
+(``rewrite_record``), so runs at once cannot drop each other's verdicts, and an
+observation that is already recorded is not added again
+(``Prediction.with_verdict``). Under the lock no writer is mid-write, so the
+temporary files a killed writer left are removed then.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,20 +33,76 @@ from fakplan.plan import Plan
 from fakplan.predict import Prediction, Verdict
 
 if TYPE_CHECKING:
+    from fakplan.render import RenderedFile
     from fakplan.shape import LoadedShape
+
+# mkstemp's random part: 8 of "abcdefghijklmnopqrstuvwxyz0123456789_"
+_TEMP_TAIL = r"\.[a-z0-9_]{8}"
 
 
 def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
+    """Replace ``path`` whole: a temporary ``.<name>.<8 random>`` beside it, synced, renamed.
+
+    The data is on disk before the name points at it and the rename before this
+    returns, so a later write cannot reach the disk ahead of this one. A writer killed
+    before the rename leaves the old file and its temporary (``remove_temporaries``).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(temp, 0o755 if executable else 0o644)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    if sys.platform == "win32":  # pragma: no cover - no directory descriptors
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_temporaries(folder: Path, names: Iterable[str]) -> tuple[str, ...]:
+    """Remove the temporaries killed writers left in a record's folder; call under its lock.
+
+    Only ``write_atomic``'s form, ``.<name>.<8 random>``, is removed, for ``names`` (the
+    files this write makes) and the files already in the folder, so nothing else an
+    operator keeps there is touched. Under the lock no writer is mid-write: each such
+    file is a dead writer's. Returns the names removed.
+    """
+    try:
+        entries = sorted(p.name for p in folder.iterdir())
+    except FileNotFoundError:
+        return ()
+    targets = {*names, *(n for n in entries if not n.startswith("."))}
+    form = re.compile(rf"\.(?:{'|'.join(map(re.escape, sorted(targets)))}){_TEMP_TAIL}")
+    removed = tuple(n for n in entries if form.fullmatch(n))
+    for name in removed:
+        (folder / name).unlink(missing_ok=True)
+    return removed
+
+
+def write_record(folder: Path, plan: Plan, files: Sequence[RenderedFile]) -> None:
+    """plan.json first, the files rendered from it after; call under the folder's lock.
+
+    plan.json is the commit point: once it is renamed into place the write has happened.
+    A kill before it leaves the old record whole; a kill after it leaves headers one
+    write behind plan.json, which the next writer renders again.
+    """
+    write_atomic(folder / "plan.json", plan.to_json())
+    for rendered in files:
+        write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
 
 
 def record_path(out_dir: Path, name: str) -> Path:
@@ -122,6 +185,36 @@ class Recorded:
     already: tuple[str, ...]
 
 
+def rewrite_record(
+    loaded: LoadedShape,
+    compiled: Plan,
+    out_dir: Path,
+    templates: Path | None = None,
+    amend: Callable[[Plan], Plan] | None = None,
+) -> tuple[Plan, list[RenderedFile]]:
+    """The one read-modify-write of a record, under its lock: compile, verify and probe use it.
+
+    ``compiled`` is the plan compiled afresh from the shape. Under the lock the record
+    on disk is read (so a verdict another writer added a moment ago is seen), its
+    verdicts carried (``carry_verdicts``), ``amend`` applied, every file rendered in
+    memory, a killed writer's temporaries removed, and the record written
+    (``write_record``). Returns the plan written and its rendered files.
+    """
+    from fakplan.render import render_plan
+
+    target = record_path(out_dir, compiled.name)
+    folder = target.parent
+    with locked(folder):
+        previous = read_record(target) if target.exists() else None
+        plan = carry_verdicts(compiled, previous)
+        if amend is not None:
+            plan = amend(plan)
+        files = render_plan(loaded, plan, templates, folder)
+        remove_temporaries(folder, [target.name, *(f.name for f in files)])
+        write_record(folder, plan, files)
+    return plan, files
+
+
 def record_verdicts(
     loaded: LoadedShape,
     out_dir: Path,
@@ -133,26 +226,23 @@ def record_verdicts(
     The plan is compiled afresh from the shape; verdicts already recorded are
     kept (see ``carry_verdicts``) and the new ones appended, except an
     observation already recorded (same status, observed value and source): a
-    log read twice is one verdict. Every file is rendered in memory first, then
-    each is written atomically, under the record's lock.
+    log read twice is one verdict. All of it under the record's lock
+    (``rewrite_record``).
     """
     from fakplan.plan import compile_plan
-    from fakplan.render import render_plan
 
-    compiled = compile_plan(loaded)
-    target = record_path(out_dir, compiled.name)
-    folder = target.parent
-    with locked(folder):
-        previous = read_record(target) if target.exists() else None
-        plan = carry_verdicts(compiled, previous)
-        known = {p.id for p in plan.predictions}
-        unknown = sorted(set(verdicts) - known)
+    already: tuple[str, ...] = ()
+
+    def add(plan: Plan) -> Plan:
+        nonlocal already
+        unknown = sorted(set(verdicts) - {p.id for p in plan.predictions})
         if unknown:
+            target = record_path(out_dir, plan.name)
             raise RecordError(f"{target}: no prediction {', '.join(unknown)} in this plan")
         already = tuple(
             p.id for p in plan.predictions if p.id in verdicts and p.records(verdicts[p.id])
         )
-        plan = plan.model_copy(
+        return plan.model_copy(
             update={
                 "predictions": tuple(
                     p.with_verdict(verdicts[p.id]) if p.id in verdicts else p
@@ -160,9 +250,7 @@ def record_verdicts(
                 )
             }
         )
-        files = render_plan(loaded, plan, templates, folder)
-        for rendered in files:
-            write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
-        write_atomic(target, plan.to_json())
+
+    plan, _ = rewrite_record(loaded, compile_plan(loaded), out_dir, templates, add)
     added = tuple(pid for pid in verdicts if pid not in already)
     return Recorded(plan=plan, added=added, already=already)

@@ -10,9 +10,9 @@ import click
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.errors import FakplanError
 from fakplan.plan import Plan, compile_plan
-from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
-from fakplan.render import RenderedFile, render_plan
-from fakplan.shape import load_shape, shape_paths
+from fakplan.record import carry_verdicts, read_record, record_path, rewrite_record
+from fakplan.render import render_plan
+from fakplan.shape import LoadedShape, load_shape, shape_paths
 
 
 @click.command(name="compile")
@@ -42,19 +42,18 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
                 f"{names[item.shape.name]}"
             )
         names[item.shape.name] = item.path
-    staged: list[tuple[Plan, list[RenderedFile]]] = []
+    staged: list[tuple[LoadedShape, Plan]] = []
     for item in loaded:
         compiled = compile_plan(item)
         target = record_path(out_dir, compiled.name)
         previous = read_record(target) if target.exists() else None
-        compiled = carry_verdicts(compiled, previous)
-        staged.append((compiled, render_plan(item, compiled, templates, target.parent)))
+        render_plan(item, carry_verdicts(compiled, previous), templates, target.parent)
+        staged.append((item, compiled))
     failed = False
-    for compiled, files in staged:
+    for item, plan in staged:
+        # read again under the record's lock: a verdict verify or probe added since is kept
+        compiled, files = rewrite_record(item, plan, out_dir, templates)
         folder = out_dir / compiled.name
-        for rendered in files:
-            write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
-        write_atomic(folder / "plan.json", compiled.to_json())
         names_written = ", ".join(["plan.json", *(f.name for f in files)])
         failing = [g.title for g in compiled.gates if g.status == "fail"]
         status = "FAILS " + ", ".join(failing) if failing else "ok"
