@@ -15,11 +15,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fakplan.probes.flavours import FLAVOURS, Flavour
-from fakplan.probes.http import Answer, ProbeFault, StreamAnswer
+from fakplan.probes.http import KIB, MAX_BODY_BYTES, Answer, ProbeFault, StreamAnswer
+from fakplan.probes.http import excerpt as excerpt  # re-exported: quotes were made here first
 from fakplan.probes.refusals import error_message
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
+
+# What a generation's answer may take per token asked for, above its floor: a streamed token's
+# event is 100-500 bytes (vLLM's carries its id, the model path and a fingerprint; ~450 with a
+# 200-character model path), a non-streamed token's text at most ~16 characters, 96 bytes
+# JSON-escaped. 2 KiB is 4x the largest, so --max-tokens N always fits.
+ANSWER_BYTES_PER_TOKEN = 2 * KIB
+# A stream's floor: its role, finish and usage events (1-2 KiB), keep-alive comments, and what
+# llama-cpp-python streams past a 1-token max_tokens before it breaks off. Smaller than a whole
+# answer's (MAX_BODY_BYTES): tiny events parse to ~1 KiB of objects each, so a flood of them
+# at 4 MiB would hold ~80 MB; at 256 KiB + 2 KiB a token (512 tokens: 1.25 MiB) under 25 MB.
+STREAM_FLOOR_BYTES = 256 * KIB
+# The longest finish_reason kept: engines say "stop", "length", "abort" and the like.
+FINISH_CHARS = 64
+
+
+def answer_limit(max_tokens: int, *, streamed: bool) -> int:
+    """The bytes a generation of ``max_tokens`` may answer with before it is a fault."""
+    floor = STREAM_FLOOR_BYTES if streamed else MAX_BODY_BYTES
+    return floor + max(max_tokens, 0) * ANSWER_BYTES_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -115,11 +135,9 @@ class Completion:
 
 
 def _finish(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and isinstance(value.get("type"), str):
-        return str(value["type"])  # SGLang: {"type": "abort", ...}
-    return None
+    if isinstance(value, Mapping):
+        value = value.get("type")  # SGLang: {"type": "abort", ...}
+    return excerpt(value, FINISH_CHARS) if isinstance(value, str) else None
 
 
 def _choice_text(choice: Mapping[str, Any]) -> str:
@@ -240,9 +258,3 @@ def read_stream(answer: StreamAnswer, doing: str, *, whole: bool = True) -> Stre
         timings=timings,
         elapsed_s=answer.elapsed_s,
     )
-
-
-def excerpt(text: str, limit: int = 200) -> str:
-    """One line of at most ``limit`` characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

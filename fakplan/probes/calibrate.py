@@ -32,7 +32,7 @@ from fakplan.probes.api import (
 )
 from fakplan.probes.corpus import corpus
 from fakplan.probes.flavours import TokenizeRoute
-from fakplan.probes.http import Answer, Deadline, Endpoint, ProbeFault
+from fakplan.probes.http import MAX_BODY_BYTES, Answer, Deadline, Endpoint, ProbeFault
 from fakplan.probes.refusals import Refusal, error_message, parse_refusal
 
 FIRST_CHARS = 2048  # the short opening prompt of the refusal path (~500 tokens of prose)
@@ -40,6 +40,10 @@ MIN_RETRY_CHARS = 64  # the smallest opening prompt a refused one is halved down
 ABOVE_WINDOW = 1.05  # aim this far above the window, so the estimate's error still lands above
 ESTIMATE_MARGIN = 0.02  # without a tokenize route, size prompts 2 % under the target
 TOKENIZE_CHARS = (4096, 262_144)  # corpus size for the tokenize route: 4 x window, clamped
+# A tokenize answer may list every token: at most one a character, each an id of up to 7
+# digits and a separator (9 bytes), or 16 with vLLM's token_strs. So a text of n characters
+# is answered in MAX_BODY_BYTES + 16n bytes at most, which a window-sized prompt always fits.
+TOKENIZE_BYTES_PER_CHAR = 16
 
 Method = Literal["auto", "tokenize", "refusal"]
 
@@ -68,7 +72,8 @@ def count_tokens(
     body: dict[str, Any] = {route.key: text, **route.extra}
     if server.model:
         body["model"] = server.model
-    answer = endpoint.post(route.path, body, deadline)
+    limit = MAX_BODY_BYTES + len(text) * TOKENIZE_BYTES_PER_CHAR
+    answer = endpoint.post(route.path, body, deadline, limit=limit)
     if not answer.ok:
         raise ProbeFault(
             f"POST {route.path}: HTTP {answer.status}: {excerpt(error_message(answer.text))}"

@@ -21,10 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.probes.api import Server
-from fakplan.probes.http import Deadline, Endpoint, ProbeFault
+from fakplan.probes.http import Deadline, Endpoint, ProbeFault, excerpt
 
 VLLM_METRICS = "/metrics"
 VLLM_INFO = "vllm:cache_config_info"
+LABEL_CHARS = 40  # a label quoted in the statement: the figures are integers of 20 digits at most
 
 
 class CapacityResult(BaseModel):
@@ -68,7 +69,7 @@ def _vllm(endpoint: Endpoint, deadline: Deadline) -> CapacityResult:
             if sample.name.startswith(VLLM_INFO)
         ]
     except ValueError as exc:
-        raise ProbeFault(f"GET {VLLM_METRICS}: not Prometheus text ({exc})") from None
+        raise ProbeFault(f"GET {VLLM_METRICS}: not Prometheus text ({excerpt(str(exc))})") from None
     if not samples:
         return CapacityResult(
             route=VLLM_METRICS,
@@ -94,7 +95,8 @@ def _vllm(endpoint: Endpoint, deadline: Deadline) -> CapacityResult:
             "which is the boot's token count only for single-group models): no verdict"
         )
     labels = readings[chosen]
-    shown = ", ".join(f'{k}="{labels[k]}"' for k in keys if k in labels)
+    # the figures are integers; a label that is anything else is quoted short
+    shown = ", ".join(f'{k}="{excerpt(labels[k], LABEL_CHARS)}"' for k in keys if k in labels)
     return CapacityResult(
         route=VLLM_METRICS,
         kv_tokens=tokens,

@@ -10,6 +10,10 @@ from fakplan.probes.flavours import FLAVOURS, Observed, classify, served_context
 from fakplan.probes.http import Answer, Deadline, Endpoint, ProbeFault
 from fakplan.probes.refusals import error_message
 
+# The longest model id taken: every request sends it back and the record keeps it. Hub ids
+# are under 100 characters, a local path at most PATH_MAX (4,096 on Linux).
+MAX_MODEL_ID_CHARS = 4096
+
 
 def _mapping(answer: Answer) -> Mapping[str, object] | None:
     return answer.data if answer.ok and isinstance(answer.data, Mapping) else None
@@ -69,6 +73,11 @@ def detect(
     elif hint is not None and hint != name and name != "openai":
         notes.append(f"the endpoint looks like {name}, the shape's engine names {hint}")
     model = observed.first_model.get("id")
+    if isinstance(model, str) and len(model) > MAX_MODEL_ID_CHARS:
+        raise ProbeFault(
+            f"GET /v1/models: the model id is {len(model):,} characters long, over the "
+            f"{MAX_MODEL_ID_CHARS:,} of any path or hub id ({excerpt(model, 60)!r})"
+        )
     return Server(
         flavour=FLAVOURS[name],
         model=model if isinstance(model, str) else None,

@@ -38,6 +38,7 @@ from fakplan.probes.api import (
     Completion,
     Server,
     Streamed,
+    answer_limit,
     chat_body,
     read_completion,
     read_stream,
@@ -138,7 +139,10 @@ def _stream(
     # one token asked for is a time-to-first-token read: what follows it does not count
     # (llama-cpp-python may run on past max_tokens into the window's end and break off)
     whole = max_tokens > 1
-    return read_stream(endpoint.stream(CHAT, body, deadline, doing), doing, whole=whole)
+    limit = answer_limit(max_tokens, streamed=True)
+    return read_stream(
+        endpoint.stream(CHAT, body, deadline, doing, limit=limit), doing, whole=whole
+    )
 
 
 def decode(
@@ -183,6 +187,7 @@ def decode(
             chat_body(server, _decode_prompt(), max_tokens, suppress_eos=True),
             deadline,
             f"{step}: {max_tokens} tokens",
+            limit=answer_limit(max_tokens, streamed=False),
         )
         whole = read_completion(whole_answer, f"{step}: {max_tokens} tokens")
         pairs.append((base_answer.elapsed_s, whole_answer.elapsed_s, whole))
