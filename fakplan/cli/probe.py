@@ -51,13 +51,19 @@ def _only(value: str) -> tuple[str, ...]:
 
 
 def _api_key(variable: str | None) -> str | None:
+    """The key the variable holds, trimmed; refused (never shown) when a header cannot carry it."""
     if variable is None:
         return None
-    value = os.environ.get(variable)
+    value = (os.environ.get(variable) or "").strip()
     if not value:
         raise ProbeError(
             f"--api-key-env {variable}: that environment variable is not set or is empty "
             "(--api-key-env names the variable that holds the key, never the key itself)"
+        )
+    if not all("!" <= c <= "~" for c in value):
+        raise ProbeError(
+            f"--api-key-env {variable}: the key holds a character an HTTP header cannot carry "
+            "(a bearer token is printable ASCII without spaces)"
         )
     return value
 
@@ -199,7 +205,11 @@ def probe(
                 run = run_probes(loaded, endpoint, concurrent, options, _Bars(bars))
         else:
             run = run_probes(loaded, endpoint, concurrent, options)
-    verdicts = verdicts_for(run, plan, previous)
+    # the run is masked already (run_probes); verdicts quote it, and nothing else leaves unmasked
+    verdicts = {
+        pid: Verdict.model_validate(endpoint.redact(v.model_dump()))
+        for pid, v in verdicts_for(run, plan, previous).items()
+    }
     failed = bool(run.failures) or any(v.status == "killed" for v in verdicts.values())
     code = EXIT_FAILED if failed else EXIT_OK
     raw = _raw_path(out_dir, run)
@@ -216,7 +226,7 @@ def probe(
         "raw": raw.as_posix(),
         "exit": code,
     }
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
     write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
     if verdicts:
         record_verdicts(loaded, out_dir, verdicts)

@@ -134,6 +134,15 @@ class ProbeRun(BaseModel):
         return {"schema": data.pop("schema_"), **data}
 
 
+def redacted(run: ProbeRun, endpoint: Endpoint) -> ProbeRun:
+    """``run`` with the API key masked in every string it holds, whatever a server echoed.
+
+    The last gate before anything is reported: errors, notes, results and the
+    server's model id all quote the server, and a quote may hold part of the key.
+    """
+    return ProbeRun.model_validate(endpoint.redact(run.model_dump()))
+
+
 def hint_for(loaded: LoadedShape) -> str | None:
     """The flavour the shape's engine names, for endpoints whose routes do not tell."""
     shape = loaded.shape
@@ -192,7 +201,7 @@ def run_probes(
 
     def finish(server: dict[str, Any] | None) -> ProbeRun:
         ordered = {name: outcomes[name] for name in PROBES if name in outcomes}
-        return ProbeRun(
+        run = ProbeRun(
             id=run_id,
             at=at,
             shape=loaded.path.as_posix(),
@@ -202,6 +211,7 @@ def run_probes(
             probes=ordered,
             notes=tuple(notes),
         )
+        return redacted(run, endpoint)
 
     try:
         server = detect(
