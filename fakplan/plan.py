@@ -170,7 +170,7 @@ class Plan(BaseModel):
         return {"schema": data.pop("schema_"), **data}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int | None, str]:

@@ -64,10 +64,18 @@ def _unit_pattern(unit: str) -> str:
 BYTE_SIZE_PATTERN = rf"^\s*{_NUMBER}\s*(?:{'|'.join(_unit_pattern(unit) for unit in UNITS)})\s*$"
 
 
+MAX_BYTE_SIZE = 1 << 50  # 1 PiB: no card, pool or budget holds more; past it, a typo
+_MAX_TEXT = 64  # characters: "1,234,567.89 GiB" is 16
+
+
 def parse_bytes(text: str) -> int:
     """Read ``"<number> <unit>"`` as whole bytes (rounded half-even to the byte)."""
     if not isinstance(text, str):
         raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}")
+    if len(text) > _MAX_TEXT:
+        raise UnitsError(
+            f"expected a byte size such as {EXAMPLE}, got {len(text):,} characters ({text[:20]!r}…)"
+        )
     match = _QUANTITY.match(text)
     if match is None:
         raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}")
@@ -83,7 +91,10 @@ def parse_bytes(text: str) -> int:
         value = Decimal(number_text) * UNITS[unit]
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
         raise UnitsError(f"expected a byte size such as {EXAMPLE}, got {text!r}") from exc
-    return int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
+    result = int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
+    if result > MAX_BYTE_SIZE:
+        raise UnitsError(f"{text!r} is more than 1 PiB: no card, pool or budget is that large")
+    return result
 
 
 def format_bytes(n: int) -> str:

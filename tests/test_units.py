@@ -68,9 +68,23 @@ def test_format_bytes(n: int, text: str) -> None:
     assert format_bytes(n) == text
 
 
-@given(st.integers(min_value=0, max_value=2**60))
+@given(st.integers(min_value=0, max_value=2**50))
 def test_format_round_trips(n: int) -> None:
     assert parse_bytes(format_bytes(n)) == n
+
+
+@pytest.mark.parametrize("text", ["1025 TiB", f"{10**30} GiB", "1125899906842625 B"])
+def test_a_size_past_1_pib_is_refused(text: str) -> None:
+    """1 PiB = 2**50 B = 1,024 TiB: no card, pool or budget holds more."""
+    assert parse_bytes("1024 TiB") == 2**50
+    with pytest.raises(UnitsError, match="more than 1 PiB"):
+        parse_bytes(text)
+
+
+def test_a_long_text_is_refused_without_echoing_it() -> None:
+    with pytest.raises(UnitsError) as info:
+        parse_bytes("9" * 5000 + " GiB")
+    assert len(str(info.value)) < 200
 
 
 @given(

@@ -51,6 +51,10 @@ class _Group(click.Group):
         except FakplanError as exc:
             click.echo(str(exc), err=True)
             ctx.exit(EXIT_BAD_INPUT)
+        except OSError as exc:  # a file the input names that the system will not give us
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"{where}{exc.strerror or exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -32,7 +32,7 @@ def budget(device: str, as_json: bool) -> None:
     """
     result = probe_budget(gpu=device == "gpu")
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return
     console = Console(highlight=False)
     if result.devices:

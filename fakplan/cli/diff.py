@@ -69,7 +69,9 @@ def diff(shapes: tuple[str, ...], rev: str | None, out_dir: Path, as_json: bool)
     if as_json:
         click.echo(
             json.dumps(
-                {"schema": "fakplan.diff/1", "shapes": [d.to_dict() for d in diffs]}, indent=2
+                {"schema": "fakplan.diff/1", "shapes": [d.to_dict() for d in diffs]},
+                indent=2,
+                allow_nan=False,
             )
         )
     else:

@@ -172,7 +172,9 @@ def kv(
     pool_bytes = _pool_bytes(pool)
     result = pool_tokens(query, pool_bytes) if pool_bytes is not None else None
     if as_json:
-        click.echo(json.dumps(kv_json(query, breakdown, pool_bytes, result), indent=2))
+        click.echo(
+            json.dumps(kv_json(query, breakdown, pool_bytes, result), indent=2, allow_nan=False)
+        )
     else:
         _print(query, breakdown, pool_bytes, result)
 

@@ -15,4 +15,4 @@ def schema() -> None:
     document = Shape.model_json_schema()
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "fakplan shape"
-    click.echo(json.dumps(document, indent=2))
+    click.echo(json.dumps(document, indent=2, allow_nan=False))

@@ -351,7 +351,7 @@ def run_dict(run: GateRun) -> dict[str, Any]:
 
 
 def format_json(run: GateRun) -> str:
-    return json.dumps(run_dict(run), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(run_dict(run), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 FORMATS: dict[str, Callable[[GateRun], str]] = {

@@ -1,0 +1,204 @@
+"""Rules that span fields of a loaded shape; each names the field to change."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from fakplan.dtypes import MODEL_DTYPES
+from fakplan.errors import ReleaseError
+from fakplan.units import human_pair
+
+if TYPE_CHECKING:
+    from fakplan.shape.load import LoadedShape
+
+_DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+BINARIES = {
+    "llamacpp": ("llama-server", "llama-cpp-python"),
+    "vllm": ("vllm", "vllm-api-server"),
+}
+
+
+def check_semantics(loaded: LoadedShape) -> None:
+    """Rules that span fields; each names the field to change."""
+    shape = loaded.shape
+    if shape.engine == "custom" and shape.contract is None:
+        raise loaded.error(
+            "engine custom needs a contract block (per_token components, per_seq, fixed, "
+            "page_tokens): fakplan cannot derive what an engine it does not model costs",
+            "engine",
+        )
+    if shape.engine != "custom" and shape.contract is not None:
+        raise loaded.error(
+            f"engine {shape.engine} derives its contract from the model; "
+            "remove contract (it is for engine: custom)",
+            "contract",
+        )
+    _check_release(loaded)
+    _check_ceiling(loaded)
+    _check_paths(loaded)
+    _check_words(loaded)
+    if not _DTYPE_NAME.match(shape.serving.kv_cache_dtype):
+        raise loaded.error(
+            f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
+            "serving",
+            "kv_cache_dtype",
+        )
+    if shape.serving.dtype.lower() not in MODEL_DTYPES:
+        raise loaded.error(
+            f"expected one of {', '.join(MODEL_DTYPES)} (the engines' --dtype), "
+            f"got {shape.serving.dtype!r}",
+            "serving",
+            "dtype",
+        )
+    if shape.serving.dtype != "auto" and shape.engine not in ("vllm", "sglang"):
+        raise loaded.error(
+            f"engine {shape.engine}: serving.dtype is a vLLM and SGLang flag (--dtype); remove it",
+            "serving",
+            "dtype",
+        )
+    if shape.card.device == "cpu":
+        if shape.engine == "sglang":
+            raise loaded.error(
+                "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
+                "yet); use gpu, or engine vllm or llamacpp for a CPU card",
+                "card",
+                "device",
+            )
+        if shape.launch.gpu_layers not in (None, 0):
+            raise loaded.error(
+                f"offloads {shape.launch.gpu_layers} layers to a GPU, but card.device is cpu; "
+                "remove it (a CPU card runs every layer in RAM)",
+                "launch",
+                "gpu_layers",
+            )
+    binary = shape.launch.binary
+    if binary is not None and binary not in BINARIES.get(shape.engine, ()):
+        known = ", ".join(BINARIES.get(shape.engine, ())) or "none (leave launch.binary out)"
+        raise loaded.error(
+            f"{binary!r} does not start engine {shape.engine}; expected {known}",
+            "launch",
+            "binary",
+        )
+    par = shape.parallel
+    cards = shape.card.count * par.nodes
+    if par.tensor * par.pipeline > cards:
+        raise loaded.error(
+            f"tensor {par.tensor} x pipeline {par.pipeline} needs {par.tensor * par.pipeline} "
+            f"cards, the shape has {shape.card.count} per node x {par.nodes} node(s) = {cards}",
+            "parallel",
+        )
+    if shape.budget.kv <= 0:
+        raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
+    if par.nodes > 1 and shape.launch.head_address is None:
+        raise loaded.error(
+            f"parallel.nodes is {par.nodes}: give launch.head_address, the address the other "
+            "nodes join",
+            "parallel",
+            "nodes",
+        )
+    if (
+        shape.serving.spec_tokens
+        and shape.engine in {"vllm", "sglang"}
+        and shape.launch.speculative is None
+    ):
+        raise loaded.error(
+            f"spec_tokens {shape.serving.spec_tokens} needs launch.speculative.method "
+            "(mtp, eagle, ngram, ...) for the engine's flags",
+            "serving",
+            "spec_tokens",
+        )
+    for index, expectation in enumerate(shape.expect):
+        if expectation.control not in shape.control:
+            known = ", ".join(sorted(shape.control)) or "none declared"
+            raise loaded.error(
+                f"names control {expectation.control!r}; controls: {known}",
+                "expect",
+                index,
+                "control",
+            )
+
+
+# Linux's limits (PATH_MAX, NAME_MAX): a longer reference names no file, and asking the
+# filesystem about it fails with "File name too long" instead of "not there"
+_PATH_BYTES = 4096
+_NAME_BYTES = 255
+
+
+def _check_paths(loaded: LoadedShape) -> None:
+    """Every value read as a path fits the filesystem's limits, so looking it up is safe."""
+    shape = loaded.shape
+    speculative = shape.launch.speculative
+    fields: list[tuple[str | None, tuple[str, ...]]] = [
+        (shape.model, ("model",)),
+        (shape.launch.weights, ("launch", "weights")),
+        (speculative.model if speculative else None, ("launch", "speculative", "model")),
+        (shape.ceiling.ledger if shape.ceiling else None, ("ceiling", "ledger")),
+    ]
+    for value, loc in fields:
+        if value is None:
+            continue
+        longest = max((len(part.encode()) for part in value.split("/")), default=0)
+        if len(value.encode()) > _PATH_BYTES or longest > _NAME_BYTES:
+            raise loaded.error(
+                f"a path of {len(value.encode()):,} bytes with a name of {longest:,}: "
+                f"files are named in at most {_NAME_BYTES} bytes, paths {_PATH_BYTES:,}",
+                *loc,
+            )
+
+
+def _check_words(loaded: LoadedShape) -> None:
+    """A value the launch places as a word of its own (a model, a path, a name, an address)
+    must not start with '-': the engine's parser would read it as an option (a model named
+    --trust-remote-code would turn that option on). launch.extra_args are options on purpose."""
+    launch = loaded.shape.launch
+    speculative = launch.speculative
+    fields: list[tuple[str | None, tuple[str, ...]]] = [
+        (loaded.shape.model, ("model",)),
+        (launch.weights, ("launch", "weights")),
+        (launch.host, ("launch", "host")),
+        (launch.served_model_name, ("launch", "served_model_name")),
+        (launch.head_address, ("launch", "head_address")),
+        (speculative.method if speculative else None, ("launch", "speculative", "method")),
+        (speculative.model if speculative else None, ("launch", "speculative", "model")),
+    ]
+    for value, loc in fields:
+        if value is not None and value.lstrip().startswith("-"):
+            raise loaded.error(
+                f"{value[:40]!r} starts with '-', so the engine would read it as an option; "
+                "a value cannot (a path can be written ./-name); options go in "
+                "launch.extra_args",
+                *loc,
+            )
+
+
+def _check_release(loaded: LoadedShape) -> None:
+    """An engine_version older than every modelled rule set is refused at its line."""
+    from fakplan.engines import ENGINES
+
+    try:
+        ENGINES[loaded.shape.engine].version_used(loaded)
+    except ReleaseError as exc:
+        raise loaded.error(str(exc), "engine_version") from None
+
+
+def _check_ceiling(loaded: LoadedShape) -> None:
+    """A stated ceiling is what one card holds for the pair: never more than the card."""
+    shape = loaded.shape
+    stated = shape.ceiling.bytes if shape.ceiling is not None else None
+    if stated is None or stated <= shape.card.total:
+        return
+    ceiling, card = human_pair(stated, shape.card.total)
+    # ceiling: {bytes: ...} on lines of its own points at bytes; ceiling: 30 GiB at ceiling
+    loc = (
+        ("ceiling", "bytes")
+        if loaded.line(("ceiling", "bytes")) != loaded.line(("ceiling",))
+        else ("ceiling",)
+    )
+    raise loaded.error(
+        f"{ceiling} is above the card's {card} (card.total"
+        f"{', auto' if loaded.card_note else ''}): a ceiling is what one card holds for "
+        "weights + KV under the engine, at most the card; state the ceiling a boot ledger "
+        "of this card measured, or correct card.total",
+        *loc,
+    )

@@ -1,0 +1,334 @@
+"""The shape's schema: strict, frozen pydantic models, one per YAML block.
+
+Typos are errors (``extra="forbid"``), values are immutable, byte sizes carry a
+unit, and ``fakplan schema`` prints these models as JSON Schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from fakplan.errors import UnitsError
+from fakplan.units import ByteSize, parse_bytes
+
+PositiveInt = Annotated[int, Strict(), Field(gt=0)]
+
+# What hardware can be, with headroom: a count past these is a typo or an attack, and a
+# figure built from it would cost minutes and gigabytes before any gate could refuse it.
+MAX_CARDS_PER_NODE = 64  # the largest nodes hold 8-16 accelerators
+MAX_PARALLEL = 4096  # TP x PP x nodes of the largest published deployments is in the hundreds
+MAX_SEQS = 1 << 20  # engines schedule thousands of sequences, not millions
+MAX_TOKENS = 1 << 27  # 134 million tokens: past the longest served context windows
+MAX_SPEC_TOKENS = 128  # speculative proposals per step are a handful
+Cards = Annotated[int, Strict(), Field(gt=0, le=MAX_CARDS_PER_NODE)]
+ParallelSize = Annotated[int, Strict(), Field(gt=0, le=MAX_PARALLEL)]
+Seqs = Annotated[int, Strict(), Field(gt=0, le=MAX_SEQS)]
+Tokens = Annotated[int, Strict(), Field(gt=0, le=MAX_TOKENS)]
+# a measured figure: finite (NaN and infinity are not JSON, and compare false with anything)
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Slug = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$",
+        description="lower-case letters, digits, '.', '_' and '-' (it names files)",
+    ),
+]
+
+
+class Strict_(BaseModel):
+    """One base for every shape model: typos are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+AUTO = "auto"
+_NO_BYTES: dict[str, Any] = {"default": "0 B"}  # a byte size's default as a shape spells it
+_BYTE_SIZE_SCHEMA = TypeAdapter(ByteSize).json_schema()
+CardTotal = Annotated[
+    ByteSize,
+    Field(gt=0),  # a card of 0 B holds nothing, and every fraction of it divides by 0
+    WithJsonSchema({"anyOf": [_BYTE_SIZE_SCHEMA, {"const": AUTO}]}),
+]
+
+
+def _engine_names(schema: dict[str, Any]) -> None:
+    """The schema's engine values are the registry's keys, never a list typed twice."""
+    from fakplan.engines import ENGINES
+
+    schema["enum"] = sorted(ENGINES)
+
+
+def _ceiling_forms(schema: dict[str, Any]) -> None:
+    """``ceiling: 22 GiB`` is the short form of ``{bytes: 22 GiB}`` (see ``_ceiling_text``)."""
+    schema["anyOf"].insert(0, _BYTE_SIZE_SCHEMA)
+
+
+class Card(Strict_):
+    total: CardTotal = Field(
+        description="memory of one card, as the vendor or boot ledger states it, or "
+        "'auto': the device budget `fakplan budget` reports (NVML, host RAM, or "
+        "FAKPLAN_DEVICE_BUDGET_BYTES), read when the shape is loaded"
+    )
+    count: Cards = Field(1, description="cards per node")
+    device: Literal["gpu", "cpu"] = Field(
+        "gpu",
+        description="what holds the pair: a GPU, or host RAM for a CPU engine "
+        "(vLLM's CPU build sizes its pool from VLLM_CPU_KVCACHE_SPACE)",
+    )
+
+
+class Parallel(Strict_):
+    tensor: ParallelSize = 1
+    pipeline: ParallelSize = 1
+    nodes: ParallelSize = Field(1, description="nodes the parallel group spans")
+
+
+class Budget(Strict_):
+    """The pair: what one card gives to weights and to the KV pool."""
+
+    weights: ByteSize = Field(description="weights budget per card")
+    kv: ByteSize = Field(description="KV pool per card")
+
+
+class Serving(Strict_):
+    max_num_seqs: Seqs = Field(description="sequence slots served at once")
+    max_model_len: Tokens = Field(description="the context window, in tokens")
+    kv_cache_dtype: str = Field("auto", description="KV element type, in the engine's spelling")
+    dtype: str = Field(
+        "auto",
+        description="vLLM, SGLang: the weights' dtype (--dtype); KV 'auto' follows it, and "
+        "their 'auto' serves a float32 checkpoint in 16 bits",
+    )
+    spec_tokens: Annotated[int, Strict(), Field(ge=0, le=MAX_SPEC_TOKENS)] = Field(
+        0, description="speculative tokens per step"
+    )
+    block_size: Tokens | None = Field(
+        None, description="KV page size in tokens, where the engine takes one"
+    )
+    max_num_batched_tokens: Tokens | None = Field(
+        None, description="vLLM: tokens per scheduler step (sizes sliding-window blocks)"
+    )
+    prefix_caching: bool = Field(
+        True, description="vLLM: prefix caching (hybrid models keep 2 state pages per sequence)"
+    )
+    kv_unified: bool | None = Field(
+        None, description="llama.cpp: one KV cache shared by all slots (-kvu)"
+    )
+
+
+class LedgerCeiling(Strict_):
+    """A ceiling read from a boot ledger rather than typed in."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["ledger"]}, {"required": ["bytes"]}]}
+    )
+
+    ledger: str | None = Field(None, description="boot log path, relative to the shape file")
+    bytes: ByteSize | None = None
+    engine_floor: ByteSize | None = Field(
+        None, description="what the engine keeps free at worst case, when the log does not say"
+    )
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LedgerCeiling:
+        if (self.ledger is None) == (self.bytes is None):
+            raise PydanticCustomError(
+                "ceiling_source",
+                'give the ceiling as a byte size ("29120 MiB") or as {ledger: PATH}',
+            )
+        return self
+
+
+class ControlFigure(Strict_):
+    """A measured baseline a prediction compares against."""
+
+    value: Annotated[Finite, Field(gt=0)]
+    unit: str = "tokens/s"
+    note: str = ""
+
+
+class Component(Strict_):
+    """One per-token cost of a custom engine, stated once.
+
+    With ``dtype`` the cost scales with the KV element size (stated at that
+    dtype); without it the cost is the same at every dtype (an index key).
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["per_token"]}, {"required": ["per_page"]}]}
+    )
+
+    name: Slug
+    per_token: ByteSize | None = None
+    per_page: ByteSize | None = None
+    dtype: str | None = Field(None, description="the KV dtype this size is stated at")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Component:
+        if (self.per_token is None) == (self.per_page is None):
+            raise PydanticCustomError(
+                "component_size", "give exactly one of per_token or per_page (a byte size)"
+            )
+        return self
+
+
+class Contract(Strict_):
+    """What a token, a sequence and the pool cost on an engine fakplan does not model."""
+
+    page_tokens: Tokens = Field(1, description="tokens per KV page")
+    per_token: list[Component] = Field(min_length=1)
+    per_seq: ByteSize = Field(
+        0, description="state per sequence slot, dtype-independent", json_schema_extra=_NO_BYTES
+    )
+    fixed: ByteSize = Field(
+        0,
+        description="pool-resident constants (prefix checkpoints, ...)",
+        json_schema_extra=_NO_BYTES,
+    )
+    dtypes: list[str] | None = Field(None, description="the KV dtypes this engine accepts")
+
+
+class Limits(Strict_):
+    """Declared bounds the gates hold a shape to."""
+
+    max_spec_rows: PositiveInt | None = Field(
+        None, description="bound on seqs x (1 + spec_tokens), e.g. a sampler's exactness bound"
+    )
+    unclaimed_warn_above: ByteSize | None = Field(
+        None, description="warn when more than this is left between the pair and the ceiling"
+    )
+    kv_tokens_tolerance_pct: Annotated[Finite, Field(gt=0, le=50)] = Field(
+        0.5, description="tolerance of the KV-tokens prediction against the boot ledger"
+    )
+    rope_scaling: bool = Field(
+        False, description="declare that max_model_len past the trained context is intended"
+    )
+
+
+class Expectation(Strict_):
+    """A live-rate prediction against a named control figure."""
+
+    id: Slug
+    metric: Literal["decode_tps", "prefill_tps"]
+    control: str
+    change_pct: tuple[Finite, Finite] = Field(description="[low, high] percent change vs control")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Expectation:
+        low, high = self.change_pct
+        if low > high:
+            raise PydanticCustomError("change_order", "change_pct must be [low, high]")
+        return self
+
+
+class Speculative(Strict_):
+    """Speculative decoding as the engine takes it (serving.spec_tokens sets the count)."""
+
+    method: str = Field(description="e.g. mtp, eagle, eagle3, ngram, draft_model")
+    model: str | None = Field(None, description="the draft model, where the method needs one")
+
+
+class Launch(Strict_):
+    """How the rendered launch script starts the engine."""
+
+    host: str = "0.0.0.0"
+    port: Annotated[int, Strict(), Field(gt=0, lt=65536)] = 8000
+    binary: Literal["llama-server", "llama-cpp-python", "vllm", "vllm-api-server"] | None = Field(
+        None,
+        description="the server to start. llamacpp: llama-server (default) or "
+        "llama-cpp-python; vllm: vllm (`vllm serve`, default) or vllm-api-server "
+        "(`python -m vllm.entrypoints.openai.api_server`, for builds such as vllm-cpu "
+        "whose `vllm` command cannot find its own package)",
+    )
+    gpu_layers: Annotated[int, Strict(), Field(ge=-1, le=1 << 16)] | None = Field(
+        None, description="llamacpp: layers offloaded to the GPU (default: all)"
+    )
+    head_address: str | None = Field(
+        None, description="multi-node: the head node's address every other node joins"
+    )
+    head_port: Annotated[int, Strict(), Field(gt=0, lt=65536)] | None = Field(
+        None,
+        description="multi-node: Ray's port (vllm, default 6379) or SGLang's dist-init port (default 20000)",
+    )
+    weights: str | None = Field(
+        None,
+        description="what the engine loads (path or repo), when it differs from model: "
+        "e.g. a GGUF file for a catalog geometry",
+    )
+    served_model_name: str | None = None
+    speculative: Speculative | None = None
+    extra_args: list[str] = Field(
+        default_factory=list, description="appended to the engine's argv, each as one word"
+    )
+
+
+class Shape(Strict_):
+    """One endpoint, as an operator reviews it in git."""
+
+    name: Slug
+    engine: str = Field(
+        description="the engine whose arithmetic applies; custom: one fakplan does not model, "
+        "with its contract typed in",
+        json_schema_extra=_engine_names,
+    )
+    engine_version: str | None = Field(
+        None,
+        description="the release whose arithmetic applies (default: the newest modelled); "
+        "a newer one takes the newest rules, and every output says so",
+    )
+    model: str = Field(description="catalog id, GGUF path, or HF folder/config.json")
+    card: Card
+    parallel: Parallel = Parallel()
+    budget: Budget
+    serving: Serving
+    ceiling: LedgerCeiling | None = Field(None, json_schema_extra=_ceiling_forms)
+    control: dict[str, ControlFigure] = Field(default_factory=dict)
+    contract: Contract | None = None
+    limits: Limits = Limits()
+    expect: list[Expectation] = Field(default_factory=list)
+    launch: Launch = Launch()
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from fakplan.engines import ENGINES
+
+        if value not in ENGINES:
+            raise PydanticCustomError(
+                "engine",
+                "expected one of {names}, got {got}",
+                {"names": ", ".join(sorted(ENGINES)), "got": repr(value)},
+            )
+        return value
+
+    @field_validator("ceiling", mode="before")
+    @classmethod
+    def _ceiling_text(cls, value: Any) -> Any:
+        if isinstance(value, dict) or value is None:
+            return value
+        if isinstance(value, str):
+            try:
+                parse_bytes(value)
+            except UnitsError as exc:
+                raise PydanticCustomError("byte_size", str(exc)) from None
+            return {"bytes": value}
+        raise PydanticCustomError(
+            "byte_size",
+            'expected a byte size such as "29120 MiB" or {{ledger: PATH}}, got {got}',
+            {"got": value},
+        )
