@@ -29,7 +29,7 @@ from fakplan.ledger.model import (
     LedgerLine,
 )
 from fakplan.ledger.patterns import LedgerFormat
-from fakplan.ledger.reader import Prefilter, ReadStats, scan_file
+from fakplan.ledger.reader import MAX_RUN, Prefilter, ReadStats, scan_file
 from fakplan.ledger.scan import Derivations, EngineScan, aggregate
 
 __all__ = [
@@ -134,6 +134,7 @@ def _choose(
         if stats.looks_binary:
             raise LedgerError(
                 f"{path}: not a text log (binary data); expected an engine's boot log ({_KNOWN})"
+                + _stopped(stats)
             )
         generic = max(scan.matched for scan in scans.values())
         hint = (
@@ -144,7 +145,7 @@ def _choose(
         )
         raise LedgerError(
             f"{path}: no boot-ledger line of {_KNOWN} in {lines}; "
-            f"expected the engine's boot log (its stdout/stderr){hint}"
+            f"expected the engine's boot log (its stdout/stderr){hint}{_stopped(stats)}"
         )
     best = max(found, key=lambda name: found[name])  # ties: the registry's order
     notes = [
@@ -160,6 +161,16 @@ def _ordered(figures: dict[str, LedgerFigure]) -> dict[str, LedgerFigure]:
     """Figures in the Ledger's field order, then per-device and per-row ones by name."""
     order = {name: index for index, name in enumerate(FIGURE_FIELDS)}
     return dict(sorted(figures.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def _stopped(stats: ReadStats) -> str:
+    """Where reading stopped, for a refusal: the reason nothing was found may lie past it."""
+    if stats.stopped_at is None:
+        return ""
+    return (
+        f"; line {stats.stopped_at[0]} runs past {MAX_RUN >> 20} MiB with no line ending, "
+        "where reading stopped"
+    )
 
 
 def _read_notes(stats: ReadStats) -> list[str]:
@@ -183,4 +194,10 @@ def _read_notes(stats: ReadStats) -> list[str]:
         )
     if stats.looks_binary:
         notes.append("the file holds binary data; only its text lines were read")
+    if stats.stopped_at is not None:
+        line, read = stats.stopped_at
+        notes.append(
+            f"line {line} runs past {MAX_RUN >> 20} MiB with no line ending: reading stopped "
+            f"there, {read:,} bytes in, so nothing after it was read (a later boot included)"
+        )
     return notes

@@ -9,23 +9,36 @@ file's size.
 Handled here, so the parsers see clean text: gzip (by its magic bytes), CRLF,
 ANSI colour codes, a last line cut mid-way (a truncated file), a compressed
 stream that ends early, lines too long to be log lines, and binary data.
+
+The work is bounded whatever the file holds: only a regular file is read (a
+device or a FIFO has no end, and opening a FIFO waits for a writer), and only
+up to the size it had when opened (a server still writing it cannot keep the
+reader going); a run of ``MAX_RUN`` bytes without a line ending ends the read
+(a 10 GiB file of NULs, a gzip bomb); and each line is looked at once.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
+import stat
 import string
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakplan.errors import LedgerError
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
 CHUNK = 4 << 20
 MAX_LINE = 1 << 20  # a longer "line" is data, not a log line: it is skipped whole
+MAX_RUN = 64 << 20  # this far without a line ending, the file is no log: reading stops
 MAX_TEXT = 1000  # characters of a recognised line kept for the record
 SNIFF = 64 << 10
 
@@ -69,11 +82,19 @@ class Prefilter:
         self._plain = sorted(n for n in plain if not any(o != n and o in n for o in plain))
 
     def line_starts(self, block: bytes, start: int = 0) -> list[int]:
-        """Offsets of the lines of ``block`` (from ``start``) that hold a needle, in order."""
+        """Offsets of the lines of ``block`` (from ``start``) that hold a needle, in order.
+
+        After a hit the search goes on from the next line: a line holding a needle
+        100,000 times is looked back over once, not once per hit (quadratic)."""
         found: set[int] = set()
         for pattern in self._patterns:
-            for match in pattern.finditer(block, start):
+            pos = start
+            while (match := pattern.search(block, pos)) is not None:
                 found.add(block.rfind(b"\n", 0, match.start()) + 1)
+                end = block.find(b"\n", match.end())
+                if end == -1:
+                    break
+                pos = end + 1
         for needle in self._plain:
             pos = block.find(needle, start)
             while pos != -1:
@@ -107,6 +128,7 @@ class ReadStats:
     unterminated_line: int | None = None
     stream_error: str | None = None
     overlong_lines: list[int] = field(default_factory=list)
+    stopped_at: tuple[int, int] | None = None  # (line, bytes read): a run past MAX_RUN
 
 
 def clean(raw: bytes) -> str:
@@ -131,18 +153,88 @@ def _looks_binary(sample: bytes) -> bool:
     return (controls + bad_utf8) > len(sample) * 0.02
 
 
+class _Snapshot(io.RawIOBase):
+    """A regular file read up to the size it had when opened: a log a server is still
+    writing is read as it was, so a writer faster than the reader cannot keep it going."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        super().__init__()
+        self._file = io.FileIO(fd, "rb")
+        self._left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        if self._left <= 0:
+            return 0
+        with memoryview(buffer) as view:
+            count = self._file.readinto(view[: self._left]) or 0
+        self._left -= count
+        return count
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+_KINDS = (
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "named pipe (FIFO)"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def _not_a_file(path: Path, mode: int) -> LedgerError | None:
+    """Why ``path`` is not read, unless it is a regular file. A device or a FIFO is
+    refused rather than read: it has no end to find the last boot at (/dev/zero never
+    answered), and opening a FIFO waits for a writer that may never come."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return LedgerError(f"{path}: is a folder, expected a boot log file")
+    kind = next((name for test, name in _KINDS if test(mode)), "special file")
+    return LedgerError(
+        f"{path}: is a {kind}, not a file: a boot log is read from a regular file "
+        "(save the log to one, plain or gzip, and give that)"
+    )
+
+
+def _cannot(path: Path, exc: OSError | ValueError) -> LedgerError:
+    if isinstance(exc, FileNotFoundError):
+        return LedgerError(f"{path}: no such file")
+    if isinstance(exc, ValueError):  # a NUL byte in the path (a shape's ceiling.ledger)
+        return LedgerError(f"{path!r}: cannot read ({exc})")
+    return LedgerError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
 def _open(path: Path) -> tuple[io.BufferedIOBase, io.BufferedIOBase]:
-    """The stream to read (decompressed if gzip) and the file under it (to close)."""
+    """The stream to read (decompressed if gzip) and the file under it (to close).
+
+    The path is checked before it is opened (opening a FIFO blocks, opening some devices
+    acts), and the opened file again: it is the one read, whatever the path names now."""
     try:
-        handle: io.BufferedIOBase = open(path, "rb")  # noqa: SIM115 - closed by scan_file
-    except FileNotFoundError:
-        raise LedgerError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise LedgerError(f"{path}: is a folder, expected a boot log file") from None
+        refused = _not_a_file(path, os.stat(path).st_mode)
+        if refused is not None:
+            raise refused
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError) as exc:
+        raise _cannot(path, exc) from None
+    try:
+        info = os.fstat(fd)
+        refused = _not_a_file(path, info.st_mode)
+        if refused is not None:
+            raise refused
+        handle = io.BufferedReader(_Snapshot(fd, info.st_size))
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        magic = handle.peek(2)[:2]
     except OSError as exc:
-        raise LedgerError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    magic = handle.read(2)
-    handle.seek(0)
+        handle.close()
+        raise _cannot(path, exc) from None
     if magic == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=handle, mode="rb"), handle
     return handle, handle
@@ -155,8 +247,15 @@ def scan_file(path: Path, prefilter: Prefilter, on_line: OnLine) -> ReadStats:
     carry = b""
     skipping = False  # inside a line longer than MAX_LINE
     line_base = 0  # complete lines before the current block
+    run = read = 0  # bytes since the last line ending; bytes read
     with raw, stream:
         for block in _blocks(stream, path, stats):
+            read += len(block)
+            last = block.rfind(b"\n")
+            run = run + len(block) if last == -1 else len(block) - last - 1
+            if run > MAX_RUN:  # no log line is this long: what follows is not a log either
+                stats.stopped_at = (line_base + 1, read)
+                break
             data = carry + block if carry else block
             cut = data.rfind(b"\n") + 1
             if cut == 0:
