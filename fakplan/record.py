@@ -204,14 +204,18 @@ def rewrite_record(
 
     target = record_path(out_dir, compiled.name)
     folder = target.parent
-    with locked(folder):
-        previous = read_record(target) if target.exists() else None
-        plan = carry_verdicts(compiled, previous)
-        if amend is not None:
-            plan = amend(plan)
-        files = render_plan(loaded, plan, templates, folder)
-        remove_temporaries(folder, [target.name, *(f.name for f in files)])
-        write_record(folder, plan, files)
+    try:
+        with locked(folder):
+            previous = read_record(target) if target.exists() else None
+            plan = carry_verdicts(compiled, previous)
+            if amend is not None:
+                plan = amend(plan)
+            files = render_plan(loaded, plan, templates, folder)
+            remove_temporaries(folder, [target.name, *(f.name for f in files)])
+            write_record(folder, plan, files)
+    except OSError as exc:  # a folder or file the system refuses (permissions, a full disk)
+        where = exc.filename or folder
+        raise RecordError(f"{where}: cannot write the record ({exc.strerror or exc})") from None
     return plan, files
 
 

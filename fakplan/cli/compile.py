@@ -24,8 +24,9 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
 
     Every shape is loaded and rendered before anything is written, so a bad
     shape leaves no half-written output. Re-running is byte-identical; verdicts
-    already recorded are kept. Exit 1 when a gate fails (files are still
-    written, with the failure in their header).
+    already recorded are kept, read again under the record's lock (a verify or
+    probe writing at the same time loses nothing). Exit 1 when a gate fails
+    (files are still written, with the failure in their header).
 
     Paths in a shape are its folder's: a script whose engine argv names one
     (a GGUF, a local model folder) first changes to the shape's folder, found
