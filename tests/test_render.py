@@ -176,12 +176,22 @@ def _hostile_shape(tmp_path: Path, engine: str, text: str, *, nodes: int = 1) ->
     return path
 
 
+def _refused_as_an_option(runner: CliRunner, shape: Path, out: Path) -> None:
+    result = runner.invoke(main, ["compile", str(shape), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "starts with '-', so the engine would read it as an option" in result.output
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("text", HOSTILE)
 @pytest.mark.parametrize(("engine", "nodes"), [("vllm", 1), ("vllm", 2), ("sglang", 2)])
 def test_hostile_strings_render_inert(
     text: str, engine: str, nodes: int, runner: CliRunner, tmp_path: Path
 ) -> None:
     shape = _hostile_shape(tmp_path / "in", engine, text, nodes=nodes)
+    if text.startswith("-"):  # placed as a word of its own, the engine would read an option
+        _refused_as_an_option(runner, shape, tmp_path / "out")
+        return
     plan = compile_one(runner, shape, tmp_path / "out")
     folder = tmp_path / "out" / "hostile"
     for role in plan["launch"]["roles"]:  # type: ignore[index]
@@ -246,6 +256,9 @@ def test_hostile_strings_in_a_custom_shape_render_inert(
     }
     path = tmp_path / "hostile.yaml"
     path.write_text(json.dumps(shape, ensure_ascii=False), encoding="utf-8")
+    if text.startswith("-"):  # MODEL is a word an engine's launch line would take as-is
+        _refused_as_an_option(runner, path, tmp_path / "out")
+        return
     plan = compile_one(runner, path, tmp_path / "out")
     env_file = tmp_path / "out" / "hostile" / "hostile.env"
     proc = subprocess.run(
