@@ -23,14 +23,14 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 
 # What a generation's answer may take per token asked for, above its floor: a streamed token's
-# event is 100-500 bytes (vLLM's carries its id, the model path and a fingerprint; ~450 with a
+# event is 100-500 bytes (vLLM's carries its id, the model path and a fingerprint; 481 with a
 # 200-character model path), a non-streamed token's text at most ~16 characters, 96 bytes
 # JSON-escaped. 2 KiB is 4x the largest, so --max-tokens N always fits.
 ANSWER_BYTES_PER_TOKEN = 2 * KIB
 # A stream's floor: its role, finish and usage events (1-2 KiB), keep-alive comments, and what
 # llama-cpp-python streams past a 1-token max_tokens before it breaks off. Smaller than a whole
-# answer's (MAX_BODY_BYTES): tiny events parse to ~1 KiB of objects each, so a flood of them
-# at 4 MiB would hold ~80 MB; at 256 KiB + 2 KiB a token (512 tokens: 1.25 MiB) under 25 MB.
+# answer's (MAX_BODY_BYTES): a 68-byte event parses to ~1 KiB of objects (14x, measured), so a
+# flood of them at 256 KiB + 2 KiB a token (512 tokens: 1.25 MiB) holds ~18 MB.
 STREAM_FLOOR_BYTES = 256 * KIB
 # The longest finish_reason kept: engines say "stop", "length", "abort" and the like.
 FINISH_CHARS = 64

@@ -47,10 +47,10 @@ MIB = 1024 * KIB
 # The most a whole answer may hold unless its request asks for more (``limit=``: a tokenize
 # call sizes its own from the text it sends, a generation from its max_tokens). The routes read
 # with this limit answer far below it: /v1/models and a 1-token completion under 4 KiB,
-# llama-server's /props ~50 KiB (its chat template), vLLM's /openapi.json ~150 KiB and its
-# /metrics ~1 MiB with every histogram. 4 MiB is 4x the largest; JSON parsed from it, even a
-# list of small numbers, stays near 50 MB in memory.
-MAX_BODY_BYTES = 4 * MIB
+# llama-server's /props ~50 KiB (its chat template), vLLM's /openapi.json and /metrics a few
+# hundred KiB. 2 MiB is 4x those. JSON parses to 4-25x its bytes (small numbers 4x, empty
+# objects 25x), so even a hostile 2 MiB body holds at most ~50 MB.
+MAX_BODY_BYTES = 2 * MIB
 # An answer that is not 2xx is read this far and no further: it is only quoted (an excerpt)
 # or parsed for a context refusal, which every engine words in under 1 KiB.
 MAX_ERROR_BYTES = 64 * KIB
@@ -390,7 +390,7 @@ class _Base:
             data = None
         if data is not None and self.redactor and "\\" in text:
             masked = self.redactor.value(data, runs=False)
-            if masked != data:  # the key was spelled in escapes: show the masked JSON instead
+            if masked is not data:  # the key was spelled in escapes: show the masked JSON instead
                 data, text = masked, json.dumps(masked, ensure_ascii=False)
         return Answer(status, text, elapsed, data, body.truncated)
 

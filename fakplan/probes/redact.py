@@ -18,7 +18,7 @@ import base64
 import json
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 MASK = "***"
@@ -107,18 +107,28 @@ class Redactor:
     def value(self, value: Any, *, runs: bool = True) -> Any:
         """``value`` (parsed JSON, a model's dump) with every string in it masked.
 
-        ``runs=False`` masks whole forms only: for a large answer as it arrives.
+        What holds no form of the key comes back as the very same object, so a
+        large answer is not copied. ``runs=False`` masks whole forms only: for a
+        large answer as it arrives.
         """
         if not self.forms:
             return value
-        mask = self.text if runs else self.whole
+        return self._walk(value, self.text if runs else self.whole)
+
+    def _walk(self, value: Any, mask: Callable[[str], str]) -> Any:
         if isinstance(value, str):
-            return mask(value)
+            return mask(value)  # the same object when nothing was masked
         if isinstance(value, Mapping):
-            return {
-                mask(k) if isinstance(k, str) else k: self.value(v, runs=runs)
+            items = [
+                (mask(k) if isinstance(k, str) else k, self._walk(v, mask))
                 for k, v in value.items()
-            }
+            ]
+            same = all(
+                k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)
+            )
+            return value if same else dict(items)
         if isinstance(value, list | tuple):
-            return type(value)(self.value(v, runs=runs) for v in value)
+            walked = [self._walk(v, mask) for v in value]
+            same = all(w is v for w, v in zip(walked, value, strict=True))
+            return value if same else type(value)(walked)
         return value
