@@ -63,7 +63,7 @@ def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
 
 
 def _sync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    """Make a rename in ``folder`` durable (POSIX; Windows cannot open a folder to sync it)."""
     if sys.platform == "win32":  # pragma: no cover - no directory descriptors
         return
     fd = os.open(folder, os.O_RDONLY)
@@ -97,8 +97,8 @@ def write_record(folder: Path, plan: Plan, files: Sequence[RenderedFile]) -> Non
     """plan.json first, the files rendered from it after; call under the folder's lock.
 
     plan.json is the commit point: once it is renamed into place the write has happened.
-    A kill before it leaves the old record whole; a kill after it leaves headers one
-    write behind plan.json, which the next writer renders again.
+    A kill before it leaves the old record whole; a kill after it leaves headers behind
+    plan.json (showing fewer verdicts, never more), which the next writer renders again.
     """
     write_atomic(folder / "plan.json", plan.to_json())
     for rendered in files:
