@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
 from fakplan.engines.served import served_weights
@@ -22,7 +21,6 @@ from fakplan.errors import LedgerError
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord, shape_relative_paths
-from fakplan.ledger import parse_ledger
 from fakplan.predict import Prediction
 from fakplan.shape import LoadedShape
 from fakplan.units import human
@@ -183,7 +181,12 @@ def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int 
         if ceiling.bytes is not None:
             note = f" ({ceiling.note})" if ceiling.note else ""
             return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}"
-        assert ceiling.ledger is not None
+    # the ledger parsers (a few hundred compiled rows) load only for a shape that reads a log
+    from fakplan.ceiling import above_card, ceiling_from_ledger
+    from fakplan.ledger import parse_ledger
+
+    if ledger_path is None:
+        assert ceiling is not None and ceiling.ledger is not None
         ledger_path = loaded.resolve(ceiling.ledger)
         try:
             ledger = parse_ledger(ledger_path)

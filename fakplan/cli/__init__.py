@@ -8,6 +8,7 @@ file, line and field; no traceback).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,7 +44,29 @@ templates_option = click.option(
 
 
 class _Group(click.Group):
-    """Maps fakplan's errors to exit 2 with one line, in one place."""
+    """Loads sub-commands on demand (``COMMANDS``) and maps fakplan's errors to exit 2
+    with one line, in one place."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        command = getattr(importlib.import_module(entry[0]), entry[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the registry's help lines, without importing a command."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, click.Command(name, help=text).get_short_help_str(limit))
+            for name, (_, _, text) in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -81,25 +104,65 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    from fakplan.cli import budget, diff, gate, init, kv, ledger, plan, probe, schema, verify
-    from fakplan.cli import compile as compile_command
-
-    commands: list[click.Command] = [  # the one registry of sub-commands
-        plan.plan,
-        compile_command.compile_,
-        schema.schema,
-        kv.kv,
-        gate.gate,
-        init.init,
-        ledger.ledger,
-        verify.verify,
-        budget.budget,
-        probe.probe,
-        diff.diff,
-    ]
-    for command in commands:
-        main.add_command(command)
-
-
-_register()
+# The one registry of sub-commands: name -> (module, attribute, the first line of its
+# help). Each module is imported only when its command runs, so `fakplan --help` and
+# `fakplan plan` never load httpx, numpy or the probes; a test keeps the help lines equal
+# to the commands' own.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": (
+        "fakplan.cli.plan",
+        "plan",
+        "Print a shape's derivation: rate, contract, tokens backed, pair, ceiling, gates.",
+    ),
+    "compile": (
+        "fakplan.cli.compile",
+        "compile_",
+        "Compile shapes (files or folders of *.yaml) into DIR/<name>/.",
+    ),
+    "schema": (
+        "fakplan.cli.schema",
+        "schema",
+        "Print the JSON Schema of a shape file (point your editor's YAML plugin at it).",
+    ),
+    "kv": (
+        "fakplan.cli.kv",
+        "kv",
+        "A model's KV cost per rank on one engine: per token, per sequence, and a pool's tokens.",
+    ),
+    "gate": (
+        "fakplan.cli.gate",
+        "gate",
+        "Run every gate over shapes (files or folders of *.yaml): one line per gate per shape.",
+    ),
+    "init": (
+        "fakplan.cli.init",
+        "init",
+        "Scaffold DIRECTORY: shapes/ with an example shape, gates/ with an example operator "
+        "gate and the pytest wiring, a CI workflow and a README.",
+    ),
+    "ledger": (
+        "fakplan.cli.ledger",
+        "ledger",
+        "Read an engine's boot log (plain or gzip): KV tokens and bytes, weights, free memory.",
+    ),
+    "verify": (
+        "fakplan.cli.verify",
+        "verify",
+        "Close SHAPE's ledger predictions against the boot log LOG.",
+    ),
+    "budget": (
+        "fakplan.cli.budget",
+        "budget",
+        "What this machine's cards hold (NVML), or host RAM without a GPU.",
+    ),
+    "probe": (
+        "fakplan.cli.probe",
+        "probe",
+        "Probe a deployed endpoint and record verdicts on the shape's live predictions.",
+    ),
+    "diff": (
+        "fakplan.cli.diff",
+        "diff",
+        "What a shape change moves and what it costs, in words a reviewer reads.",
+    ),
+}

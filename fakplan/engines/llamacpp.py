@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gguf import GGMLQuantizationType
-
 from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.modelled import ModelledPlanner
@@ -370,6 +368,9 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         if s.kv_unified:
             argv += ["--kv-unified"]
     else:
+        # gguf (and numpy behind it) loads only for this server's numeric type ids
+        from gguf import GGMLQuantizationType
+
         if s.max_num_seqs > 1:
             raise loaded.error(
                 "llama-cpp-python's server serves one sequence at a time; "
