@@ -19,6 +19,27 @@ from fakplan.ledger import Ledger
 from fakplan.ledger.model import spread
 from fakplan.units import human, human_pair
 
+_INPUTS = frozenset(
+    {
+        "settled_free_bytes",
+        "free_at_ready_bytes",
+        "free_after_graphs_bytes",
+        "engine_floor_bytes",
+        "pair_bytes",
+        "weights_bytes",
+        "kv_bytes",
+        "total_gpu_bytes",
+        "gpu_memory_utilization",
+        "usable_bytes",
+        "non_torch_bytes",
+        "activation_bytes",
+        "compute_bytes",
+        "output_bytes",
+    }
+)
+"""Every figure a ceiling is computed from: one the log prints unreadably is named when the
+ceiling is unknown."""
+
 
 @dataclass(frozen=True)
 class CeilingReading:
@@ -151,9 +172,11 @@ def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> Ceil
         missing.append("the engine's floor (give ceiling.engine_floor)")
     if pair is None:
         missing.append("the weights and KV it allocated")
+    unread = [why for name, why in ledger.unreadable.items() if name in _INPUTS]
     return CeilingReading(
         None,
-        f"unknown: {ledger.file} ({ledger.engine}) does not state {', '.join(missing)}",
+        f"unknown: {ledger.file} ({ledger.engine}) does not state {', '.join(missing)}"
+        + "".join(f"; {why}" for why in unread),
     )
 
 

@@ -56,9 +56,15 @@ def _joined(*parts: str) -> str:
     return "; ".join(part for part in parts if part)
 
 
+def _unstated(ledger: Ledger, name: str, what: str) -> str:
+    """Why a figure is missing: the line that prints it in a form no engine prints (a
+    5,000-digit count, "1.2.3 GiB"), else that the log does not state it."""
+    return ledger.unreadable.get(name, f"the log states no {what}")
+
+
 def _kv_tokens(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     if ledger.kv_tokens is None:
-        return Observation(None, ledger.file, "the log states no KV token count")
+        return Observation(None, ledger.file, _unstated(ledger, "kv_tokens", "KV token count"))
     return Observation(
         ledger.kv_tokens, _figure_source(ledger, "kv_tokens"), _rank_note(ledger, "kv_tokens")
     )
@@ -93,7 +99,14 @@ def _sessions(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observati
                 _rank_note(ledger, "kv_tokens"),
             ),
         )
-    return Observation(None, ledger.file, "the log states neither sequences backed nor KV tokens")
+    return Observation(
+        None,
+        ledger.file,
+        _joined(
+            "the log states neither sequences backed nor KV tokens",
+            *(ledger.unreadable.get(n, "") for n in ("sequences_backed", "kv_tokens")),
+        ),
+    )
 
 
 def _weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
@@ -112,7 +125,7 @@ def _weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observatio
             + spread("weights_bytes", per_rank),
         )
     if ledger.weights_bytes is None:
-        return Observation(None, ledger.file, "the log states no weights size")
+        return Observation(None, ledger.file, _unstated(ledger, "weights_bytes", "weights size"))
     return Observation(
         ledger.weights_bytes,
         _figure_source(ledger, "weights_bytes"),

@@ -79,11 +79,18 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
         raise LedgerError(f"{path}: the file is empty; expected an engine's boot log ({_KNOWN})")
     name, notes = _choose(path, engine, scans, stats)
     scan = scans[name]
+    if scan.overflow is not None:
+        raise LedgerError(
+            f"{path}: {scan.overflow}, more than any {scan.fmt.title} boot states: not read "
+            "as a boot log"
+        )
     boot, boot_notes, boots = scan.finish(stats.lines)
     if boot is None or not boot.hits:
+        unread = next(iter(boot.unreadable.values()), None) if boot is not None else None
+        why = f" that can be read ({unread})" if unread else ""
         raise LedgerError(
             f"{path}: {scan.matched} {scan.fmt.title} line(s) recognised, but none states a "
-            "figure; expected the engine's boot log"
+            f"figure{why}; expected the engine's boot log"
         )
     agg = aggregate(boot)
     scan.fmt.derive(Derivations(agg, boot))
@@ -99,6 +106,8 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
         "binding_rank": agg.binding,
         "ranks": agg.ranks,
         "figures": figures,
+        # a figure another line of the boot states readably is that figure, not unreadable
+        "unreadable": {k: why for k, why in boot.unreadable.items() if k not in figures},
         "lines": tuple(boot.lines),
         "notes": tuple(notes + boot_notes + agg.notes + _read_notes(stats)),
     }

@@ -340,7 +340,9 @@ ROWS: tuple[Row, ...] = (
         "error",
         "ggml CUDA backend",
         "cudaMalloc failed: out of memory",
-        r"(?P<error>\w+: allocating [\d.]+ MiB on device \d+: cudaMalloc failed: out of memory.*)",
+        # \b: the function name starts at a word's start (tried inside every word, \w+
+        # backtracked over it: a long word took hours)
+        r"\b(?P<error>\w+: allocating [\d.]+ MiB on device \d+: cudaMalloc failed: out of memory.*)",
         failure=True,
     ),
     SERVER_UP,

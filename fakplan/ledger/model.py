@@ -159,6 +159,10 @@ class Ledger(_Record):
         default_factory=dict, description="figures on which ranks differ, per rank"
     )
     figures: dict[str, LedgerFigure] = Field(default_factory=dict)
+    unreadable: dict[str, str] = Field(
+        default_factory=dict,
+        description="figures the log states in a form no engine prints (null): {name: why}",
+    )
     lines: tuple[LedgerLine, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -203,7 +207,7 @@ class Ledger(_Record):
 
 _META = {"schema_", "file", "engine", "engine_detected", "boots", "boot_lines", "binding_rank"}
 _NESTED = {"budget_rows", "devices"}
-_CONTAINERS = _NESTED | {"ranks", "figures", "lines", "notes"}
+_CONTAINERS = _NESTED | {"ranks", "figures", "unreadable", "lines", "notes"}
 
 FIGURE_FIELDS: tuple[str, ...] = tuple(
     name for name in Ledger.model_fields if name not in _META | _CONTAINERS
@@ -222,11 +226,16 @@ DEVICE_KEYS = (
 """The buffers ``devices.<name>`` may list (llama.cpp prints them per device)."""
 
 
-def rank_order(label: str) -> tuple[tuple[int, int | str], ...]:
-    """``TP2`` before ``TP10``: rank labels in numeric order."""
-    return tuple(
-        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label)
-    )
+def rank_order(label: str) -> tuple[tuple[int, int, str], ...]:
+    """``TP2`` before ``TP10``: rank labels in numeric order.
+
+    A run of digits orders by its length, then its digits (no ``int()``: a label comes
+    from the log, and Python refuses to convert 4,300 digits or more)."""
+    key: list[tuple[int, int, str]] = []
+    for part in re.split(r"(\d+)", label):
+        digits = part.lstrip("0") or "0"
+        key.append((0, len(digits), digits) if part.isdecimal() else (1, 0, part))
+    return tuple(key)
 
 
 def shown(figure: LedgerFigure) -> str:

@@ -11,6 +11,12 @@ captures and how to read them:
 Units are read exactly as the engine means them: SGLang and old vLLM print
 "GB" but divide by 2**30 (``GB_IS_GIB``). Bytes are integers: the printed
 decimal times the unit, rounded to the nearest byte.
+
+A figure's text is read only in the form engines print it (ASCII digits, thousands
+grouped by three, one decimal point), with at most ``MAX_DIGITS`` digits and a value up
+to ``MAX_FIGURE``. Anything else raises ``Unreadable``, whose message says why: the
+scan notes it and leaves the figure null rather than guess, convert without bound, or
+hand a number that overflows downstream.
 """
 
 from __future__ import annotations
@@ -23,6 +29,33 @@ from typing import Protocol
 from fakplan.units import GIB, KIB, MIB, TIB
 
 Value = int | float | bool | str
+
+MAX_DIGITS = 24
+"""More digits than any boot log prints (a byte count has at most 19, a size a few decimals)."""
+MAX_FIGURE = 2**63 - 1
+"""The largest figure read: what a signed 64-bit reader of ``--json`` holds, and more bytes
+or tokens than any hardware has. A larger one is absurd, not a measurement."""
+MAX_WORD = 200
+"""The longest text figure (a version, a dtype) an engine prints, with room to spare."""
+
+
+class Unreadable(ValueError):
+    """A figure's text that no engine prints; the message is why, as the note gives it."""
+
+
+_WHOLE = re.compile(r"[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+")
+_DECIMAL = re.compile(r"(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?")
+_ABSURD = f"beyond 2**63 - 1 ({MAX_FIGURE:,}), more than any hardware holds"
+
+
+def _number(text: str, form: re.Pattern[str]) -> str:
+    """``text`` without its separators, if it is a number as engines print one."""
+    if form.fullmatch(text) is None:
+        raise Unreadable("is not a number as an engine prints one")
+    digits = text.replace(",", "").replace(".", "")
+    if len(digits) > MAX_DIGITS:
+        raise Unreadable(f"has {len(digits):,} digits, more than any boot log prints")
+    return text.replace(",", "")
 
 
 @dataclass(frozen=True)
@@ -47,8 +80,10 @@ class Size:
     meant_unit: str
 
     def __call__(self, text: str) -> Reading:
-        number = Decimal(text.replace(",", ""))
+        number = Decimal(_number(text, _DECIMAL))
         value = int((number * self.bytes_per_unit).to_integral_value(rounding=ROUND_HALF_EVEN))
+        if value > MAX_FIGURE:
+            raise Unreadable(f"is {value:,} bytes, {_ABSURD}")
         return Reading(value, f"{text} {self.printed_unit}", self.meant_unit)
 
 
@@ -64,23 +99,33 @@ _QUANTITY = re.compile(r"^(?P<number>[0-9][0-9,]*(?:\.[0-9]+)?) ?(?P<unit>B|KiB|
 def quantity(text: str) -> Reading:
     """``"31.86 GiB"``: a number with its binary unit printed beside it."""
     match = _QUANTITY.match(text.strip())
-    if match is None:  # pragma: no cover - the row regexes admit only these forms
-        raise ValueError(f"not a byte quantity: {text!r}")
+    if match is None:  # the row regexes admit only these forms; a new row might not
+        raise Unreadable("is not a byte quantity as an engine prints one")
     unit = match["unit"]
     return Size(_BINARY[unit], unit, unit)(match["number"])
 
 
 def count(text: str) -> Reading:
     """A whole number, thousands separators allowed (``"2,042,016"``)."""
-    return Reading(int(text.replace(",", "")), text, None)
+    value = int(_number(text, _WHOLE))
+    if value > MAX_FIGURE:
+        raise Unreadable(f"is {_ABSURD}")
+    return Reading(value, text, None)
 
 
 def ratio(text: str) -> Reading:
-    return Reading(float(text), text, None)
+    """A decimal such as ``"0.90"`` or ``"997.08"`` (concurrency, a memory fraction)."""
+    value = float(_number(text, _DECIMAL))
+    if value > MAX_FIGURE:
+        raise Unreadable(f"is {_ABSURD}")
+    return Reading(value, text, None)
 
 
 def text_(text: str) -> Reading:
-    return Reading(text.strip(), text.strip(), None)
+    word = text.strip()
+    if len(word) > MAX_WORD:
+        raise Unreadable(f"is {len(word):,} characters long, longer than any name an engine prints")
+    return Reading(word, word, None)
 
 
 def flag(text: str) -> Reading:

@@ -16,10 +16,16 @@ import re
 from dataclasses import dataclass, field, replace
 
 from fakplan.ledger.model import LedgerFigure, LedgerLine, rank_order, shown, spread
-from fakplan.ledger.patterns import Default, LedgerFormat, Row, Value
+from fakplan.ledger.patterns import Default, LedgerFormat, Row, Unreadable, Value
 from fakplan.ledger.reader import clip
 
 MAX_LINES_KEPT = 20_000  # recognised lines kept per boot; the figures never depend on it
+SHOWN_UNREADABLE = 8  # unreadable figures noted one by one; the rest are counted
+MAX_REPEATS = 8  # a row's needle this often on one line: no engine's line (real ones: 1-2)
+# What one boot can state: more is no engine's boot (a TP8 boot states ~300 figures), and
+# state kept per rank and per device would otherwise grow with the file (GBs for a 30 MB log).
+MAX_RANKS = 256
+MAX_FIGURES = 10_000
 MAIN = "main"  # the label of lines that name no rank, where other lines do
 
 _ALL = "\x00all"  # a second model announced without a rank holds for every rank
@@ -68,6 +74,16 @@ class Boot:
     request_errors: int = 0  # failure lines after it: requests', not the boot's
     defaults: dict[str, tuple[Default, int, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)  # figure -> the first note on it
+    unreadable_count: int = 0
+    repeated: tuple[int, str, int] | None = None  # the first (line, needle, times)
+    repeated_lines: int = 0
+    repeated_last: int = 0
+    ranks_seen: set[str | None] = field(default_factory=set)
+
+    def size(self) -> int:
+        """Figures and per-device state kept (read or not): bounded by MAX_FIGURES."""
+        return len(self.hits) + len(self.unreadable) + len(self.series_count)
 
     @property
     def has_content(self) -> bool:
@@ -75,6 +91,11 @@ class Boot:
 
     def names(self) -> set[str]:
         return {name for _, name in self.hits}
+
+    def stated(self) -> set[str]:
+        """The figures the boot printed, read or not: a capacity line whose number cannot
+        be read still shows the boot got that far."""
+        return self.names() | set(self.unreadable)
 
     def span(self) -> str:
         return f"lines {self.start}-{self.end}"
@@ -91,10 +112,13 @@ class EngineScan:
         self.boots = 0
         self.recognised = 0  # lines that name this engine (signature rows)
         self.matched = 0  # lines any row matched
+        self.overflow: str | None = None  # why the scan stopped: more than a boot states
 
     # ------------------------------------------------------------ feeding
 
     def feed(self, number: int, text: str, unterminated: bool) -> None:
+        if self.overflow is not None:
+            return
         rank: str | None = None
         ranked = False
         signature = False
@@ -102,6 +126,10 @@ class EngineScan:
         series_hit: set[tuple[str | None, str, str | None]] = set()
         for row in self.fmt.rows:
             if row.needle not in text:
+                continue
+            times = text.count(row.needle)
+            if times > MAX_REPEATS:  # tried from each, "new slot.*?n_ctx_slot" is quadratic
+                self._repeated(number, row.needle, times)
                 continue
             match = row.regex.search(text)
             if match is None:
@@ -119,11 +147,34 @@ class EngineScan:
                     continue
                 series_hit.add(key)
             self._apply(row, groups, number, text, rank)
+            if self.overflow is not None:
+                return
         for key in series_hit:
             count = self.current.series_count
             count[key] = count.get(key, 0) + 1
         self.matched += matched
         self.recognised += signature
+
+    def _repeated(self, number: int, needle: str, times: int) -> None:
+        boot = self.current
+        if boot.repeated_last != number:
+            boot.repeated_last = number
+            boot.repeated_lines += 1
+            if boot.repeated is None:
+                boot.repeated = (number, needle, times)
+
+    def _full(self, boot: Boot, number: int, rank: str | None, name: str | None) -> bool:
+        """Whether ``rank`` (or figure ``name``) is one more than a boot states: then the scan
+        stops, and a log read as this engine's is refused."""
+        if rank not in boot.ranks_seen:
+            if len(boot.ranks_seen) >= MAX_RANKS:
+                self.overflow = f"line {number}: a rank past the {MAX_RANKS:,}th in one boot"
+                return True
+            boot.ranks_seen.add(rank)
+        if name is not None and (rank, name) not in boot.hits and boot.size() >= MAX_FIGURES:
+            self.overflow = f"line {number}: a figure past the {MAX_FIGURES:,}th in one boot"
+            return True
+        return False
 
     def _apply(
         self, row: Row, groups: dict[str, str], number: int, text: str, rank: str | None
@@ -144,6 +195,8 @@ class EngineScan:
                 boot.serving_from = number
             return
         names = tuple(f.name.format(**groups) for f in row.figures if f.group in groups)
+        if self._full(boot, number, rank, None):
+            return
         if row.starts_boot and _has_content(boot, rank):
             boot = self._new_boot(number)
         elif row.phase is not None and row.phase < boot.phases.get(rank, row.phase):
@@ -184,19 +237,23 @@ class EngineScan:
 
         for fig in row.figures:
             raw = groups.get(fig.group)
-            if raw is not None:
+            if raw is None:
+                continue
+            name = fig.name.format(**groups)
+            if self._full(boot, number, rank, name):
+                return
+            try:
                 reading = fig.conv(raw)
-                _put(
-                    boot,
-                    fig.name.format(**groups),
-                    hit(reading.value, reading.printed, reading.unit),
-                )
+            except Unreadable as why:
+                _unreadable(boot, number, rank, name, raw, str(why))
+                continue
+            _put(boot, name, hit(reading.value, reading.printed, reading.unit))
         if row.failure:
             # the boot's failure, whichever process printed it: the first line naming the
             # cause wins; a later line of higher priority (a specific row) replaces it
             failed = Hit(True, number, kept, None, None, None, row.source, row.priority)
             _put(boot, "boot_failed", failed)
-            _put(boot, "error", replace(failed, value=groups["error"].strip()))
+            _put(boot, "error", replace(failed, value=clip(groups["error"].strip())))
         for default in row.defaults:
             boot.defaults.setdefault(default.name, (default, number, kept))
         if not row.starts_boot:
@@ -208,7 +265,7 @@ class EngineScan:
         if finished.has_content:
             self.boots += 1
             self.previous = finished
-            if self.fmt.complete(finished.names()):
+            if self.fmt.complete(finished.stated()):
                 self.last_complete = finished
         self.current = Boot(start=number)
         return self.current
@@ -228,7 +285,7 @@ class EngineScan:
             return None, [], boots
         notes: list[str] = []
         chosen = last
-        if self.fmt.complete(last.names()):
+        if self.fmt.complete(last.stated()):
             if boots > 1:
                 notes.append(
                     f"{boots} boots in this file; the last complete one ({last.span()}) was used"
@@ -247,7 +304,28 @@ class EngineScan:
             )
         if chosen.dropped_lines:
             notes.append(f"{chosen.dropped_lines} more recognised lines were not listed")
-        return chosen, notes + chosen.notes, boots
+        unread = list(chosen.unreadable.values())[:SHOWN_UNREADABLE]
+        more = chosen.unreadable_count - len(unread)
+        if more > 0:
+            unread.append(f"and {more:,} more figure(s) that cannot be read, left null")
+        if chosen.repeated is not None:
+            line, needle, times = chosen.repeated
+            others = chosen.repeated_lines - 1
+            unread.append(
+                f"line {line} holds {needle!r} {times:,} times, as no engine's line does: it "
+                "was not read as one" + (f" (nor {others:,} more such lines)" if others else "")
+            )
+        return chosen, notes + chosen.notes + unread, boots
+
+
+def _unreadable(boot: Boot, number: int, rank: str | None, name: str, raw: str, why: str) -> None:
+    """Note a figure whose text no engine prints: it stays null, never a guess."""
+    boot.unreadable_count += 1
+    if name in boot.unreadable:
+        return
+    shown = raw if len(raw) <= 32 else f"{raw[:16]}…{raw[-8:]}"
+    who = f" ({rank})" if rank else ""
+    boot.unreadable[name] = f"line {number}{who}: {name} {shown!r} {why}, so it is left null"
 
 
 def _put(boot: Boot, name: str, hit: Hit) -> None:

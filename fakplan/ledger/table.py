@@ -80,7 +80,9 @@ ROWS: tuple[Row, ...] = (
         "sampler",
         "radiance boot ('sampler: ... R rows', as a runbook quotes it: the middle is a guess)",
         "sampler:",
-        r"\bsampler:.*?\b(?P<rows>[\d,]+) rows\b",
+        # the number starts where no digit or comma precedes it: tried at every digit of a
+        # long "1,1,1,..." run, [\d,]+ backtracked over the rest of it (hours on one line)
+        r"\bsampler:.*?(?<![\w,])(?P<rows>[\d,]+) rows\b",
         (fig("sampler_rows", count, "rows"),),
     ),
     Row(
