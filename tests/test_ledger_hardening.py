@@ -333,6 +333,17 @@ def test_the_largest_count_a_signed_64_bit_reader_holds_is_kept(tmp_path: Path) 
     assert ledger_json(path)["kv_tokens"] == 2**63 - 1
 
 
+def test_sizes_up_to_1_pib_are_read_and_past_it_are_null(tmp_path: Path) -> None:
+    """1 PiB = 1,048,576 GiB, the largest size a shape may state (units.MAX_BYTE_SIZE)."""
+    path = tmp_path / "boot.log"
+    path.write_text(WEIGHTS.format("1048576.00") + VLLM_018)
+    assert ledger_json(path)["weights_bytes"] == 2**50
+    path.write_text(WEIGHTS.format("1048576.01") + VLLM_018)
+    data = ledger_json(path)
+    assert data["weights_bytes"] is None
+    assert "more than 1 PiB" in one_note(data, "line 1", "weights_bytes", "'1048576.01'")
+
+
 def test_1_2_3_gib_weights_are_null_with_a_note(tmp_path: Path) -> None:
     path = tmp_path / "boot.log"
     path.write_text(WEIGHTS.format("1.2.3") + VLLM_018)
@@ -353,7 +364,7 @@ def test_1_2_3x_concurrency_is_null_and_the_same_lines_window_is_kept(tmp_path: 
 
 @pytest.mark.parametrize(
     ("printed", "why"),
-    [("9" * 400, "400 digits"), ("12345678901234567890", "beyond 2**63 - 1")],
+    [("9" * 400, "400 digits"), ("12345678901234567890", "more than 1 PiB")],
     ids=["400-digits", "20-digit-gib"],
 )
 def test_weights_absurd_for_any_card_are_unverifiable_in_verify(

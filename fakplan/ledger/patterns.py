@@ -13,8 +13,9 @@ Units are read exactly as the engine means them: SGLang and old vLLM print
 decimal times the unit, rounded to the nearest byte.
 
 A figure's text is read only in the form engines print it (ASCII digits, thousands
-grouped by three, one decimal point), with at most ``MAX_DIGITS`` digits and a value up
-to ``MAX_FIGURE``. Anything else raises ``Unreadable``, whose message says why: the
+grouped by three, one decimal point), with at most ``MAX_DIGITS`` digits, a size up to
+1 PiB (``units.MAX_BYTE_SIZE``, as a shape's) and a count up to ``MAX_FIGURE``.
+Anything else raises ``Unreadable``, whose message says why: the
 scan notes it and leaves the figure null rather than guess, convert without bound, or
 hand a number that overflows downstream.
 """
@@ -26,15 +27,15 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Protocol
 
-from fakplan.units import GIB, KIB, MIB, TIB
+from fakplan.units import GIB, KIB, MAX_BYTE_SIZE, MIB, TIB
 
 Value = int | float | bool | str
 
 MAX_DIGITS = 24
 """More digits than any boot log prints (a byte count has at most 19, a size a few decimals)."""
 MAX_FIGURE = 2**63 - 1
-"""The largest figure read: what a signed 64-bit reader of ``--json`` holds, and more bytes
-or tokens than any hardware has. A larger one is absurd, not a measurement."""
+"""The largest count read (tokens, blocks, cells): what a signed 64-bit reader of ``--json``
+holds, and more than any hardware has. A larger one is absurd, not a measurement."""
 MAX_WORD = 200
 """The longest text figure (a version, a dtype) an engine prints, with room to spare."""
 
@@ -82,8 +83,10 @@ class Size:
     def __call__(self, text: str) -> Reading:
         number = Decimal(_number(text, _DECIMAL))
         value = int((number * self.bytes_per_unit).to_integral_value(rounding=ROUND_HALF_EVEN))
-        if value > MAX_FIGURE:
-            raise Unreadable(f"is {value:,} bytes, {_ABSURD}")
+        if value > MAX_BYTE_SIZE:
+            raise Unreadable(
+                f"is {value:,} bytes, more than 1 PiB: no card or host holds that much"
+            )
         return Reading(value, f"{text} {self.printed_unit}", self.meant_unit)
 
 
