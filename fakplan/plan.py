@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fakplan.contract import KvCost, contract_requirement, exact_number, per_token_rate
+from fakplan.contract import contract_requirement, exact_number, per_token_rate
 from fakplan.engines import ENGINES, MODELLED, shape_geometry
 from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError
+from fakplan.figures import Figures, ModelFacts
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord, shape_relative_paths
@@ -26,88 +26,6 @@ from fakplan.shape import LoadedShape
 from fakplan.units import human
 
 PLAN_SCHEMA = "fakplan.plan/1"
-
-
-@dataclass(frozen=True)
-class Figures:
-    """The derived numbers gates and predictions are computed from."""
-
-    name: str
-    engine: str
-    kv_cache_dtype: str
-    accepted_dtypes: tuple[str, ...]
-    max_num_seqs: int
-    max_model_len: int
-    spec_tokens: int
-    cost: KvCost
-    contract_bytes: int
-    contract_derivation: str
-    kv_budget_bytes: int
-    weights_budget_bytes: int
-    tokens_backed: int
-    tokens_derivation: str
-    pair_bytes: int
-    pair_derivation: str
-    card_total_bytes: int
-    ceiling_bytes: int | None
-    ceiling_derivation: str
-    max_spec_rows: int | None
-    unclaimed_warn_above: int | None
-    model: ModelFacts | None = None
-
-    # engines that size the cache by a context length (llama.cpp): sessions the slots serve,
-    # the context one slot reaches, and the bytes of budget.kv the cache takes
-    engine_sessions: int | None = None
-    slot_tokens: int | None = None
-    slots_share: bool = False
-    kv_used_bytes: int | None = None
-
-    @property
-    def whole_sessions(self) -> int:
-        if self.engine_sessions is not None:
-            return self.engine_sessions
-        return self.tokens_backed // self.max_model_len
-
-    @property
-    def sessions_derivation(self) -> str:
-        whole = f"{self.tokens_backed:,} tokens // {self.max_model_len:,}"
-        if self.engine_sessions is None:
-            return f"{whole} = {self.whole_sessions}"
-        return (
-            f"{self.engine_sessions} of {self.max_num_seqs} slot(s) hold a full window "
-            f"({self.slot_tokens:,} cells each; a sequence needs a slot)"
-        )
-
-    @property
-    def kv_unclaimed_bytes(self) -> int | None:
-        return None if self.kv_used_bytes is None else self.kv_budget_bytes - self.kv_used_bytes
-
-    @property
-    def unclaimed_bytes(self) -> int | None:
-        return None if self.ceiling_bytes is None else self.ceiling_bytes - self.pair_bytes
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What the geometry says that gates check a shape against (modelled engines only)."""
-
-    source: str
-    trained_context: int
-    rope_scaling: str | None
-    rope_scaling_declared: bool
-    attention_heads: int
-    kv_heads: int | None
-    tp: int
-    pp: int
-    weight_bytes: int | None
-    weight_source: str | None
-
-    @property
-    def weights_per_rank(self) -> int | None:
-        """The even share of the weights on one rank: a lower bound (norms and embeddings may be replicated)."""
-        if self.weight_bytes is None:
-            return None
-        return -(-self.weight_bytes // (self.tp * self.pp))
 
 
 class ComponentRecord(BaseModel):

@@ -17,10 +17,10 @@ from fakplan.errors import FakplanError, GeometryError
 
 if TYPE_CHECKING:
     from fakplan.contract import Capacity, KvCost
+    from fakplan.figures import Figures
     from fakplan.geometry import Geometry
     from fakplan.kv import KvBreakdown, KvQuery, PoolResult
     from fakplan.launch import LaunchRecord
-    from fakplan.plan import Figures
     from fakplan.shape import LoadedShape
 
 

@@ -17,7 +17,7 @@ from fakplan.launch import LaunchRecord
 from fakplan.units import MIB, format_bytes
 
 if TYPE_CHECKING:
-    from fakplan.plan import Figures
+    from fakplan.figures import Figures
     from fakplan.shape import LoadedShape
 
 

@@ -26,7 +26,7 @@ from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.launch import LaunchRecord, RoleRecord
 
 if TYPE_CHECKING:
-    from fakplan.plan import Figures
+    from fakplan.figures import Figures
     from fakplan.shape import LoadedShape
 
 RELEASES = (

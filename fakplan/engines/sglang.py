@@ -24,7 +24,7 @@ from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.launch import LaunchRecord, RoleRecord, fraction_up
 
 if TYPE_CHECKING:
-    from fakplan.plan import Figures
+    from fakplan.figures import Figures
     from fakplan.shape import LoadedShape
 
 RELEASES = (

@@ -1,0 +1,368 @@
+"""The built-in gates: each a pure check of a plan's figures, defined once.
+
+``@builtin(id, title, rationale)`` stamps those three on every verdict the
+check returns (``Gate.verdict``), so no gate types its id or title twice;
+``BUILTIN_GATES`` lists them in the order reports show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fakplan.contract import pages_for
+from fakplan.figures import Figures
+from fakplan.gates.model import Gate, GateResult
+from fakplan.units import MIB, human, human_pair
+
+_DEFINED: dict[str, Gate] = {}
+
+
+def builtin(
+    id: str, title: str, rationale: str
+) -> Callable[[Callable[[Gate, Figures], GateResult | None]], Gate]:
+    def define(check: Callable[[Gate, Figures], GateResult | None]) -> Gate:
+        gate = Gate(id, title, rationale, check)
+        _DEFINED[id] = gate
+        return gate
+
+    return define
+
+
+def _mib(n: int) -> str:
+    return human(n, "MiB")
+
+
+def _mib_up(n: int) -> str:
+    """MiB rounded up: what a fix must add is never understated (KiB below one MiB)."""
+    if n < MIB:
+        return f"{-(-n // 1024):,} KiB"
+    return f"{-(-n // MIB):,} MiB"
+
+
+def _compared(a: int, sign: str, b: int) -> str:
+    left, right = human_pair(a, b)
+    return f"{left} {sign} {right}"
+
+
+def _card(f: Figures) -> str:
+    return f"the card's {_mib(f.card_total_bytes)} (card.total)"
+
+
+def _contract_fix(f: Figures) -> str:
+    """Grow the pool only as far as the card holds it; else say what cannot fit."""
+    card = f.card_total_bytes
+    contract = _mib_up(f.contract_bytes)
+    shorter = "lower serving.max_model_len"
+    fewer = f"lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full window)"
+    if f.weights_budget_bytes + f.contract_bytes <= card:
+        gap = f.contract_bytes - f.kv_budget_bytes
+        return (
+            f"grow budget.kv by at least {_mib_up(gap)} (to {contract}), or {fewer}, or {shorter}"
+        )
+    weights = f.model.weights_per_rank if f.model is not None else None
+    if f.contract_bytes + (weights or 0) <= card:
+        # the pool fits beside what the weights need, not beside what budget.weights claims
+        take = f.weights_budget_bytes + f.contract_bytes - card
+        return (
+            f"grow budget.kv to at least {contract} and take {_mib_up(take)} out of "
+            f"budget.weights (the pair must fit in {_card(f)}), or {fewer}, or {shorter}"
+        )
+    room = card - (weights or 0)
+    cost = f.cost
+    slot = pages_for(f.max_model_len, cost.page_tokens) * cost.page_bytes + cost.per_seq_bytes
+    fit = (room - cost.fixed_bytes) // slot if slot else 0
+    if fit >= 1:
+        beside = "in the card" if weights is None else "beside the weights"
+        fewer = f"lower serving.max_num_seqs to {fit} (its contract fits {beside})"
+    what = (
+        f"the contract ({contract}) alone exceeds"
+        if weights is None
+        else f"the contract ({contract}) plus the weights per rank ({_mib_up(weights)}) exceed"
+    )
+    return (
+        f"{what} {_card(f)}, so no budget.kv serves {f.max_num_seqs} slots at the "
+        f"full window: {fewer}, {shorter}, use a smaller serving.kv_cache_dtype, or shard "
+        "wider (parallel.tensor)"
+    )
+
+
+@builtin(
+    "pool-contract",
+    "pool ≥ contract",
+    "a pool below the contract boots, serves short chats, then refuses every long request",
+)
+def pool_covers_contract(g: Gate, f: Figures) -> GateResult:
+    ok = f.kv_budget_bytes >= f.contract_bytes
+    gap = f.contract_bytes - f.kv_budget_bytes
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=_compared(f.kv_budget_bytes, "≥" if ok else "<", f.contract_bytes),
+        detail=f"contract: {f.contract_derivation}",
+        fix=None if ok else _contract_fix(f),
+        numbers={
+            "pool_bytes": f.kv_budget_bytes,
+            "contract_bytes": f.contract_bytes,
+            "short_bytes": max(0, gap),
+            "tokens_backed": f.tokens_backed,
+            "tokens_needed": f.max_num_seqs * f.max_model_len,
+        },
+    )
+
+
+@builtin(
+    "pair-ceiling",
+    "pair ≤ ceiling",
+    "weights + KV above the engine's ceiling does not boot, or settles below the engine's floor",
+)
+def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
+    if f.ceiling_bytes is None:
+        return g.verdict(
+            status="unknown",
+            summary=f"pair {_mib(f.pair_bytes)}, ceiling unknown",
+            detail=f.ceiling_derivation,
+            fix="state ceiling: as a byte size read from a boot ledger, or {ledger: PATH}",
+            numbers={"pair_bytes": f.pair_bytes, "ceiling_bytes": None},
+        )
+    ok = f.pair_bytes <= f.ceiling_bytes
+    over = f.pair_bytes - f.ceiling_bytes
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=_compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
+        detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
+        fix=None
+        if ok
+        else f"take {_mib_up(over)} out of budget.weights or budget.kv (the pair is over the ceiling)",
+        numbers={
+            "pair_bytes": f.pair_bytes,
+            "ceiling_bytes": f.ceiling_bytes,
+            "over_bytes": max(0, over),
+        },
+    )
+
+
+@builtin(
+    "kv-dtype",
+    "KV dtype accepted",
+    "an engine refuses at boot a --kv-cache-dtype it does not take",
+)
+def dtype_accepted(g: Gate, f: Figures) -> GateResult:
+    ok = f.kv_cache_dtype in f.accepted_dtypes
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"{f.kv_cache_dtype} {'in' if ok else 'not in'} {', '.join(f.accepted_dtypes)}",
+        detail=f"{f.engine} takes --kv-cache-dtype {'|'.join(f.accepted_dtypes)}",
+        fix=None if ok else f"set serving.kv_cache_dtype to one of {', '.join(f.accepted_dtypes)}",
+        numbers={"kv_cache_dtype": f.kv_cache_dtype},
+    )
+
+
+@builtin(
+    "spec-rows",
+    "speculative rows within bound",
+    "seqs x (1 + spec_tokens) rows past a declared bound leave the exact path (a kernel bit-exact only up to that many rows)",
+)
+def spec_rows_within_bound(g: Gate, f: Figures) -> GateResult | None:
+    if f.max_spec_rows is None:
+        return None
+    rows = f.max_num_seqs * (1 + f.spec_tokens)
+    ok = rows <= f.max_spec_rows
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"{f.max_num_seqs} x (1 + {f.spec_tokens}) = {rows} {'≤' if ok else '>'} {f.max_spec_rows}",
+        detail=f"rows = max_num_seqs x (1 + spec_tokens) = {rows}; limits.max_spec_rows = {f.max_spec_rows}",
+        fix=None if ok else "lower serving.max_num_seqs or serving.spec_tokens",
+        numbers={"rows": rows, "bound": f.max_spec_rows},
+    )
+
+
+@builtin(
+    "unclaimed",
+    "unclaimed VRAM",
+    "VRAM between the pair and the ceiling is throughput left on the floor (a warning)",
+)
+def unclaimed_below_floor(g: Gate, f: Figures) -> GateResult | None:
+    kv_idle = f.kv_unclaimed_bytes or 0  # budget.kv the engine's cache leaves unused
+    if f.unclaimed_warn_above is None or (f.unclaimed_bytes is None and not kv_idle):
+        return None
+    unclaimed = (f.unclaimed_bytes or 0) + kv_idle
+    over = unclaimed > f.unclaimed_warn_above
+    parts = [] if f.unclaimed_bytes is None else [f"ceiling - pair = {f.unclaimed_bytes:,} B"]
+    if kv_idle:
+        parts.append(
+            f"budget.kv the cache leaves unused = {kv_idle:,} B (the engine sizes its cache "
+            "by the slots' windows, so more KV budget buys no sessions)"
+        )
+    fix = None
+    if over:
+        fix = (
+            f"lower budget.kv to {_mib_up(f.kv_budget_bytes - kv_idle)} (what the cache "
+            "takes), then give the unclaimed bytes to budget.weights or to more slots"
+            if kv_idle
+            else "give the unclaimed bytes to budget.kv or budget.weights"
+        )
+    return g.verdict(
+        status="warn" if over else "pass",
+        summary=_compared(
+            unclaimed, "unclaimed >" if over else "unclaimed ≤", f.unclaimed_warn_above
+        ),
+        detail="unclaimed = " + " + ".join(parts),
+        fix=fix,
+        numbers={
+            "unclaimed_bytes": f.unclaimed_bytes,
+            **({} if f.kv_unclaimed_bytes is None else {"kv_unclaimed_bytes": kv_idle}),
+            "floor_bytes": f.unclaimed_warn_above,
+        },
+    )
+
+
+@builtin(
+    "weights-fit",
+    "weights fit their budget",
+    "a weights budget below the checkpoint's bytes per rank cannot load the model",
+)
+def weights_fit_budget(g: Gate, f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None:
+        return None
+    share = m.weights_per_rank
+    if share is None:
+        return g.verdict(
+            status="unknown",
+            summary=f"budget {_mib(f.weights_budget_bytes)}, weight bytes unknown",
+            detail=m.weight_source
+            or f"{m.source} states no weight bytes (no safetensors index or GGUF tensor table)",
+            fix="point model: at the GGUF or HF folder so fakplan can read the weight bytes",
+            numbers={
+                "weights_budget_bytes": f.weights_budget_bytes,
+                "weights_per_rank_bytes": None,
+            },
+        )
+    ok = share <= f.weights_budget_bytes
+    split = f" / (TP {m.tp} x PP {m.pp})" if m.tp * m.pp > 1 else ""
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=_compared(share, "≤" if ok else ">", f.weights_budget_bytes),
+        detail=f"{m.weight_bytes:,} B ({m.weight_source}){split} = {share:,} B per rank at least",
+        fix=None if ok else _weights_fix(f, share),
+        numbers={"weights_budget_bytes": f.weights_budget_bytes, "weights_per_rank_bytes": share},
+    )
+
+
+def _weights_fix(f: Figures, share: int) -> str:
+    """Grow the weights budget only as far as the card holds it; else say what cannot fit."""
+    if share > f.card_total_bytes:
+        return (
+            f"the weights per rank ({_mib_up(share)}) exceed {_card(f)}: shard wider "
+            "(parallel.tensor or parallel.pipeline) or serve a smaller checkpoint"
+        )
+    over = share + f.kv_budget_bytes - f.card_total_bytes
+    if over > 0:
+        return (
+            f"grow budget.weights to at least {_mib_up(share)} and take {_mib_up(over)} out of "
+            f"budget.kv (the pair must fit in {_card(f)}), or shard wider"
+        )
+    return f"grow budget.weights to at least {_mib_up(share)} or shard wider"
+
+
+@builtin(
+    "context",
+    "max_model_len ≤ trained context",
+    "a window past the trained context serves positions the model never saw, unless rope scaling is intended",
+)
+def window_within_training(g: Gate, f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None:
+        return None
+    # what one slot can reach where the engine decides it (llama.cpp pads -c, and a unified
+    # cache lets one slot fill it all): the window served, not the window written
+    slot = f.slot_tokens if f.slot_tokens is not None else f.max_model_len
+    reach = max(slot, f.max_model_len)
+    within = reach <= m.trained_context
+    declared = m.rope_scaling_declared
+    past_window = slot > f.max_model_len
+    ok = (within or declared) and not past_window
+    note = "" if within else " (rope scaling declared in limits.rope_scaling)" if declared else ""
+    summary = f"{reach:,} {'≤' if within else '>'} {m.trained_context:,}{note}"
+    fix = None
+    if past_window:
+        summary = (
+            f"a slot reaches {slot:,} tokens > max_model_len {f.max_model_len:,} "
+            f"(trained {m.trained_context:,})"
+        )
+    if past_window and f.slots_share:
+        fix = (
+            "drop serving.kv_unified: with a unified cache one slot may fill the whole "
+            "cache; split, each slot gets exactly its window"
+        )
+    elif past_window:
+        fix = (
+            f"write max_model_len: {slot}: the engine pads each slot's context to a multiple "
+            f"of its cell step, so {f.max_model_len:,} becomes {slot:,}"
+        )
+    elif not ok:
+        fix = (
+            f"lower serving.max_model_len to {m.trained_context:,}, or declare "
+            "limits.rope_scaling: true if you extend it on purpose"
+        )
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=summary,
+        detail=(
+            f"max_position_embeddings {m.trained_context:,} from {m.source}"
+            + (f"; the checkpoint declares rope scaling {m.rope_scaling}" if m.rope_scaling else "")
+            + (f"; the context one slot reaches: {slot:,} tokens" if f.slot_tokens else "")
+        ),
+        fix=fix,
+        numbers={
+            "max_model_len": f.max_model_len,
+            **({} if f.slot_tokens is None else {"slot_tokens": f.slot_tokens}),
+            "trained_context": m.trained_context,
+        },
+    )
+
+
+@builtin(
+    "tp-heads",
+    "TP divides the attention heads",
+    "the engine refuses a tensor-parallel size that does not split the heads evenly",
+)
+def tp_divides_heads(g: Gate, f: Figures) -> GateResult | None:
+    m = f.model
+    if m is None or m.tp == 1:
+        return None
+    problems = []
+    if m.attention_heads % m.tp:
+        problems.append(
+            f"{m.attention_heads} attention heads % TP {m.tp} = {m.attention_heads % m.tp}"
+        )
+    kv = m.kv_heads
+    if kv is not None and (kv % m.tp if kv >= m.tp else m.tp % kv):
+        problems.append(f"{kv} KV heads and TP {m.tp}: neither divides the other")
+    ok = not problems
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=(
+            f"{m.attention_heads} heads / TP {m.tp}"
+            + (f", {kv} KV heads" if kv is not None else "")
+            if ok
+            else "; ".join(problems)
+        ),
+        detail="vLLM asserts heads % tp == 0 and kv % tp == 0 (or tp % kv == 0 when kv < tp)",
+        fix=None if ok else "choose parallel.tensor among the divisors of the head counts",
+        numbers={"tp": m.tp, "attention_heads": m.attention_heads, "kv_heads": kv},
+    )
+
+
+BUILTIN_GATES: tuple[Gate, ...] = tuple(
+    _DEFINED[gate_id]
+    for gate_id in (
+        "pool-contract",
+        "pair-ceiling",
+        "weights-fit",
+        "context",
+        "tp-heads",
+        "kv-dtype",
+        "spec-rows",
+        "unclaimed",
+    )
+)
