@@ -7,7 +7,6 @@ versioned interface (``schema: fakplan.plan/1``) documented in the README.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from fakplan.figures import Figures, ModelFacts
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord, shape_relative_paths
-from fakplan.predict import Prediction
+from fakplan.predict import Prediction, predictions_for
 from fakplan.shape import LoadedShape
 from fakplan.units import human
 
@@ -182,107 +181,6 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     )
 
 
-def _predictions(loaded: LoadedShape, f: Figures) -> tuple[Prediction, ...]:
-    shape = loaded.shape
-    path = loaded.path.as_posix()
-    tolerance = shape.limits.kv_tokens_tolerance_pct
-    verify = f"fakplan verify {path} --ledger BOOT.log"
-    retrieved = min(f.max_num_seqs, f.whole_sessions)
-    out = [
-        Prediction(
-            id="kv-tokens",
-            claim=(f"the boot ledger reports {f.tokens_backed:,} KV tokens (± {tolerance:g} %)"),
-            value=f.tokens_backed,
-            low=math.floor(f.tokens_backed * (1 - tolerance / 100)),
-            high=math.ceil(f.tokens_backed * (1 + tolerance / 100)),
-            unit="tokens",
-            derivation=f.tokens_derivation,
-            closed_by="ledger",
-            command=verify,
-        ),
-        Prediction(
-            id="sessions-at-window",
-            claim=(f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"),
-            value=f.whole_sessions,
-            low=f.whole_sessions,
-            high=f.whole_sessions,
-            unit="sequences",
-            derivation=f.sessions_derivation,
-            closed_by="ledger",
-            command=verify,
-        ),
-        Prediction(
-            id="boundary",
-            claim=(
-                f"{f.max_num_seqs} concurrent prompts of max_model_len - gen tokens each: "
-                f"{retrieved}/{f.max_num_seqs} return the marker at their head"
-            ),
-            value=retrieved,
-            low=retrieved,
-            high=retrieved,
-            unit="retrieved",
-            derivation=(
-                f"min({f.max_num_seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}"
-            ),
-            closed_by="probe boundary",
-            command=f"fakplan probe {path} --url URL --only boundary",
-        ),
-    ]
-    out.append(
-        Prediction(
-            id="weights",
-            claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
-            value=None,
-            low=None,
-            high=f.weights_budget_bytes,
-            unit="B",
-            derivation="budget.weights, the weights half of the pair",
-            closed_by="ledger",
-            command=verify,
-        )
-    )
-    if f.unclaimed_bytes is not None:
-        out.append(
-            Prediction(
-                id="unclaimed",
-                claim=(
-                    f"the pair ({human(f.pair_bytes)}) fits under the ceiling the boot ledger "
-                    f"measures, {human(f.unclaimed_bytes)} unclaimed by the shape's ceiling"
-                ),
-                value=f.unclaimed_bytes,
-                low=0,
-                high=None,
-                unit="B",
-                derivation=f"ceiling - pair: {f.ceiling_derivation}",
-                closed_by="ledger",
-                command=verify,
-            )
-        )
-    for expectation in shape.expect:
-        control = shape.control[expectation.control]
-        low_pct, high_pct = expectation.change_pct
-        low = round(control.value * (1 + low_pct / 100), 2)
-        high = round(control.value * (1 + high_pct / 100), 2)
-        probe = "decode" if expectation.metric == "decode_tps" else "prefill"
-        out.append(
-            Prediction(
-                id=expectation.id,
-                claim=(
-                    f"{probe} {low_pct:+g}..{high_pct:+g} % vs {expectation.control} "
-                    f"({control.value:g} {control.unit}): {low:g}..{high:g} {control.unit}"
-                ),
-                value=None,
-                low=low,
-                high=high,
-                unit=control.unit,
-                derivation=expectation.note or f"declared against control {expectation.control}",
-                closed_by="probe decode" if probe == "decode" else "probe prefill",
-                command=f"fakplan probe {path} --url URL --only {probe}",
-            )
-        )
-    return tuple(out)
-
-
 def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
     """Shape in, plan out (no files written).
 
@@ -376,6 +274,6 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         kv_unclaimed_bytes=f.kv_unclaimed_bytes,
         derivations=derivations,
         gates=run_gates(f),
-        predictions=_predictions(loaded, f),
+        predictions=predictions_for(loaded.shape, loaded.path.as_posix(), f),
         launch=shape_relative_paths(loaded, ENGINES[shape.engine].launch(loaded, f)),
     )

@@ -11,12 +11,25 @@ distance from it in words, with units, for reports and notes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fakplan.figures import Figures
 from fakplan.units import GIB, KIB, MIB, UNITS, human
+
+if TYPE_CHECKING:
+    from fakplan.shape import Shape
+
+# The ids of the predictions every plan makes: plan builds them, verify and the probes
+# close them by these names (an expectation's id is the operator's own).
+KV_TOKENS = "kv-tokens"
+SESSIONS_AT_WINDOW = "sessions-at-window"
+BOUNDARY = "boundary"
+WEIGHTS = "weights"
+UNCLAIMED = "unclaimed"
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 
@@ -183,3 +196,107 @@ def miss(prediction: Prediction, observed: float | int) -> Miss | None:
     by = observed - bound
     pct = None if bound == 0 else by / abs(bound) * 100
     return Miss(against=against, bound=bound, by=by, pct=pct)
+
+
+# ------------------------------------------------------------ what a plan claims
+
+
+def predictions_for(shape: Shape, path: str, f: Figures) -> tuple[Prediction, ...]:
+    """What the plan claims, each with the observation that closes it (``path``: the shape
+    file as the commands that close them name it)."""
+    tolerance = shape.limits.kv_tokens_tolerance_pct
+    verify = f"fakplan verify {path} --ledger BOOT.log"
+    retrieved = min(f.max_num_seqs, f.whole_sessions)
+    out = [
+        Prediction(
+            id=KV_TOKENS,
+            claim=(f"the boot ledger reports {f.tokens_backed:,} KV tokens (± {tolerance:g} %)"),
+            value=f.tokens_backed,
+            low=math.floor(f.tokens_backed * (1 - tolerance / 100)),
+            high=math.ceil(f.tokens_backed * (1 + tolerance / 100)),
+            unit="tokens",
+            derivation=f.tokens_derivation,
+            closed_by="ledger",
+            command=verify,
+        ),
+        Prediction(
+            id=SESSIONS_AT_WINDOW,
+            claim=(f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"),
+            value=f.whole_sessions,
+            low=f.whole_sessions,
+            high=f.whole_sessions,
+            unit="sequences",
+            derivation=f.sessions_derivation,
+            closed_by="ledger",
+            command=verify,
+        ),
+        Prediction(
+            id=BOUNDARY,
+            claim=(
+                f"{f.max_num_seqs} concurrent prompts of max_model_len - gen tokens each: "
+                f"{retrieved}/{f.max_num_seqs} return the marker at their head"
+            ),
+            value=retrieved,
+            low=retrieved,
+            high=retrieved,
+            unit="retrieved",
+            derivation=(
+                f"min({f.max_num_seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}"
+            ),
+            closed_by="probe boundary",
+            command=f"fakplan probe {path} --url URL --only boundary",
+        ),
+    ]
+    out.append(
+        Prediction(
+            id=WEIGHTS,
+            claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
+            value=None,
+            low=None,
+            high=f.weights_budget_bytes,
+            unit="B",
+            derivation="budget.weights, the weights half of the pair",
+            closed_by="ledger",
+            command=verify,
+        )
+    )
+    if f.unclaimed_bytes is not None:
+        out.append(
+            Prediction(
+                id=UNCLAIMED,
+                claim=(
+                    f"the pair ({human(f.pair_bytes)}) fits under the ceiling the boot ledger "
+                    f"measures, {human(f.unclaimed_bytes)} unclaimed by the shape's ceiling"
+                ),
+                value=f.unclaimed_bytes,
+                low=0,
+                high=None,
+                unit="B",
+                derivation=f"ceiling - pair: {f.ceiling_derivation}",
+                closed_by="ledger",
+                command=verify,
+            )
+        )
+    for expectation in shape.expect:
+        control = shape.control[expectation.control]
+        low_pct, high_pct = expectation.change_pct
+        low = round(control.value * (1 + low_pct / 100), 2)
+        high = round(control.value * (1 + high_pct / 100), 2)
+        probe = "decode" if expectation.metric == "decode_tps" else "prefill"
+        out.append(
+            Prediction(
+                id=expectation.id,
+                claim=(
+                    f"{probe} {low_pct:+g}..{high_pct:+g} % vs {expectation.control} "
+                    f"({control.value:g} {control.unit}): {low:g}..{high:g} {control.unit}"
+                ),
+                value=None,
+                low=low,
+                high=high,
+                unit=control.unit,
+                derivation=expectation.note or f"declared against control {expectation.control}",
+                closed_by="probe decode" if probe == "decode" else "probe prefill",
+                command=f"fakplan probe {path} --url URL --only {probe}",
+            )
+        )
+    return tuple(out)

@@ -21,7 +21,16 @@ from fakplan.errors import LedgerError
 from fakplan.ledger import Ledger, LedgerFigure
 from fakplan.ledger.model import spread
 from fakplan.plan import Plan
-from fakplan.predict import Prediction, Verdict, judge, miss
+from fakplan.predict import (
+    KV_TOKENS,
+    SESSIONS_AT_WINDOW,
+    UNCLAIMED,
+    WEIGHTS,
+    Prediction,
+    Verdict,
+    judge,
+    miss,
+)
 from fakplan.units import human
 
 
@@ -149,10 +158,10 @@ def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
 
 
 OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
-    "kv-tokens": _kv_tokens,
-    "sessions-at-window": _sessions,
-    "weights": _weights,
-    "unclaimed": _unclaimed,
+    KV_TOKENS: _kv_tokens,
+    SESSIONS_AT_WINDOW: _sessions,
+    WEIGHTS: _weights,
+    UNCLAIMED: _unclaimed,
 }
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.errors import GeometryError
-from fakplan.predict import Prediction, Verdict, judge
+from fakplan.predict import KV_TOKENS, SESSIONS_AT_WINDOW, Prediction, Verdict, judge
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
 from fakplan.probes.capacity import CapacityResult, capacity
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 PROBES = ("kv", "calibrate", "boundary", "decode", "prefill")
 # the plan's ledger predictions a live statement of the KV pool also closes
-CAPACITY_CLOSES = ("kv-tokens", "sessions-at-window")
+CAPACITY_CLOSES = (KV_TOKENS, SESSIONS_AT_WINDOW)
 RUN_SCHEMA = "fakplan.probe/1"
 DETECT_TIMEOUT_S = 30.0
 
@@ -419,7 +419,7 @@ def _capacity_verdict(
     tokens = result.kv_tokens
     if tokens is None:
         return None
-    if prediction.id == "kv-tokens":
+    if prediction.id == KV_TOKENS:
         observed, note = tokens, f"the engine states {tokens:,} KV tokens"
     else:
         observed = tokens // plan.max_model_len
