@@ -19,7 +19,10 @@ from fakplan.ledger.model import LedgerFigure, LedgerLine, rank_order, shown, sp
 from fakplan.ledger.patterns import Default, LedgerFormat, Row, Unreadable, Value
 from fakplan.ledger.reader import clip
 
-MAX_LINES_KEPT = 20_000  # recognised lines kept per boot; the figures never depend on it
+MAX_LINES_KEPT = (
+    2_000  # recognised lines listed per boot (a TP8 boot has ~100); figures never depend
+)
+# on it, and 20,000 lines of a failure message repeated held 40 MB
 SHOWN_UNREADABLE = 8  # unreadable figures noted one by one; the rest are counted
 MAX_REPEATS = 8  # a row's needle this often on one line: no engine's line (real ones: 1-2)
 # What one boot can state: more is no engine's boot (a TP8 boot states ~300 figures), and
