@@ -60,16 +60,3 @@ class PoolResult:
     max_concurrency: float | None
     derivation: str
     extra: dict[str, int | float] = field(default_factory=dict)
-
-
-def kv_breakdown(query: KvQuery) -> KvBreakdown:
-    from fakplan.engines import modelled_engine
-
-    return modelled_engine(query.engine).breakdown(query)
-
-
-def pool_tokens(query: KvQuery, pool_bytes: int) -> PoolResult:
-    from fakplan.engines import modelled_engine
-
-    engine = modelled_engine(query.engine)
-    return engine.pool(query, engine.breakdown(query), pool_bytes)

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.contract import contract_requirement, exact_number, per_token_rate
-from fakplan.engines import ENGINES, MODELLED, shape_geometry
+from fakplan.engines import ENGINES, ModelledEngine, shape_geometry
 from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError
 from fakplan.figures import Figures, ModelFacts
@@ -163,10 +163,10 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
 
 def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     shape = loaded.shape
-    if shape.engine not in MODELLED:
+    if not isinstance(ENGINES[shape.engine], ModelledEngine):
         return None
     g = shape_geometry(loaded)
-    weight_bytes, weight_source = served_weights(loaded, g)
+    weight_bytes, weight_source = served_weights(loaded, g, ENGINES[shape.engine])
     return ModelFacts(
         source=g.source,
         trained_context=g.context_length,

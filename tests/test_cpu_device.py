@@ -212,7 +212,7 @@ def test_dtype_is_refused_where_the_engine_takes_none(tmp_path: Path) -> None:
     )
     with pytest.raises(
         ShapeError,
-        match=r"serving\.dtype: engine llamacpp: serving.dtype is a vLLM and SGLang flag",
+        match=r"serving\.dtype: engine llamacpp takes no --dtype \(serving\.dtype is for vllm, sglang\)",
     ):
         load_shape(path)
 

@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from fakplan.cli import main
+from fakplan.engines import kv_breakdown, pool_tokens
 from fakplan.geometry import load_geometry
-from fakplan.kv import KvQuery, kv_breakdown, pool_tokens
+from fakplan.kv import KvQuery
 from fakplan.units import GIB, MIB
 
 from .conftest import PUBLIC

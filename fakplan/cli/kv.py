@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.contract import exact_number, per_token_rate
-from fakplan.engines import MODELLED
+from fakplan.engines import kv_breakdown, modelled, pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
-from fakplan.kv import KvBreakdown, KvQuery, PoolResult, kv_breakdown, pool_tokens
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.units import parse_bytes
 
 KV_SCHEMA = "fakplan.kv/1"
@@ -31,7 +31,7 @@ def _pool_bytes(text: str | None) -> int | None:
 
 @click.command()
 @click.argument("model", required=False)
-@click.option("--engine", type=click.Choice(sorted(MODELLED)), default="vllm", show_default=True)
+@click.option("--engine", type=click.Choice(sorted(modelled())), default="vllm", show_default=True)
 @click.option(
     "--engine-version",
     default=None,

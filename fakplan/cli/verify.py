@@ -15,7 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
+from fakplan.engines import ENGINES
 from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
+from fakplan.plan import compile_plan
 from fakplan.predict import Prediction, Verdict, amount, describe, miss
 from fakplan.record import record_verdicts
 from fakplan.shape import load_shape
@@ -62,9 +64,8 @@ def verify(
     if engine is None:
         # the shape names its engine: a log that died before any engine-specific line
         # (a refused flag) still parses as that engine's failure
-        engine = loaded.shape.engine if loaded.shape.engine in ENGINE_CHOICES else "auto"
+        engine = ENGINES[loaded.shape.engine].ledger_format or "auto"
     ledger = parse_ledger(ledger_path, engine)
-    from fakplan.plan import compile_plan
 
     floor = loaded.shape.ceiling.engine_floor if loaded.shape.ceiling else None
     verdicts = ledger_verdicts(compile_plan(loaded), ledger, floor)

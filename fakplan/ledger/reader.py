@@ -178,6 +178,10 @@ class _Snapshot(io.RawIOBase):
         super().close()
 
 
+# O_NONBLOCK: a FIFO swapped in after the check opens at once instead of waiting for a
+# writer (on a regular file it changes nothing); both flags are POSIX-only.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
 _KINDS = (
     (stat.S_ISCHR, "character device"),
     (stat.S_ISBLK, "block device"),
@@ -205,7 +209,7 @@ def _cannot(path: Path, exc: OSError | ValueError) -> LedgerError:
     if isinstance(exc, FileNotFoundError):
         return LedgerError(f"{path}: no such file")
     if isinstance(exc, ValueError):  # a NUL byte in the path (a shape's ceiling.ledger)
-        return LedgerError(f"{path!r}: cannot read ({exc})")
+        return LedgerError(f"{str(path)!r}: cannot read ({exc})")
     return LedgerError(f"{path}: cannot read ({exc.strerror or exc})")
 
 
@@ -218,7 +222,7 @@ def _open(path: Path) -> tuple[io.BufferedIOBase, io.BufferedIOBase]:
         refused = _not_a_file(path, os.stat(path).st_mode)
         if refused is not None:
             raise refused
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, _READ_FLAGS)
     except (OSError, ValueError) as exc:
         raise _cannot(path, exc) from None
     try:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from fakplan.engines import ENGINES
 from fakplan.errors import GeometryError
 from fakplan.predict import KV_TOKENS, SESSIONS_AT_WINDOW, Prediction, Verdict, judge
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
@@ -145,10 +146,7 @@ def redacted(run: ProbeRun, endpoint: Endpoint) -> ProbeRun:
 
 def hint_for(loaded: LoadedShape) -> str | None:
     """The flavour the shape's engine names, for endpoints whose routes do not tell."""
-    shape = loaded.shape
-    if shape.engine == "llamacpp":
-        return shape.launch.binary or "llama-server"
-    return shape.engine if shape.engine in ("vllm", "sglang") else None
+    return ENGINES[loaded.shape.engine].probe_hint(loaded)
 
 
 def eos_ids_for(loaded: LoadedShape) -> tuple[tuple[int, ...], str | None]:

@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from fakplan.dtypes import MODEL_DTYPES
+from fakplan.engines import ENGINES
 from fakplan.errors import ReleaseError
 from fakplan.units import human_pair
 
@@ -13,22 +14,20 @@ if TYPE_CHECKING:
     from fakplan.shape.load import LoadedShape
 
 _DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-BINARIES = {
-    "llamacpp": ("llama-server", "llama-cpp-python"),
-    "vllm": ("vllm", "vllm-api-server"),
-}
 
 
 def check_semantics(loaded: LoadedShape) -> None:
-    """Rules that span fields; each names the field to change."""
+    """Rules that span fields; each names the field to change. The engine states what it
+    takes (``Engine`` attributes) and adds rules of its own (``Engine.check``)."""
     shape = loaded.shape
-    if shape.engine == "custom" and shape.contract is None:
+    engine = ENGINES[shape.engine]
+    if engine.needs_contract and shape.contract is None:
         raise loaded.error(
-            "engine custom needs a contract block (per_token components, per_seq, fixed, "
-            "page_tokens): fakplan cannot derive what an engine it does not model costs",
+            f"engine {shape.engine} needs a contract block (per_token components, per_seq, "
+            "fixed, page_tokens): fakplan cannot derive what an engine it does not model costs",
             "engine",
         )
-    if shape.engine != "custom" and shape.contract is not None:
+    if not engine.needs_contract and shape.contract is not None:
         raise loaded.error(
             f"engine {shape.engine} derives its contract from the model; "
             "remove contract (it is for engine: custom)",
@@ -51,30 +50,23 @@ def check_semantics(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
-    if shape.serving.dtype != "auto" and shape.engine not in ("vllm", "sglang"):
+    if shape.serving.dtype != "auto" and not engine.takes_model_dtype:
+        takers = ", ".join(n for n, e in ENGINES.items() if e.takes_model_dtype)
         raise loaded.error(
-            f"engine {shape.engine}: serving.dtype is a vLLM and SGLang flag (--dtype); remove it",
+            f"engine {shape.engine} takes no --dtype (serving.dtype is for {takers}); remove it",
             "serving",
             "dtype",
         )
-    if shape.card.device == "cpu":
-        if shape.engine == "sglang":
-            raise loaded.error(
-                "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
-                "yet); use gpu, or engine vllm or llamacpp for a CPU card",
-                "card",
-                "device",
-            )
-        if shape.launch.gpu_layers not in (None, 0):
-            raise loaded.error(
-                f"offloads {shape.launch.gpu_layers} layers to a GPU, but card.device is cpu; "
-                "remove it (a CPU card runs every layer in RAM)",
-                "launch",
-                "gpu_layers",
-            )
+    if shape.card.device == "cpu" and shape.launch.gpu_layers not in (None, 0):
+        raise loaded.error(
+            f"offloads {shape.launch.gpu_layers} layers to a GPU, but card.device is cpu; "
+            "remove it (a CPU card runs every layer in RAM)",
+            "launch",
+            "gpu_layers",
+        )
     binary = shape.launch.binary
-    if binary is not None and binary not in BINARIES.get(shape.engine, ()):
-        known = ", ".join(BINARIES.get(shape.engine, ())) or "none (leave launch.binary out)"
+    if binary is not None and binary not in engine.binaries:
+        known = ", ".join(engine.binaries) or "none (leave launch.binary out)"
         raise loaded.error(
             f"{binary!r} does not start engine {shape.engine}; expected {known}",
             "launch",
@@ -97,11 +89,7 @@ def check_semantics(loaded: LoadedShape) -> None:
             "parallel",
             "nodes",
         )
-    if (
-        shape.serving.spec_tokens
-        and shape.engine in {"vllm", "sglang"}
-        and shape.launch.speculative is None
-    ):
+    if shape.serving.spec_tokens and engine.speculative_flags and shape.launch.speculative is None:
         raise loaded.error(
             f"spec_tokens {shape.serving.spec_tokens} needs launch.speculative.method "
             "(mtp, eagle, ngram, ...) for the engine's flags",
@@ -117,6 +105,7 @@ def check_semantics(loaded: LoadedShape) -> None:
                 index,
                 "control",
             )
+    engine.check(loaded)
 
 
 # Linux's limits (PATH_MAX, NAME_MAX): a longer reference names no file, and asking the
@@ -174,8 +163,6 @@ def _check_words(loaded: LoadedShape) -> None:
 
 def _check_release(loaded: LoadedShape) -> None:
     """An engine_version older than every modelled rule set is refused at its line."""
-    from fakplan.engines import ENGINES
-
     try:
         ENGINES[loaded.shape.engine].version_used(loaded)
     except ReleaseError as exc:

@@ -1,0 +1,100 @@
+"""The engine plug-in: what the planner, the shape's checks, the launch, verify and the
+probes ask of an engine, with the defaults of an engine that has no opinion.
+
+An engine is one module: a subclass of ``Engine`` (of ``ModelledEngine`` when fakplan
+derives its arithmetic from the model's geometry), its templates
+(``templates/<name>/env.j2`` and ``serve.sh.j2``) and its tests.
+``fakplan.engines.ENGINES`` lists the built-in ones; ``register`` adds another.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from fakplan.contract import Capacity, KvCost
+from fakplan.engines.query import query_for_shape
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+if TYPE_CHECKING:
+    from fakplan.figures import Figures
+    from fakplan.launch import LaunchRecord
+    from fakplan.shape import LoadedShape
+
+
+class Engine:
+    """One engine fakplan plans for. Class attributes state what it takes; methods cost a
+    token, count a pool and build the launch."""
+
+    name: ClassVar[str]
+    # launch.binary spellings this engine starts with (the first is the default)
+    binaries: ClassVar[tuple[str, ...]] = ()
+    # serving.dtype reaches a --dtype flag of the engine's
+    takes_model_dtype: ClassVar[bool] = False
+    # serving.spec_tokens needs launch.speculative.method to become the engine's flags
+    speculative_flags: ClassVar[bool] = False
+    # the KV contract is typed into the shape (an engine fakplan does not model)
+    needs_contract: ClassVar[bool] = False
+    # it loads a GGUF (launch.weights), never the model's published checkpoint
+    loads_gguf: ClassVar[bool] = False
+    # what --dtype auto serves a float32 checkpoint in, where it downcasts: (dtype, rule)
+    auto_downcast: ClassVar[tuple[str, str] | None] = None
+    # what `fakplan verify` reads the boot log as by default (None: detect it)
+    ledger_format: ClassVar[str | None] = None
+    # the server flavour the probes assume where the endpoint's routes do not tell
+    probe_flavour: ClassVar[str | None] = None
+
+    def check(self, loaded: LoadedShape) -> None:
+        """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
+        return None
+
+    def probe_hint(self, loaded: LoadedShape) -> str | None:
+        return self.probe_flavour
+
+    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+        """The per-page, per-sequence and fixed cost of the shape's KV on one rank."""
+        raise NotImplementedError
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        """Tokens the pool backs, counted as this engine counts them at boot."""
+        raise NotImplementedError
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        """The ``kv_cache_dtype`` spellings this engine takes."""
+        raise NotImplementedError
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        """The release whose arithmetic applied (None where there are none)."""
+        return None
+
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        """The env file's variables and each node role's argv."""
+        raise NotImplementedError
+
+
+class ModelledEngine(Engine):
+    """An engine whose arithmetic fakplan derives from the model's geometry.
+
+    vLLM, SGLang and llama.cpp differ in how they cost a token and count a pool
+    (``breakdown`` and ``pool``); how a shape becomes a query, and a pool result a
+    ``Capacity``, is the same for all three and lives here once.
+    """
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown:
+        raise NotImplementedError
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        raise NotImplementedError
+
+    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+        return self.breakdown(query_for_shape(loaded))
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        query = query_for_shape(loaded)
+        breakdown = cost if isinstance(cost, KvBreakdown) else self.breakdown(query)
+        result = self.pool(query, breakdown, pool_bytes)
+        pages = (
+            result.num_blocks
+            if result.num_blocks is not None
+            else result.tokens // cost.page_tokens
+        )
+        return Capacity(result.tokens, pages, pool_bytes, result.derivation)

@@ -1,0 +1,65 @@
+"""A shape as the KV question its engine answers: the model's geometry and the serving figures."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from fakplan.errors import GeometryError
+from fakplan.geometry import Geometry, catalog, load_geometry
+from fakplan.kv import KvQuery
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
+
+
+@lru_cache(maxsize=64)
+def _geometry(reference: str) -> Geometry:
+    return load_geometry(reference)
+
+
+def shape_geometry(loaded: LoadedShape) -> Geometry:
+    """The geometry a shape's ``model:`` names: a path against the shape's folder, or a
+    catalog id. Never the working directory: a path that is not beside the shape is refused
+    with the path looked at, so no spelling works for one command and not for another."""
+    reference = loaded.shape.model
+    local = loaded.resolve(reference)
+    if not local.exists():
+        try:
+            entry = catalog.lookup(reference)
+        except GeometryError as exc:
+            raise loaded.error(str(exc), "model") from None
+        if entry is None:
+            raise loaded.error(
+                f"{reference!r} is neither a file or folder at {local} (a path in a shape is "
+                "relative to the shape's folder) nor a catalog id (fakplan kv --list)",
+                "model",
+            )
+        return entry
+    try:
+        return _geometry(str(local))
+    except GeometryError as exc:
+        raise loaded.error(str(exc), "model") from None
+
+
+def query_for_shape(loaded: LoadedShape) -> KvQuery:
+    """The KV question a shape asks of its engine."""
+    shape = loaded.shape
+    serving = shape.serving
+    return KvQuery(
+        geometry=shape_geometry(loaded),
+        engine=shape.engine,
+        engine_version=shape.engine_version,
+        kv_dtype=serving.kv_cache_dtype,
+        model_dtype=serving.dtype,
+        device=shape.card.device,
+        tp=shape.parallel.tensor,
+        pp=shape.parallel.pipeline,
+        block_size=serving.block_size,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens,
+        prefix_caching=serving.prefix_caching,
+        spec_tokens=serving.spec_tokens,
+        kv_unified=serving.kv_unified,
+    )
