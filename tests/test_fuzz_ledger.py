@@ -11,7 +11,9 @@ gzip whole or cut. The default run takes a few seconds; ``pytest -m fuzz`` reads
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import itertools
 import json
 import re
@@ -32,14 +34,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakplan.ceiling import ceiling_from_ledger
+from fakplan.cli.ledger import print_ledger
 from fakplan.errors import LedgerError
-from fakplan.ledger import Ledger, parse_ledger
+from fakplan.ledger import FORMATS, Ledger, parse_ledger
+from fakplan.ledger.scan import EngineScan
 from fakplan.plan import Plan, compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import GIB
 from fakplan.verify import ledger_verdicts
 
 from .conftest import PUBLIC
+from .test_ledger_hardening import NoAnswer, answers_within
 
 HERE = Path(__file__).resolve().parent
 LOGS = {
@@ -277,14 +282,16 @@ def the_plan() -> Plan:
 
 
 def read(path: Path) -> Ledger | LedgerError:
-    """Parse as ``fakplan ledger`` does, then use the ledger as JSON, ceiling and verify do.
-
-    A LedgerError is an answer (bad input: one line, exit 2); anything else escapes."""
+    """Parse as ``fakplan ledger`` does, then use the ledger as its report, its JSON, the
+    ceiling and verify do. A LedgerError is an answer (bad input: one line, exit 2);
+    anything else escapes."""
     try:
         ledger = parse_ledger(path)
     except LedgerError as refused:
         assert "\n" not in str(refused), str(refused)  # one line on stderr
         return refused
+    with contextlib.redirect_stdout(io.StringIO()):
+        print_ledger(ledger)  # `fakplan ledger LOG`'s table
     Ledger.from_dict(json.loads(ledger.to_json()))  # the JSON is valid and reads back
     ceiling_from_ledger(ledger, engine_floor=GIB)
     try:
@@ -390,3 +397,36 @@ def test_a_thousand_mangled_logs(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert seen["logs"] >= 1000 and seen["traceback"] == 0
     assert slowest[0] < 10
     assert peak < 200
+
+
+FILLS = {
+    "the needle repeated": None, "digits and commas": "1,", "digits and points": "1.",
+    "spaces": " ", "one word": "a", "dashes": "- 1", "short words": "a ", "digits": "1",
+    "tabs": "\t1",
+}  # fmt: skip
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("fill", list(FILLS))
+def test_every_row_reads_a_hostile_1_mib_line_in_linear_time(fill: str) -> None:
+    """Each row's regex, through the scan, on a 1 MiB line holding its needle and then one
+    long run: a backtracking pattern took minutes to hours on such a line (sampler's, the
+    CUDA malloc error's), a linear one takes milliseconds. A new row is held to it too."""
+    size = 1 << 20
+    slowest = (0.0, "")
+    for fmt in FORMATS.values():
+        for row in fmt.rows:
+            piece = FILLS[fill]
+            if piece is None:
+                text = (row.needle + " 1 ") * (size // (len(row.needle) + 3))
+            else:
+                text = "x " + row.needle + piece * (size // len(piece))
+            which = f"{fmt.name} {row.kind} ({row.needle!r})"
+            started = time.monotonic()
+            try:
+                with answers_within(30):  # a backtracking row fails here, named, not in hours
+                    EngineScan(fmt).feed(1, text, False)
+            except NoAnswer:
+                pytest.fail(f"{which}: no answer in 30 s on a 1 MiB line of {fill}")
+            slowest = max(slowest, (time.monotonic() - started, which))
+    assert slowest[0] < 2, slowest
