@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakplan.errors import RecordError
-from fakplan.plan import Plan
+from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, Verdict
+from fakplan.render import RenderedFile, render_plan
 
 if TYPE_CHECKING:
-    from fakplan.render import RenderedFile
     from fakplan.shape import LoadedShape
 
 # mkstemp's random part: 8 of "abcdefghijklmnopqrstuvwxyz0123456789_"
@@ -200,8 +200,6 @@ def rewrite_record(
     memory, a killed writer's temporaries removed, and the record written
     (``write_record``). Returns the plan written and its rendered files.
     """
-    from fakplan.render import render_plan
-
     target = record_path(out_dir, compiled.name)
     folder = target.parent
     try:
@@ -233,8 +231,6 @@ def record_verdicts(
     log read twice is one verdict. All of it under the record's lock
     (``rewrite_record``).
     """
-    from fakplan.plan import compile_plan
-
     already: tuple[str, ...] = ()
 
     def add(plan: Plan) -> Plan:

@@ -415,9 +415,11 @@ def test_an_unknown_dtype_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(ShapeError) as info:
         load_shape(path, budget=lambda gpu: fixed(GIB))
     line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if "dtype: bogus" in x)
+    # vllm/config/model.py:67 ModelDType (v0.11.0, the release the shape names)
     assert str(info.value) == (
-        f"{path}:{line}: serving.dtype: expected one of auto, half, float16, bfloat16, float, "
-        "float32 (the engines' --dtype), got 'bogus'"
+        f"{path}:{line}: serving.dtype: vllm --dtype 'bogus' is refused by the engine: vllm "
+        "0.11.0 takes auto, half, float16, bfloat16, float, float32 "
+        "(vllm/config/model.py:67 ModelDType)"
     )
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from fakplan.errors import ShapeError
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 
@@ -110,10 +113,14 @@ def test_dtype_not_accepted(tmp_path: Path) -> None:
         .replace("kv_cache_dtype: bf16", "kv_cache_dtype: fp16")
     )
     (tmp_path / "s.yaml").write_text(text)
-    p = compile_plan(load_shape(tmp_path / "s.yaml"))
-    g = gate(p, "kv-dtype")
-    assert g.status == "fail"
-    assert g.fix == "set serving.kv_cache_dtype to one of bf16, fp8"
+    # the contract says the engine takes bf16 and fp8: fp16 is bad input at its line
+    with pytest.raises(ShapeError) as info:
+        load_shape(tmp_path / "s.yaml")
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "kv_cache_dtype: fp16" in x)
+    assert str(info.value) == (
+        f"{tmp_path / 's.yaml'}:{line}: serving.kv_cache_dtype: 'fp16' is not a KV dtype this "
+        "engine takes: contract.dtypes lists bf16, fp8"
+    )
 
 
 GIB = 2**30

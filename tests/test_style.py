@@ -77,3 +77,47 @@ def test_nothing_reaches_outside_the_repository() -> None:
     for name in ("README.md", "pyproject.toml"):
         hits += [f"{name}: {m.group(0)}" for m in outside.finditer((ROOT / name).read_text())]
     assert not hits
+
+
+def test_the_layers_hold() -> None:
+    """import-linter's layers contract (pyproject.toml [tool.importlinter]): each module
+    imports only the layers below it, so the pipeline has no back-edge."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+
+
+# An import inside a function is for a heavy library a command may not need, never to
+# dodge a cycle (the layers above rule those out): each one is listed here with why.
+DEFERRED_IMPORTS = {
+    (
+        "fakplan/plan.py",
+        "fakplan.ceiling",
+    ): "the ledger parsers load only for a shape that reads a log",
+    (
+        "fakplan/plan.py",
+        "fakplan.ledger",
+    ): "the ledger parsers load only for a shape that reads a log",
+    ("fakplan/geometry/__init__.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
+    ("fakplan/probes/run.py", "fakplan.geometry.gguf_header"): "gguf loads only for an EOS id",
+    ("fakplan/engines/llamacpp.py", "gguf"): "gguf loads only for llama-cpp-python's type ids",
+}
+
+
+def test_imports_inside_functions_are_only_the_deferred_ones() -> None:
+    import ast
+
+    found = set()
+    for path in sorted((ROOT / "fakplan").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and inner.module:
+                        found.add((path.relative_to(ROOT).as_posix(), inner.module))
+    assert found == set(DEFERRED_IMPORTS)

@@ -14,6 +14,7 @@ from fakplan.contract import exact_number, per_token_rate
 from fakplan.engines import kv_breakdown, modelled, pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
+from fakplan.geometry.catalog import catalog_ids
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.units import parse_bytes
 
@@ -138,8 +139,6 @@ def kv(
       fakplan kv ./hf-tiny --device cpu --dtype float32 --pool "1 GiB"
     """
     if list_catalog:
-        from fakplan.geometry.catalog import catalog_ids
-
         for model_id in catalog_ids():
             click.echo(model_id)
         return

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import Capacity, CostComponent, KvCost, exact_number, paged_capacity
 from fakplan.dtypes import element_type, known_dtype
 from fakplan.engines.base import Engine
+from fakplan.engines.choices import suggest
 from fakplan.launch import LaunchRecord
 from fakplan.units import MIB, format_bytes
 
@@ -33,6 +34,21 @@ class CustomEngine(Engine):
             return tuple(contract.dtypes)
         stated = {c.dtype for c in contract.per_token if c.dtype}
         return tuple(sorted(stated)) or ("auto",)
+
+    def check(self, loaded: LoadedShape) -> None:
+        """The KV dtype is one the contract says the engine takes (contract.dtypes)."""
+        contract = loaded.shape.contract
+        dtype = loaded.shape.serving.kv_cache_dtype
+        accepted = tuple(contract.dtypes) if contract and contract.dtypes else None
+        if accepted is not None and dtype not in accepted:
+            meant = suggest(dtype, accepted)
+            hint = f" (did you mean {' or '.join(repr(m) for m in meant)}?)" if meant else ""
+            raise loaded.error(
+                f"{dtype!r} is not a KV dtype this engine takes{hint}: contract.dtypes "
+                f"lists {', '.join(accepted)}",
+                "serving",
+                "kv_cache_dtype",
+            )
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return loaded.shape.engine_version

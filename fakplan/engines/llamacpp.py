@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.base import ModelledEngine
+from fakplan.engines.choices import Choices, check_choice
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
@@ -34,8 +35,13 @@ RELEASES = (
     Release("current", (5000,), "0c1e57098"),
     Release("2024", (1,), "74d73dc"),
 )
-# common/arg.cpp kv_cache_types (0c1e57098); default f16 (common/common.h)
+# --cache-type-k / --cache-type-v as llama.cpp's own parser takes them (matched exactly);
+# default f16 (common/common.h). fakplan adds "auto" (the default) and "K/V" for a split.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+CACHE_TYPE_CHOICES = (
+    Choices((5000,), "0c1e57098", "common/arg.cpp:304-314 kv_cache_types", CACHE_TYPES),
+    Choices((1,), "74d73dc", "common/common.cpp:999-1029 kv_cache_type_from_str", CACHE_TYPES),
+)
 N_UBATCH = 512  # default physical batch (common/common.h)
 PAD = 256
 
@@ -73,19 +79,30 @@ class _Cache:
         )
 
 
-def _types(query: KvQuery) -> tuple[str, str]:
-    text = query.kv_dtype.lower()
+def _split(text: str) -> tuple[str, str]:
+    """K and V cache types of a kv_cache_dtype: ``auto``, ``TYPE``, or ``K/V``."""
     if text == "auto":
-        text = "f16"
+        return "f16", "f16"
     k, _, v = text.partition("/")
-    v = v or k
-    for name in (k, v):
-        if name not in CACHE_TYPES:
-            raise FakplanError(
-                f"llama.cpp cache type {name!r}: expected one of {', '.join(CACHE_TYPES)} "
-                "(or K/V as e.g. f16/q8_0)"
-            )
-    return k, v
+    return k, v or k
+
+
+def cache_type_refusal(text: str, version: str | None) -> str | None:
+    """Why llama.cpp refuses a kv_cache_dtype (either side of ``K/V``), or None."""
+    for name in _split(text):
+        refused = check_choice(
+            "llama.cpp", "--cache-type-k/-v", name, CACHE_TYPE_CHOICES, _build(version)
+        )
+        if refused:
+            return refused + " (or K/V, e.g. f16/q8_0)"
+    return None
+
+
+def _types(query: KvQuery) -> tuple[str, str]:
+    refused = cache_type_refusal(query.kv_dtype, query.engine_version)
+    if refused:
+        raise FakplanError(refused)
+    return _split(query.kv_dtype)
 
 
 def _cache(query: KvQuery) -> _Cache:
@@ -182,6 +199,9 @@ class LlamacppEngine(ModelledEngine):
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape
+        refused = cache_type_refusal(shape.serving.kv_cache_dtype, shape.engine_version)
+        if refused:
+            raise loaded.error(refused, "serving", "kv_cache_dtype")
         if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
             raise loaded.error(
                 "llama-cpp-python's server serves one sequence at a time; "

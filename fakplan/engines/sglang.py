@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.base import ModelledEngine
+from fakplan.engines.choices import Choices, check_choice, choices_for
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
@@ -32,7 +33,28 @@ RELEASES = (
     Release("0.4", (0, 4), "0.4.6.post5"),
 )
 
-# python/sglang/srt/mem_cache/kv_cache_dtype.py (v0.5.23)
+# What SGLang's own parser takes (argparse choices=), release by release; from 0.5.23 the
+# options live in python/sglang/srt/arg_groups/fields/*.py, not server_args.py.
+_FP8 = ("auto", "fp8_e5m2", "fp8_e4m3")
+KV_CACHE_DTYPE_CHOICES = (
+    Choices(
+        (0, 5, 23),
+        "0.5.23",
+        "python/sglang/srt/arg_groups/fields/model.py:209-218 choices=",
+        (*_FP8, "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
+    ),
+    Choices((0, 5), "0.5.2", "python/sglang/srt/server_args.py:1031 choices=", _FP8),
+    Choices((0, 4), "0.4.6.post5", "python/sglang/srt/server_args.py:553 choices=", _FP8),
+)
+_MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MODEL_DTYPE_CHOICES = (
+    Choices((0, 5, 23), "0.5.23", "python/sglang/srt/arg_groups/fields/model.py:173", _MODEL_DTYPES),
+    Choices((0, 5), "0.5.2", "python/sglang/srt/server_args.py:1001 choices=", _MODEL_DTYPES),
+    Choices((0, 4), "0.4.6.post5", "python/sglang/srt/server_args.py:539 choices=", _MODEL_DTYPES),
+)  # fmt: skip
+
+# The bytes of the KV dtypes fakplan has read (python/sglang/srt/mem_cache/kv_cache_dtype.py,
+# v0.5.23); mxfp8, nvfp4 and fp4_mx_block16 pack scales in ways not read yet.
 KV_DTYPES: dict[str, str | None] = {
     "auto": None,
     "bf16": "bf16",
@@ -47,13 +69,21 @@ SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
 
+def _unsized(name: str) -> str:
+    return (
+        f"sglang takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's bytes "
+        f"(it packs scales); fakplan sizes {', '.join(KV_DTYPES)}"
+    )
+
+
 def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
     """The dtype as reported (auto resolved), its bytes per element, and the rule applied."""
-    name = query.kv_dtype.lower()
+    name = query.kv_dtype
     if name not in KV_DTYPES:
-        raise FakplanError(
-            f"sglang --kv-cache-dtype {query.kv_dtype!r}: fakplan knows {', '.join(KV_DTYPES)}"
+        refused = check_choice(
+            "sglang", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
+        raise FakplanError(refused or _unsized(name))
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
@@ -73,6 +103,18 @@ class SglangEngine(ModelledEngine):
     auto_downcast = DOWNCAST
 
     def check(self, loaded: LoadedShape) -> None:
+        """What SGLang's parser would refuse, refused where the shape says it."""
+        shape = loaded.shape
+        version, serving = shape.engine_version, shape.serving
+        for value, option, table, loc in (
+            (serving.kv_cache_dtype, "--kv-cache-dtype", KV_CACHE_DTYPE_CHOICES, "kv_cache_dtype"),
+            (serving.dtype, "--dtype", MODEL_DTYPE_CHOICES, "dtype"),
+        ):
+            refused = check_choice("sglang", option, value, table, version)
+            if refused:
+                raise loaded.error(refused, "serving", loc)
+        if serving.kv_cache_dtype not in KV_DTYPES:
+            raise loaded.error(_unsized(serving.kv_cache_dtype), "serving", "kv_cache_dtype")
         if loaded.shape.card.device == "cpu":
             raise loaded.error(
                 "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
@@ -203,7 +245,7 @@ class SglangEngine(ModelledEngine):
         return launch_record(loaded, figures)
 
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return tuple(KV_DTYPES)
+        return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("sglang", RELEASES, loaded.shape.engine_version)[1]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.base import ModelledEngine
+from fakplan.engines.choices import Choices, check_choice, choices_for
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
@@ -39,13 +40,57 @@ RELEASES = (
     Release("v0", (0, 3), "0.6.6.post1"),
 )
 
-# vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (v0.33.0): fp8 variants are uint8.
+# What vLLM's own parser takes, release by release (its CacheDType / ModelDType / BlockSize,
+# or the argparse choices= of V0): engines compare exactly, so a shape must spell them so.
+KV_CACHE_DTYPE_CHOICES = (
+    Choices(
+        (0, 33),
+        "0.33.0",
+        "vllm/config/cache.py:44-67 CacheDType, checked at :172 (no argparse choices)",
+        (
+            "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+            "fp8_ds_mla", "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
+            "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3",
+            "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head",
+            "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+        ),
+    ),
+    Choices(
+        (0, 11),
+        "0.11.0",
+        "vllm/config/cache.py:25-26 CacheDType",
+        ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
+    ),
+    Choices((0, 8), "0.8.5", "vllm/config.py:1291 CacheDType", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")),
+    Choices(
+        (0, 3),
+        "0.6.6.post1",
+        "vllm/engine/arg_utils.py:348 choices=",
+        ("auto", "fp8", "fp8_e5m2", "fp8_e4m3"),
+    ),
+)  # fmt: skip
+_MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MODEL_DTYPE_CHOICES = (
+    Choices((0, 33), "0.33.0", "vllm/config/model.py:100 ModelDType", _MODEL_DTYPES),
+    Choices((0, 11), "0.11.0", "vllm/config/model.py:67 ModelDType", _MODEL_DTYPES),
+    Choices((0, 8), "0.8.5", "vllm/engine/arg_utils.py:466 choices=", _MODEL_DTYPES),
+    Choices((0, 3), "0.6.6.post1", "vllm/engine/arg_utils.py:335 choices=", _MODEL_DTYPES),
+)
+# --block-size: "any" where the field is a positive int (0.33.0 vllm/config/cache.py:187)
+BLOCK_SIZE_CHOICES = (
+    Choices((0, 33), "0.33.0", "vllm/config/cache.py:187 block_size: int, gt=0", ("any",)),
+    Choices((0, 11), "0.11.0", "vllm/config/cache.py:24 BlockSize", ("1", "8", "16", "32", "64", "128")),
+    Choices((0, 8), "0.8.5", "vllm/config.py:1290 BlockSize", ("1", "8", "16", "32", "64", "128")),
+    Choices((0, 3), "0.6.6.post1", "vllm/engine/arg_utils.py:431 choices=", ("8", "16", "32", "64", "128")),
+)  # fmt: skip
+
+# The bytes of the KV dtypes fakplan has read (vllm/utils/torch_utils.py
+# STR_DTYPE_TO_TORCH_DTYPE, v0.33.0: fp8 variants are uint8); the other layouts vLLM
+# takes pack scales in ways not read yet.
 KV_DTYPES: dict[str, str | None] = {
     "auto": None,
     "bfloat16": "bf16",
     "float16": "fp16",
-    "half": "fp16",
-    "float": "fp32",
     "fp8": "fp8",
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
@@ -69,13 +114,20 @@ CPU_BLOCK = 128  # platforms/cpu.py check_and_update_config (v0.32.0 CPU build)
 CPU_MLA_BLOCK = 16  # "CPU MLA backend requires block_size=16" (v0.32.0 CPU build)
 
 
+def _unsized(name: str) -> str:
+    return (
+        f"vllm takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's bytes "
+        f"(it packs scales); fakplan sizes {', '.join(KV_DTYPES)}"
+    )
+
+
 def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
-    name = query.kv_dtype.lower()
+    name = query.kv_dtype
     if name not in KV_DTYPES:
-        raise FakplanError(
-            f"vllm --kv-cache-dtype {query.kv_dtype!r}: fakplan knows the sizes of "
-            f"{', '.join(KV_DTYPES)}; other layouts pack scales in ways not read yet"
+        refused = check_choice(
+            "vllm", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
+        raise FakplanError(refused or _unsized(name))
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
@@ -458,7 +510,30 @@ class VllmEngine(ModelledEngine):
     # ---- the planner's side (engines.Engine)
 
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return tuple(KV_DTYPES)
+        return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
+
+    def check(self, loaded: LoadedShape) -> None:
+        """What vLLM's parser would refuse, refused where the shape says it."""
+        shape = loaded.shape
+        version, serving = shape.engine_version, shape.serving
+        for value, option, table, loc in (
+            (serving.kv_cache_dtype, "--kv-cache-dtype", KV_CACHE_DTYPE_CHOICES, "kv_cache_dtype"),
+            (serving.dtype, "--dtype", MODEL_DTYPE_CHOICES, "dtype"),
+        ):
+            refused = check_choice("vllm", option, value, table, version)
+            if refused:
+                raise loaded.error(refused, "serving", loc)
+        if serving.kv_cache_dtype not in KV_DTYPES:
+            raise loaded.error(_unsized(serving.kv_cache_dtype), "serving", "kv_cache_dtype")
+        blocks = choices_for(BLOCK_SIZE_CHOICES, version)
+        size = serving.block_size
+        if size is not None and "any" not in blocks.values and str(size) not in blocks.values:
+            raise loaded.error(
+                f"vllm --block-size {size} is refused by the engine: vllm {blocks.read_in} "
+                f"takes {', '.join(blocks.values)} ({blocks.source})",
+                "serving",
+                "block_size",
+            )
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("vllm", RELEASES, loaded.shape.engine_version)[1]

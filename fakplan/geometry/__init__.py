@@ -11,106 +11,38 @@ are data, not special cases scattered through the engines.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from fakplan.errors import GeometryError
+from fakplan.geometry import catalog, hf
+from fakplan.geometry.model import (
+    AttentionHeads,
+    Geometry,
+    LayerKind,
+    LinearAttentionDims,
+    MambaDims,
+    MlaDims,
+)
 
-
-class LayerKind(StrEnum):
-    FULL = "full"  # full attention: KV grows with every token
-    SLIDING = "sliding"  # sliding-window attention: KV bounded by the window
-    MLA = "mla"  # multi-head latent attention: one compressed latent per token
-    LINEAR = "linear"  # linear attention / Gated DeltaNet: fixed state per sequence
-    MAMBA = "mamba"  # Mamba SSM: fixed state per sequence
-    NONE = "none"  # no cache of its own (KV shared with another layer)
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AttentionHeads(_Frozen):
-    """KV heads and head sizes of one family of attention layers."""
-
-    num_kv_heads: int
-    head_dim: int
-    v_head_dim: int
-
-
-class MlaDims(_Frozen):
-    kv_lora_rank: int
-    qk_rope_head_dim: int
-    qk_nope_head_dim: int
-    v_head_dim: int
-
-
-class LinearAttentionDims(_Frozen):
-    """Gated DeltaNet (Qwen3-Next / Qwen3.5) state dimensions."""
-
-    num_k_heads: int
-    num_v_heads: int
-    head_k_dim: int
-    head_v_dim: int
-    conv_kernel: int
-    ssm_dtype: str | None = Field(None, description="dtype the checkpoint asks for the state")
-
-
-class MambaDims(_Frozen):
-    version: int  # 1 or 2
-    intermediate_size: int  # d_inner
-    state_size: int  # d_state
-    n_groups: int
-    num_heads: int
-    head_dim: int
-    conv_kernel: int
-    ssm_dtype: str | None = None
-
-
-class Geometry(_Frozen):
-    source: str = Field(description="where this geometry was read: catalog id, file or folder")
-    architecture: str
-    num_layers: int = Field(description="decoder layers that serve tokens (MTP/nextn excluded)")
-    layer_kinds: tuple[LayerKind, ...]
-    num_attention_heads: int
-    hidden_size: int
-    attention: AttentionHeads | None = None  # full-attention layers
-    sliding: AttentionHeads | None = None  # sliding-window layers
-    sliding_window: int | None = None
-    mla: MlaDims | None = None
-    linear: LinearAttentionDims | None = None
-    mamba: MambaDims | None = None
-    context_length: int = Field(description="trained context (max_position_embeddings)")
-    rope_scaling: str | None = Field(None, description="rope scaling the checkpoint declares")
-    dtype: str = Field(description="the weights' dtype, which 'auto' KV caches follow")
-    kv_cache_quant: str | None = Field(None, description="a KV dtype the checkpoint prescribes")
-    num_experts: int | None = None
-    experts_per_token: int | None = None
-    num_nextn_layers: int = 0
-    weight_bytes: int | None = Field(None, description="exact bytes of the weights, if known")
-    weight_source: str | None = None
-    weight_params: int | None = Field(
-        None, description="parameters, where the weight bytes were counted from the config"
-    )
-    notes: tuple[str, ...] = ()
-
-    def count(self, kind: LayerKind) -> int:
-        return sum(1 for k in self.layer_kinds if k == kind)
-
-    @property
-    def is_hybrid(self) -> bool:
-        return len({k for k in self.layer_kinds if k != LayerKind.NONE}) > 1
+__all__ = [
+    "AttentionHeads",
+    "Geometry",
+    "LayerKind",
+    "LinearAttentionDims",
+    "MambaDims",
+    "MlaDims",
+    "load_geometry",
+]
 
 
 def load_geometry(reference: str | Path) -> Geometry:
     """A GGUF path, an HF folder or config.json, or a catalog id."""
-    from fakplan.geometry import catalog, gguf_header, hf
-
     text = str(reference)
     path = Path(text).expanduser()
     if text.endswith(".gguf") or (path.is_file() and _is_gguf(path)):
+        # the gguf package (and numpy behind it) loads only for a GGUF
+        from fakplan.geometry import gguf_header
+
         return gguf_header.read_gguf(path)
     if path.is_dir() or path.name.endswith(".json"):
         if not path.exists():

@@ -13,8 +13,8 @@ from importlib import resources
 from typing import Any
 
 from fakplan.errors import GeometryError
-from fakplan.geometry import Geometry
 from fakplan.geometry.hf import geometry_from_config
+from fakplan.geometry.model import Geometry
 
 
 @cache

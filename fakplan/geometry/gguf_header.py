@@ -19,7 +19,7 @@ from typing import Any
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from fakplan.errors import GeometryError
-from fakplan.geometry import (
+from fakplan.geometry.model import (
     AttentionHeads,
     Geometry,
     LayerKind,

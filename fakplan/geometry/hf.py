@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fakplan.errors import GeometryError
-from fakplan.geometry import (
+from fakplan.geometry.model import (
     AttentionHeads,
     Geometry,
     LayerKind,

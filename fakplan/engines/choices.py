@@ -1,0 +1,83 @@
+"""The values an engine's own command line takes, release by release, as data.
+
+Each row is one option's choices from a release on, quoted from the engine's argument
+parser at the release read (file and line beside it). A value the engine refuses is
+bad input where the shape states it, with the accepted list and, for a near miss, the
+spelling the engine takes (``bf16`` on vLLM means ``bfloat16``; engines compare
+exactly, so ``FP8`` is not ``fp8``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from fakplan.dtypes import ALIASES
+from fakplan.engines.releases import parse_version
+
+
+@dataclass(frozen=True)
+class Choices:
+    """One option's accepted values from release ``first`` on, as read in ``read_in``."""
+
+    first: tuple[int, ...]
+    read_in: str
+    source: str
+    values: tuple[str, ...]
+
+
+def choices_for(table: tuple[Choices, ...], version: str | None) -> Choices:
+    """The newest row at or before ``version`` (the newest row when it is not stated).
+
+    A release between two rows read takes the older row: a value first read in a later
+    release is not assumed to exist before it (the refusal says where it was read)."""
+    if version is None:
+        return table[0]
+    wanted = parse_version(version)
+    for row in table:
+        if wanted >= row.first:
+            return row
+    return table[-1]
+
+
+def _storage(value: str) -> str:
+    key = value.lower()
+    return ALIASES.get(key, key)
+
+
+def suggest(value: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """The accepted spellings a near miss meant: the same letters in another case, the
+    same storage under the engine's name for it, or a close spelling."""
+    same_case = [v for v in values if v.lower() == value.lower()]
+    if same_case:
+        return tuple(same_case)
+    same_storage = [v for v in values if v != "auto" and _storage(v) == _storage(value)]
+    if same_storage:
+        return tuple(same_storage)
+    return tuple(difflib.get_close_matches(value, values, n=2, cutoff=0.8))
+
+
+def refusal(engine: str, option: str, value: str, row: Choices, later: Choices | None) -> str:
+    """One line: what the engine takes, what was given, and what was probably meant."""
+    meant = suggest(value, row.values)
+    hint = f" (did you mean {' or '.join(repr(m) for m in meant)}?)" if meant else ""
+    newer = ""
+    if later is not None and value in later.values and value not in row.values:
+        newer = (
+            f"; {engine} {later.read_in} takes it ({later.source}): state that "
+            "engine_version if you run it"
+        )
+    return (
+        f"{engine} {option} {value!r} is refused by the engine{hint}: {engine} "
+        f"{row.read_in} takes {', '.join(row.values)} ({row.source}){newer}"
+    )
+
+
+def check_choice(
+    engine: str, option: str, value: str, table: tuple[Choices, ...], version: str | None
+) -> str | None:
+    """Why ``value`` is refused by ``engine`` at ``version``, or None when it is taken."""
+    row = choices_for(table, version)
+    if value in row.values:
+        return None
+    return refusal(engine, option, value, row, table[0] if table[0] is not row else None)
