@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC = Path(__file__).resolve().parent / "data" / "public"
+PUBLIC = ROOT / "tests" / "data" / "public"
 MB = 10**6
 
 NOISE = (
