@@ -7,8 +7,9 @@ test compare what ``serve.sh`` executes with what the plan derived.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +59,29 @@ def fraction_up(numerator: int, denominator: int, places: int = 4) -> float:
 
 def words(*parts: object) -> tuple[str, ...]:
     return tuple(str(p) for p in parts)
+
+
+C = TypeVar("C")
+# One row of an engine's flag table: the words it adds to the argv for a launch's inputs
+# (none where the flag does not apply). Engines list their flags as such rows, in order.
+FlagRow = Callable[[C], Sequence[str]]
+
+
+def flag(name: str, value: Callable[[C], object | None]) -> FlagRow[C]:
+    """``name value``, left out where ``value`` is None (False: left out; True: the bare switch)."""
+
+    def row(inputs: C) -> Sequence[str]:
+        got = value(inputs)
+        if got is None or got is False:
+            return ()
+        return (name,) if got is True else (name, str(got))
+
+    return row
+
+
+def argv_of(rows: Sequence[FlagRow[C]], inputs: C) -> list[str]:
+    """The words a flag table gives for ``inputs``, in the table's order."""
+    return [word for row in rows for word in row(inputs)]
 
 
 def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRecord:

@@ -25,15 +25,29 @@ from fakplan.engines.releases import Release, select
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
-from fakplan.launch import LaunchRecord, RoleRecord
+from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape
+    from fakplan.shape import LoadedShape, Shape
+
+
+@dataclass(frozen=True)
+class LlamacppRules(Release):
+    """What differs between the llama.cpp builds fakplan models, as data."""
+
+    # n_ctx is padded to 256 cells always (0c1e57098 llama-context.cpp); the 2024 build
+    # padded to 256 with flash attention and to 32 without
+    pad_always_256: bool
+    # an MLA cache holds K only (0c1e57098: has_v = !is_mla); 2024 kept a V of kv_lora_rank
+    mla_k_only: bool
+    # slots with a cache of their own each (-np without -kvu, 0c1e57098); 2024: one cache
+    split_streams: bool
+
 
 RELEASES = (
-    Release("current", (5000,), "0c1e57098"),
-    Release("2024", (1,), "74d73dc"),
+    LlamacppRules("current", (5000,), "0c1e57098", True, True, True),
+    LlamacppRules("2024", (1,), "74d73dc", False, False, False),
 )
 # --cache-type-k / --cache-type-v as llama.cpp's own parser takes them (matched exactly);
 # default f16 (common/common.h). fakplan adds "auto" (the default) and "K/V" for a split.
@@ -43,6 +57,11 @@ CACHE_TYPE_CHOICES = (
     Choices((1,), "74d73dc", "common/common.cpp:999-1029 kv_cache_type_from_str", CACHE_TYPES),
 )
 N_UBATCH = 512  # default physical batch (common/common.h)
+# recurrent state is kept in f32 (src/llama-memory-recurrent.cpp, 0c1e57098)
+STATE_BYTES = element_type("fp32").block_bytes
+# -ngl 999: more layers than any model has, so every layer is offloaded (the spelling
+# llama.cpp's own server README uses for "all")
+ALL_LAYERS = 999
 PAD = 256
 
 
@@ -63,7 +82,7 @@ class _Cache:
     swa_k_elems: int
     swa_v_elems: int
     state_per_seq: int  # recurrent R + S, f32, all recurrent layers
-    rule: str
+    release: LlamacppRules
     version: str
 
     def cell_bytes(self) -> int:
@@ -117,7 +136,7 @@ def _cache(query: KvQuery) -> _Cache:
     if g.mla is not None:
         k_elems = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
         # 0c1e57098 allocates no V tensor for MLA (has_v = !is_mla)
-        v_elems = 0 if release.rule == "current" else g.mla.kv_lora_rank
+        v_elems = 0 if release.mla_k_only else g.mla.kv_lora_rank
     elif g.attention is not None:
         k_elems = g.attention.num_kv_heads * g.attention.head_dim
         v_elems = g.attention.num_kv_heads * g.attention.v_head_dim
@@ -132,12 +151,12 @@ def _cache(query: KvQuery) -> _Cache:
             d.head_v_dim * d.num_v_heads + 2 * d.num_k_heads * d.head_k_dim
         )
         ssm = d.head_k_dim * d.head_v_dim * d.num_v_heads
-        state = kinds.count(LayerKind.LINEAR) * (conv + ssm) * 4
+        state = kinds.count(LayerKind.LINEAR) * (conv + ssm) * STATE_BYTES
     if g.mamba is not None:
         m = g.mamba
         conv = (m.conv_kernel - 1) * (m.intermediate_size + 2 * m.n_groups * m.state_size)
         ssm = m.state_size * m.intermediate_size
-        state += kinds.count(LayerKind.MAMBA) * (conv + ssm) * 4
+        state += kinds.count(LayerKind.MAMBA) * (conv + ssm) * STATE_BYTES
     return _Cache(
         k=element_type(k_name),
         v=element_type(v_name),
@@ -150,7 +169,7 @@ def _cache(query: KvQuery) -> _Cache:
         swa_k_elems=sl.num_kv_heads * sl.head_dim if sl else 0,
         swa_v_elems=sl.num_kv_heads * sl.v_head_dim if sl else 0,
         state_per_seq=state,
-        rule=release.rule,
+        release=release,
         version=version,
     )
 
@@ -161,7 +180,7 @@ def _build(version: str | None) -> str | None:
 
 def _step(query: KvQuery, cache: _Cache) -> int:
     """The cells n_ctx is padded to: 256 in current builds, 32 without flash attention in 2024."""
-    return PAD if cache.rule == "current" or query.flash_attn else 32
+    return PAD if cache.release.pad_always_256 or query.flash_attn else 32
 
 
 def _unified(query: KvQuery) -> bool:
@@ -174,7 +193,7 @@ def _layout_cells(query: KvQuery, cache: _Cache, n_ctx: int) -> tuple[int, int, 
     seqs = query.max_num_seqs
     pad = _step(query, cache)
     n_ctx = _pad(n_ctx, pad)
-    if _unified(query) or seqs == 1:
+    if _unified(query) or seqs == 1 or not cache.release.split_streams:
         streams, per_stream = 1, n_ctx
     else:
         streams, per_stream = seqs, _pad(n_ctx // seqs, pad)
@@ -183,6 +202,14 @@ def _layout_cells(query: KvQuery, cache: _Cache, n_ctx: int) -> tuple[int, int, 
         window = query.geometry.sliding_window * (seqs if _unified(query) else 1)
         swa = _pad(min(per_stream, window + N_UBATCH), PAD)
     return per_stream, streams, swa
+
+
+def _slot_tokens(query: KvQuery, cache: _Cache, per_stream: int, streams: int) -> int:
+    """The context one slot reaches: its stream's cells; with a unified cache the whole of
+    it (tools/server n_ctx_slot = n_ctx_seq); the 2024 server gave each n_ctx / n_parallel."""
+    if streams == 1 and query.max_num_seqs > 1 and not cache.release.split_streams:
+        return per_stream // query.max_num_seqs
+    return per_stream
 
 
 def cache_bytes(query: KvQuery, cache: _Cache, n_ctx: int) -> int:
@@ -264,10 +291,7 @@ class LlamacppEngine(ModelledEngine):
             page_tokens=1,
             layers=cache.full_layers + cache.swa_layers,
             components=tuple(components),
-            rules=(
-                f"llama.cpp {cache.rule} arithmetic (read in "
-                f"{next(r.read_in for r in RELEASES if r.rule == cache.rule)})",
-            ),
+            rules=(f"llama.cpp {cache.release.rule} arithmetic (read in {cache.release.read_in})",),
         )
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
@@ -347,9 +371,8 @@ class LlamacppEngine(ModelledEngine):
             pool_bytes,
             derivation,
             sessions=windows_held(per_stream, streams, seqs, window),
-            # a unified cache lets one slot fill all of it (tools/server n_ctx_slot = n_ctx_seq)
-            slot_tokens=per_stream,
-            slots_share=streams == 1 and seqs > 1,
+            slot_tokens=_slot_tokens(query, cache, per_stream, streams),
+            slots_share=streams == 1 and seqs > 1 and cache.release.split_streams,
             used_bytes=used,
         )
 
@@ -366,80 +389,83 @@ class LlamacppEngine(ModelledEngine):
 # ---------------------------------------------------------------- launch flags
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What the servers' flags are read from: the shape, its cache, -c and the GPU layers."""
+
+    shape: Shape
+    cache: _Cache
+    n_ctx: int
+    gpu_layers: int | None  # None: every layer (the server's own spelling of "all")
+
+    @property
+    def model(self) -> str:
+        return self.shape.launch.weights or self.shape.model
+
+    @property
+    def quantized_v(self) -> bool:
+        # a quantized V cache requires flash attention (src/llama-context.cpp, 0c1e57098)
+        return self.cache.v_name not in {"f32", "f16", "bf16"}
+
+
+def _ggml_type(name: str) -> int:
+    # gguf (and numpy behind it) loads only for llama-cpp-python's numeric type ids
+    from gguf import GGMLQuantizationType
+
+    return int(GGMLQuantizationType[name.upper()])
+
+
+# llama-server's flags (tools/server, common/arg.cpp), in the order the argv carries them
+SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("-m", lambda i: i.model),
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("-c", lambda i: i.n_ctx),
+    flag("-np", lambda i: i.shape.serving.max_num_seqs),
+    flag("--cache-type-k", lambda i: i.cache.k_name),
+    flag("--cache-type-v", lambda i: i.cache.v_name),
+    flag("-ngl", lambda i: ALL_LAYERS if i.gpu_layers is None else i.gpu_layers),
+    flag("-fa", lambda i: "on" if i.quantized_v else None),
+    flag("--kv-unified", lambda i: bool(i.shape.serving.kv_unified)),
+    flag("--alias", lambda i: i.shape.launch.served_model_name),
+)
+# llama-cpp-python's server (llama_cpp/server/settings.py, 0.3.36): ggml type ids for types
+PYTHON_FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("--model", lambda i: i.model),
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("--n_ctx", lambda i: i.n_ctx),
+    flag("--type_k", lambda i: _ggml_type(i.cache.k_name)),
+    flag("--type_v", lambda i: _ggml_type(i.cache.v_name)),
+    flag("--n_gpu_layers", lambda i: -1 if i.gpu_layers is None else i.gpu_layers),
+    flag("--flash_attn", lambda i: "true" if i.quantized_v else None),
+)
+
+
 def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-    """``llama-server`` (or llama-cpp-python's server) with the -c that fills budget.kv."""
+    """``llama-server`` (or llama-cpp-python's server) with the -c the slots' windows take."""
     shape = loaded.shape
-    s, ln = shape.serving, shape.launch
-    query = query_for_shape(loaded)
-    cache = _cache(query)
-    n_ctx = figures.tokens_backed
-    quantized_v = cache.v_name not in {"f32", "f16", "bf16"}
-    binary = ln.binary or "llama-server"
+    cache = _cache(query_for_shape(loaded))
+    binary = shape.launch.binary or "llama-server"
     derivations = {"-c": figures.tokens_derivation}
-    gpu_layers = ln.gpu_layers
+    gpu_layers = None if shape.launch.gpu_layers in (None, -1) else shape.launch.gpu_layers
     if shape.card.device == "cpu":
         gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
         derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
+    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers)
     if binary == "llama-server":
-        argv: list[str] = [
-            "llama-server",
-            "-m",
-            ln.weights or shape.model,
-            "--host",
-            ln.host,
-            "--port",
-            str(ln.port),
-            "-c",
-            str(n_ctx),
-            "-np",
-            str(s.max_num_seqs),
-            "--cache-type-k",
-            cache.k_name,
-            "--cache-type-v",
-            cache.v_name,
-            "-ngl",
-            str(999 if gpu_layers in (None, -1) else gpu_layers),
-        ]
-        if quantized_v:
-            argv += ["-fa", "on"]  # a quantized V cache requires flash attention
-        if s.kv_unified:
-            argv += ["--kv-unified"]
+        argv = ["llama-server", *argv_of(SERVER_FLAGS, inputs)]
     else:
-        # gguf (and numpy behind it) loads only for this server's numeric type ids
-        from gguf import GGMLQuantizationType
-
-        argv = [
-            "python3",
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            ln.weights or shape.model,
-            "--host",
-            ln.host,
-            "--port",
-            str(ln.port),
-            "--n_ctx",
-            str(n_ctx),
-            "--type_k",
-            str(int(GGMLQuantizationType[cache.k_name.upper()])),
-            "--type_v",
-            str(int(GGMLQuantizationType[cache.v_name.upper()])),
-            "--n_gpu_layers",
-            str(-1 if gpu_layers is None else gpu_layers),
-        ]
-        if quantized_v:
-            argv += ["--flash_attn", "true"]
+        argv = ["python3", "-m", "llama_cpp.server", *argv_of(PYTHON_FLAGS, inputs)]
         derivations["--type_k/--type_v"] = (
             f"ggml type ids of {cache.k_name}/{cache.v_name} (gguf GGMLQuantizationType)"
         )
-    if ln.served_model_name and binary == "llama-server":
-        argv += ["--alias", ln.served_model_name]
     env = {
-        "MODEL": ln.weights or shape.model,
-        "N_CTX": str(n_ctx),
-        "N_PARALLEL": str(s.max_num_seqs),
+        "MODEL": inputs.model,
+        "N_CTX": str(inputs.n_ctx),
+        "N_PARALLEL": str(shape.serving.max_num_seqs),
         "CACHE_TYPE_K": cache.k_name,
         "CACHE_TYPE_V": cache.v_name,
     }
-    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *ln.extra_args))
+    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *shape.launch.extra_args))
     return LaunchRecord(binary=binary, env=env, roles=(role,), derivations=derivations)

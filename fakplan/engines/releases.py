@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fakplan.errors import ReleaseError
 
 
 @dataclass(frozen=True)
 class Release:
+    """A rule set: the name its outputs give it, the first release it applies to, and the
+    release it was read in. An engine subclasses it with the behaviours that differ."""
+
     rule: str
     first: tuple[int, ...]
     read_in: str
@@ -41,9 +45,12 @@ def _known(releases: tuple[Release, ...], build: bool) -> str:
     return ", ".join(f"from {_spelled(r.first, build)} (read in {r.read_in})" for r in releases)
 
 
+R = TypeVar("R", bound=Release)
+
+
 def select(
-    engine: str, releases: tuple[Release, ...], version: str | None, *, build: bool = False
-) -> tuple[Release, str]:
+    engine: str, releases: tuple[R, ...], version: str | None, *, build: bool = False
+) -> tuple[R, str]:
     """The rule set for ``version`` and the version text reported as used; ``build`` for an
     engine whose versions are build numbers (llama.cpp's b5000), spelled so in errors."""
     if version is None:

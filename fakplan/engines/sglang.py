@@ -11,6 +11,7 @@ Rule sets (newest first):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fakplan.contract import CostComponent
@@ -22,15 +23,27 @@ from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
-from fakplan.launch import LaunchRecord, RoleRecord, fraction_up
+from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape
+    from fakplan.shape import LoadedShape, Shape
+
+
+@dataclass(frozen=True)
+class SglangRules(Release):
+    """What differs between the SGLang releases fakplan models, as data."""
+
+    # sliding-window layers get a pool of their own, sized at swa_full_tokens_ratio of
+    # the full pool (0.5); 0.4 gives them full-length slots in the one pool
+    swa_pool: bool
+    # a cell's V is v_head_dim wide (0.5); 0.4 sizes V as head_dim (2 x head_dim per head)
+    own_v_head_dim: bool
+
 
 RELEASES = (
-    Release("0.5", (0, 5), "0.5.23"),
-    Release("0.4", (0, 4), "0.4.6.post5"),
+    SglangRules("0.5", (0, 5), "0.5.23", True, True),
+    SglangRules("0.4", (0, 4), "0.4.6.post5", False, False),
 )
 
 # What SGLang's own parser takes (argparse choices=), release by release; from 0.5.23 the
@@ -65,6 +78,7 @@ KV_DTYPES: dict[str, str | None] = {
 # python/sglang/srt/configs/model_config.py _get_and_verify_dtype: float32 under auto is
 # served in fp16 (bf16 for Gemma)
 DOWNCAST = ("fp16", "fp16, bf16 for Gemma")
+DIST_INIT_PORT = 20000  # a free port for torch.distributed's rendezvous on the head
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
@@ -161,7 +175,7 @@ class SglangEngine(ModelledEngine):
             )
         full_layers = kinds.count(LayerKind.FULL)
         swa_layers = kinds.count(LayerKind.SLIDING)
-        if release.rule == "0.4":
+        if not release.swa_pool:
             full_layers, swa_layers = full_layers + swa_layers, 0
             if kinds.count(LayerKind.SLIDING):
                 rules.append("0.4: sliding-window layers get full-length slots")
@@ -175,9 +189,7 @@ class SglangEngine(ModelledEngine):
             assert heads is not None
             layers = round(count * scale)
             per_rank = max(1, heads.num_kv_heads // tp)
-            dims = (
-                2 * heads.head_dim if release.rule == "0.4" else heads.head_dim + heads.v_head_dim
-            )
+            dims = heads.head_dim + (heads.v_head_dim if release.own_v_head_dim else heads.head_dim)
             cell = per_rank * dims * layers * b
             ratio = SWA_FULL_TOKENS_RATIO if label == "sliding window" else 1
             components.append(
@@ -254,53 +266,79 @@ class SglangEngine(ModelledEngine):
 # ---------------------------------------------------------------- launch flags
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What SGLang's flags are read from: the shape, the figures, the static fraction."""
+
+    shape: Shape
+    figures: Figures
+    fraction: float
+
+
+def _speculative(i: _Launch) -> list[str]:
+    s, spec = i.shape.serving, i.shape.launch.speculative
+    if spec is None or not s.spec_tokens:
+        return []
+    words = ["--speculative-algorithm", spec.method.upper()]
+    words += ["--speculative-num-draft-tokens", str(s.spec_tokens)]
+    if spec.model:
+        words += ["--speculative-draft-model-path", spec.model]
+    return words
+
+
+# sglang.launch_server's flags, in the order the argv carries them
+FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("--model-path", lambda i: i.shape.launch.weights or i.shape.model),
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("--tp", lambda i: i.shape.parallel.tensor),
+    flag(
+        "--pp-size", lambda i: i.shape.parallel.pipeline if i.shape.parallel.pipeline > 1 else None
+    ),
+    flag("--served-model-name", lambda i: i.shape.launch.served_model_name),
+    flag("--context-length", lambda i: i.shape.serving.max_model_len),
+    flag("--max-running-requests", lambda i: i.shape.serving.max_num_seqs),
+    flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
+    flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
+    flag("--page-size", lambda i: i.figures.cost.page_tokens),
+    flag("--max-total-tokens", lambda i: i.figures.tokens_backed),
+    flag("--mem-fraction-static", lambda i: f"{i.fraction:.3f}"),
+    _speculative,
+)
+
+
+def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleRecord, ...]:
+    """One serve.sh, or one script per node with SGLang's own --nnodes/--node-rank flags."""
+    par, tail = shape.parallel, tuple(shape.launch.extra_args)
+    if par.nodes == 1:
+        return (RoleRecord(name="serve", file="serve.sh", argv=(*argv, *tail)),)
+    address = f"{shape.launch.head_address}:{shape.launch.head_port or DIST_INIT_PORT}"
+    env["DIST_INIT_ADDR"] = address
+    nodes = ("--nnodes", str(par.nodes))
+    return tuple(
+        RoleRecord(
+            name=f"node{rank}",
+            file=f"serve-node{rank}.sh",
+            argv=(*argv, *nodes, "--node-rank", str(rank), "--dist-init-addr", address, *tail),
+            note="the head node (its address is --dist-init-addr)"
+            if rank == 0
+            else f"node rank {rank}",
+        )
+        for rank in range(par.nodes)
+    )
+
+
 def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
     shape = loaded.shape
-    s, par, ln = shape.serving, shape.parallel, shape.launch
-    page = figures.cost.page_tokens
+    s, par = shape.serving, shape.parallel
     fraction = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total, 3)
-    argv: list[str] = [
+    argv = [
         "python3",
         "-m",
         "sglang.launch_server",
-        "--model-path",
-        ln.weights or shape.model,
-        "--host",
-        ln.host,
-        "--port",
-        str(ln.port),
-        "--tp",
-        str(par.tensor),
+        *argv_of(FLAGS, _Launch(shape, figures, fraction)),
     ]
-    if par.pipeline > 1:
-        argv += ["--pp-size", str(par.pipeline)]
-    if ln.served_model_name:
-        argv += ["--served-model-name", ln.served_model_name]
-    argv += [
-        "--context-length",
-        str(s.max_model_len),
-        "--max-running-requests",
-        str(s.max_num_seqs),
-        "--kv-cache-dtype",
-        s.kv_cache_dtype,
-        *(["--dtype", s.dtype] if s.dtype != "auto" else []),
-        "--page-size",
-        str(page),
-        "--max-total-tokens",
-        str(figures.tokens_backed),
-        "--mem-fraction-static",
-        f"{fraction:.3f}",
-    ]
-    if ln.speculative is not None and s.spec_tokens:
-        argv += [
-            "--speculative-algorithm",
-            ln.speculative.method.upper(),
-            "--speculative-num-draft-tokens",
-            str(s.spec_tokens),
-        ]
-        if ln.speculative.model:
-            argv += ["--speculative-draft-model-path", ln.speculative.model]
     derivations = {
         "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
         "--mem-fraction-static": (
@@ -310,41 +348,14 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         ),
     }
     env = {
-        "MODEL": ln.weights or shape.model,
+        "MODEL": shape.launch.weights or shape.model,
         "TP": str(par.tensor),
         "CONTEXT_LENGTH": str(s.max_model_len),
         "MAX_RUNNING_REQUESTS": str(s.max_num_seqs),
         "KV_CACHE_DTYPE": s.kv_cache_dtype,
-        "PAGE_SIZE": str(page),
+        "PAGE_SIZE": str(figures.cost.page_tokens),
         "MAX_TOTAL_TOKENS": str(figures.tokens_backed),
         "MEM_FRACTION_STATIC": f"{fraction:.3f}",
     }
-    tail = tuple(ln.extra_args)
-    if par.nodes == 1:
-        roles: tuple[RoleRecord, ...] = (
-            RoleRecord(name="serve", file="serve.sh", argv=(*argv, *tail)),
-        )
-    else:
-        address = f"{ln.head_address}:{ln.head_port or 20000}"
-        env["DIST_INIT_ADDR"] = address
-        roles = tuple(
-            RoleRecord(
-                name=f"node{rank}",
-                file=f"serve-node{rank}.sh",
-                argv=(
-                    *argv,
-                    "--nnodes",
-                    str(par.nodes),
-                    "--node-rank",
-                    str(rank),
-                    "--dist-init-addr",
-                    address,
-                    *tail,
-                ),
-                note="the head node (its address is --dist-init-addr)"
-                if rank == 0
-                else f"node rank {rank}",
-            )
-            for rank in range(par.nodes)
-        )
+    roles = _roles(shape, argv, env)
     return LaunchRecord(binary="sglang", env=env, roles=roles, derivations=derivations)

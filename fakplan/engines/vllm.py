@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
@@ -27,17 +27,41 @@ from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
-from fakplan.launch import LaunchRecord, RoleRecord, fraction_up
+from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape
+    from fakplan.shape import LoadedShape, Shape
+
+
+@dataclass(frozen=True)
+class VllmRules(Release):
+    """What differs between the vLLM releases fakplan models, as data."""
+
+    # FlashMLA forces 64-token blocks for MLA caches (V1; "Forcing kv cache block size to
+    # 64", read in v0.11.0); V0 keeps the default 16
+    mla_block_64: bool
+    # hybrid layouts (recurrent state, or several attention kinds) are sized by page
+    # unification (v0.11.0 on); earlier rules are read for uniform models only
+    hybrid: bool
+    # V0 cache_engine.get_cache_block_size sizes every attention layer as a full one
+    sliding_as_full: bool
+    # how the boot line's token count follows from the blocks: "blocks" (blocks x block
+    # size), "groups" (v0.11.0: blocks // KV groups x the smallest block) or "requests"
+    # (v0.33.0 get_kv_cache_capacity: int(blocks / blocks per request x max_model_len))
+    logged_tokens: Literal["blocks", "groups", "requests"]
+    # the word the boot log uses for its block count
+    blocks_label: str
+    # how the pool is given: --kv-cache-memory-bytes (v0.11.0 on) or, before it, a
+    # utilisation fraction of the card
+    pool_in_bytes: bool
+
 
 RELEASES = (
-    Release("v1", (0, 12), "0.33.0"),
-    Release("v1-0.11", (0, 11), "0.11.0"),
-    Release("v1-0.8", (0, 8), "0.8.5.post1"),
-    Release("v0", (0, 3), "0.6.6.post1"),
+    VllmRules("v1", (0, 12), "0.33.0", True, True, False, "requests", "num_blocks", True),
+    VllmRules("v1-0.11", (0, 11), "0.11.0", True, True, False, "groups", "num_blocks", True),
+    VllmRules("v1-0.8", (0, 8), "0.8.5.post1", True, False, False, "blocks", "num_blocks", False),
+    VllmRules("v0", (0, 3), "0.6.6.post1", False, False, True, "blocks", "# GPU blocks", False),
 )
 
 # What vLLM's own parser takes, release by release (its CacheDType / ModelDType / BlockSize,
@@ -107,7 +131,7 @@ BLOCK_ALIGN = 16  # hybrid attention block sizes are multiples of the kernel ali
 DEFAULT_BATCHED_TOKENS = 8192  # serve default on large GPUs; only sliding windows depend on it
 GIB = 1 << 30
 CPU_KV_SPACE = "VLLM_CPU_KVCACHE_SPACE"
-GPU_MEMORY_UTILIZATION = {"v1": 0.92, "v1-0.11": 0.9, "v1-0.8": 0.9, "v0": 0.9}
+RAY_PORT = 6379  # ray start --head's default GCS port
 
 
 CPU_BLOCK = 128  # platforms/cpu.py check_and_update_config (v0.32.0 CPU build)
@@ -162,7 +186,7 @@ class _Group:
 
 @dataclass(frozen=True)
 class _Layout:
-    rule: str
+    release: VllmRules
     version: str
     dtype: str
     storage: str
@@ -258,19 +282,18 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
                 "(platforms/cpu.py, read in 0.32.0)"
             )
     else:
-        default_block = MLA_BLOCK if is_mla and release.rule != "v0" else DEFAULT_BLOCK
-        if is_mla and not query.block_size and release.rule != "v0":
+        default_block = MLA_BLOCK if is_mla and release.mla_block_64 else DEFAULT_BLOCK
+        if is_mla and not query.block_size and release.mla_block_64:
             rules.append("MLA block size 64: FlashMLA forces it (read in v0.11.0)")
     block = query.block_size or default_block
     attention = [gr for gr in groups if gr.per_token]
     states = [gr for gr in groups if gr.state]
-    if release.rule in {"v0", "v1-0.8"} and (states or len(attention) > 1):
+    if not release.hybrid and (states or len(attention) > 1):
         raise FakplanError(
             f"vllm {version}: hybrid layouts ({', '.join(gr.kind.value for gr in groups)}) "
             "are modelled from v0.11 on; state engine_version 0.11.0 or later"
         )
-    if release.rule == "v0":
-        # V0 cache_engine.get_cache_block_size: every attention layer is a full layer.
+    if release.sliding_as_full:
         rules.append("V0: sliding windows were allocated as full layers")
     if states:
         # vllm/platforms/interface.py (v0.33.0): raise the attention block until one
@@ -307,26 +330,41 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> _Layout:
     if len(unified) == 1:
         group_size = unified[0].layers
     return _Layout(
-        release.rule, version, dtype, storage, tuple(unified), group_size, page, block, tuple(rules)
+        release, version, dtype, storage, tuple(unified), group_size, page, block, tuple(rules)
     )
 
 
-def _blocks_per_request(layout: _Layout, query: KvQuery) -> int:
+def _full_length(gr: _Group, layout: _Layout) -> bool:
+    """A group every token of the window is cached for (V0 sizes sliding windows so too)."""
+    return gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
+        gr.kind == LayerKind.SLIDING and layout.release.sliding_as_full
+    )
+
+
+def _sliding_blocks(query: KvQuery, gr: _Group) -> int:
+    """Blocks a sliding-window group holds per request: the window less one token plus a
+    scheduler step's batch, capped at max_model_len, and one more (SlidingWindowSpec)."""
     window = query.window
     batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    window_tokens = query.geometry.sliding_window or window
+    return -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+
+
+def _state_pages(query: KvQuery) -> int:
+    """MambaSpec: "none" keeps 1 page; "align" (prefix caching) keeps 2, plus checkpoints."""
+    return (2 if query.prefix_caching else 1) + query.spec_tokens
+
+
+def _blocks_per_request(layout: _Layout, query: KvQuery) -> int:
     total = 0
     for gr in layout.groups:
         copies = math.ceil(gr.layers / layout.group_size)
-        if gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
-            gr.kind == LayerKind.SLIDING and layout.rule == "v0"
-        ):
-            need = -(-window // gr.block)
+        if _full_length(gr, layout):
+            need = -(-query.window // gr.block)
         elif gr.kind == LayerKind.SLIDING:
-            window_tokens = query.geometry.sliding_window or window
-            need = -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+            need = _sliding_blocks(query, gr)
         else:
-            # MambaSpec: "none" keeps 1 page; "align" (prefix caching) keeps 2 + checkpoints.
-            need = (2 if query.prefix_caching else 1) + query.spec_tokens
+            need = _state_pages(query)
         total += copies * need
     return total
 
@@ -336,9 +374,7 @@ def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
     window = query.window
     batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
     for gr in layout.groups:
-        if gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
-            gr.kind == LayerKind.SLIDING and layout.rule == "v0"
-        ):
+        if _full_length(gr, layout):
             page = gr.layers * gr.per_token * gr.block
             components.append(
                 CostComponent(
@@ -352,7 +388,7 @@ def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
             )
         elif gr.kind == LayerKind.SLIDING:
             window_tokens = query.geometry.sliding_window or window
-            blocks = -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+            blocks = _sliding_blocks(query, gr)
             per_seq = blocks * gr.block * gr.per_token * gr.layers
             components.append(
                 CostComponent(
@@ -369,7 +405,7 @@ def _stage_breakdown(query: KvQuery, layout: _Layout) -> KvBreakdown:
                 )
             )
         else:
-            pages = (2 if query.prefix_caching else 1) + query.spec_tokens
+            pages = _state_pages(query)
             per_seq = gr.layers * layout.page * pages
             mode = "align (prefix caching)" if query.prefix_caching else "none"
             components.append(
@@ -424,11 +460,11 @@ def _attention_text(query: KvQuery, gr: _Group, layout: _Layout) -> str:
 
 def _pool(query: KvQuery, layout: _Layout, pool_bytes: int) -> PoolResult:
     window = query.window
-    if layout.rule == "v0" or (layout.rule == "v1-0.8"):
+    if layout.release.logged_tokens == "blocks":
         per_block = layout.bytes_per_block
         blocks = pool_bytes // per_block
         tokens = blocks * layout.block
-        label = "# GPU blocks" if layout.rule == "v0" else "num_blocks"
+        label = layout.release.blocks_label
         return PoolResult(
             tokens=tokens,
             num_blocks=blocks,
@@ -442,7 +478,7 @@ def _pool(query: KvQuery, layout: _Layout, pool_bytes: int) -> PoolResult:
     per_block = layout.bytes_per_block
     blocks = pool_bytes // per_block
     per_request = _blocks_per_request(layout, query)
-    if layout.rule == "v1-0.11":
+    if layout.release.logged_tokens == "groups":
         groups = layout.num_kv_groups
         min_block = min(gr.block for gr in layout.groups)
         tokens = blocks // groups * min_block
@@ -503,10 +539,6 @@ class VllmEngine(ModelledEngine):
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         return launch_record(loaded, figures)
 
-    def gpu_memory_utilization(self, version: str | None) -> float:
-        release, _ = select("vllm", RELEASES, version)
-        return GPU_MEMORY_UTILIZATION[release.rule]
-
     # ---- the planner's side (engines.Engine)
 
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
@@ -542,69 +574,75 @@ class VllmEngine(ModelledEngine):
 # ---------------------------------------------------------------- launch flags
 
 
-def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-    """``vllm serve`` argv realising the shape; Ray head/worker roles across nodes."""
-    shape = loaded.shape
-    s, par, ln = shape.serving, shape.parallel, shape.launch
-    release, version = select("vllm", RELEASES, shape.engine_version)
-    derivations: dict[str, str] = {}
-    model = ln.weights or shape.model
-    argv: list[str]
-    if ln.binary == "vllm-api-server":
-        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
-    else:
-        argv = ["vllm", "serve", model]
-    argv += ["--host", ln.host, "--port", str(ln.port)]
-    if ln.served_model_name:
-        argv += ["--served-model-name", ln.served_model_name]
-    argv += [
-        "--tensor-parallel-size",
-        str(par.tensor),
-        "--pipeline-parallel-size",
-        str(par.pipeline),
-        "--max-model-len",
-        str(s.max_model_len),
-        "--max-num-seqs",
-        str(s.max_num_seqs),
-        "--kv-cache-dtype",
-        s.kv_cache_dtype,
-    ]
-    if s.block_size:
-        argv += ["--block-size", str(s.block_size)]
-    environment: dict[str, str | None] = {}
-    if s.dtype != "auto":
-        argv += ["--dtype", s.dtype]
+@dataclass(frozen=True)
+class _Launch:
+    """What vLLM's flags are read from: the shape, and the words that state its pool."""
+
+    shape: Shape
+    pool: tuple[str, ...]  # bytes, a whole-GiB variable's absence, or a utilisation
+
+
+def _speculative(i: _Launch) -> str | None:
+    s, spec = i.shape.serving, i.shape.launch.speculative
+    if spec is None or not s.spec_tokens:
+        return None
+    config: dict[str, object] = {"method": spec.method, "num_speculative_tokens": s.spec_tokens}
+    if spec.model:
+        config["model"] = spec.model
+    return json.dumps(config, separators=(",", ":"))
+
+
+# vllm serve's flags, in the order the argv carries them (vllm/engine/arg_utils.py)
+FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("--served-model-name", lambda i: i.shape.launch.served_model_name),
+    flag("--tensor-parallel-size", lambda i: i.shape.parallel.tensor),
+    flag("--pipeline-parallel-size", lambda i: i.shape.parallel.pipeline),
+    flag("--max-model-len", lambda i: i.shape.serving.max_model_len),
+    flag("--max-num-seqs", lambda i: i.shape.serving.max_num_seqs),
+    flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
+    flag("--block-size", lambda i: i.shape.serving.block_size),
+    flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
+    lambda i: i.pool,
+    flag("--max-num-batched-tokens", lambda i: i.shape.serving.max_num_batched_tokens),
+    flag("--no-enable-prefix-caching", lambda i: not i.shape.serving.prefix_caching),
+    flag("--speculative-config", _speculative),
+)
+
+
+def _pool_flags(
+    shape: Shape,
+    release: VllmRules,
+    version: str,
+    environment: dict[str, str | None],
+    derivations: dict[str, str],
+) -> tuple[str, ...]:
+    """How the shape's pool reaches vLLM: the CPU build's variable, bytes, or a fraction."""
     if shape.card.device == "cpu":
-        _cpu_pool(shape.budget.kv, version, argv, environment, derivations)
-    elif release.rule in {"v1", "v1-0.11"}:
+        pool: list[str] = []
+        _cpu_pool(shape.budget.kv, version, pool, environment, derivations)
+        return tuple(pool)
+    if release.pool_in_bytes:
         # --kv-cache-memory-bytes (v0.11.0, v0.33.0) states the pool and ignores utilisation.
-        argv += ["--kv-cache-memory-bytes", str(shape.budget.kv)]
         derivations["--kv-cache-memory-bytes"] = (
             f"budget.kv = {shape.budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
         )
-    else:
-        util = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total)
-        argv += ["--gpu-memory-utilization", f"{util:.4f}"]
-        derivations["--gpu-memory-utilization"] = (
-            f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
-            f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
-            "byte flag, and budget.weights must cover all it counts as non-KV "
-            "(weights, activation peak, non-torch)"
-        )
-    if s.max_num_batched_tokens:
-        argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
-    if not s.prefix_caching:
-        argv += ["--no-enable-prefix-caching"]
-    if ln.speculative is not None and s.spec_tokens:
-        config: dict[str, object] = {
-            "method": ln.speculative.method,
-            "num_speculative_tokens": s.spec_tokens,
-        }
-        if ln.speculative.model:
-            config["model"] = ln.speculative.model
-        argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        return ("--kv-cache-memory-bytes", str(shape.budget.kv))
+    util = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total)
+    derivations["--gpu-memory-utilization"] = (
+        f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+        f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
+        "byte flag, and budget.weights must cover all it counts as non-KV "
+        "(weights, activation peak, non-torch)"
+    )
+    return ("--gpu-memory-utilization", f"{util:.4f}")
+
+
+def _env(shape: Shape, figures: Figures, environment: dict[str, str | None]) -> dict[str, str]:
+    s, par = shape.serving, shape.parallel
     env = {
-        "MODEL": model,
+        "MODEL": shape.launch.weights or shape.model,
         "TENSOR_PARALLEL_SIZE": str(par.tensor),
         "PIPELINE_PARALLEL_SIZE": str(par.pipeline),
         "MAX_MODEL_LEN": str(s.max_model_len),
@@ -617,38 +655,57 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         env["DTYPE"] = s.dtype
     # serve.sh exports these (or unsets them); the env file says the same
     env.update({key: value for key, value in environment.items() if value is not None})
-    roles: tuple[RoleRecord, ...]
+    return env
+
+
+def _roles(
+    shape: Shape, argv: list[str], environment: dict[str, str | None], env: dict[str, str]
+) -> tuple[RoleRecord, ...]:
+    """One serve.sh, or a Ray head (which serves) and its workers across nodes."""
+    par, ln = shape.parallel, shape.launch
     if par.nodes == 1:
-        roles = (
+        return (
             RoleRecord(
-                name="serve",
-                file="serve.sh",
-                environment=environment,
-                argv=(*argv, *ln.extra_args),
+                name="serve", file="serve.sh", environment=environment, argv=(*argv, *ln.extra_args)
             ),
         )
+    head = ln.head_address or ""
+    port = str(ln.head_port or RAY_PORT)
+    gpus = str(shape.card.count)
+    env["RAY_ADDRESS"] = f"{head}:{port}"
+    return (
+        RoleRecord(
+            name="head",
+            file="serve-head.sh",
+            before=(("ray", "start", "--head", "--port", port, "--num-gpus", gpus),),
+            environment=environment,
+            argv=(*argv, "--distributed-executor-backend", "ray", *ln.extra_args),
+            note=f"run on {head} once every worker has joined ({par.nodes - 1} worker node(s))",
+        ),
+        RoleRecord(
+            name="worker",
+            file="serve-worker.sh",
+            argv=("ray", "start", "--address", f"{head}:{port}", "--num-gpus", gpus, "--block"),
+            note=f"run on each of the {par.nodes - 1} other node(s) before the head serves",
+        ),
+    )
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``vllm serve`` argv realising the shape; Ray head/worker roles across nodes."""
+    shape = loaded.shape
+    release, version = select("vllm", RELEASES, shape.engine_version)
+    derivations: dict[str, str] = {}
+    environment: dict[str, str | None] = {}
+    model = shape.launch.weights or shape.model
+    if shape.launch.binary == "vllm-api-server":
+        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     else:
-        head = ln.head_address or ""
-        port = str(ln.head_port or 6379)
-        gpus = str(shape.card.count)
-        argv += ["--distributed-executor-backend", "ray"]
-        roles = (
-            RoleRecord(
-                name="head",
-                file="serve-head.sh",
-                before=(("ray", "start", "--head", "--port", port, "--num-gpus", gpus),),
-                environment=environment,
-                argv=(*argv, *ln.extra_args),
-                note=f"run on {head} once every worker has joined ({par.nodes - 1} worker node(s))",
-            ),
-            RoleRecord(
-                name="worker",
-                file="serve-worker.sh",
-                argv=("ray", "start", "--address", f"{head}:{port}", "--num-gpus", gpus, "--block"),
-                note=f"run on each of the {par.nodes - 1} other node(s) before the head serves",
-            ),
-        )
-        env["RAY_ADDRESS"] = f"{head}:{port}"
+        argv = ["vllm", "serve", model]
+    pool = _pool_flags(shape, release, version, environment, derivations)
+    argv += argv_of(FLAGS, _Launch(shape, pool))
+    env = _env(shape, figures, environment)
+    roles = _roles(shape, argv, environment, env)
     return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)
 
 
