@@ -208,3 +208,18 @@ def test_verify_counts_the_slots_that_hold_a_window(tmp_path: Path) -> None:
     assert (verdicts["kv-tokens"]["status"], verdicts["kv-tokens"]["observed"]) == ("held", 1536)
     sessions = verdicts["sessions-at-window"]
     assert (sessions["status"], sessions["observed"]) == ("held", 0), sessions
+
+
+def test_the_2024_build_keeps_one_shared_cache(tmp_path: Path) -> None:
+    """74d73dc (Nov 2024): one cache of n_ctx = pad(-c, 32) cells without flash attention,
+    shared by the slots, each of which gets n_ctx / n_parallel (src/llama.cpp)."""
+    shape = _shape(tmp_path, max_num_seqs=2, max_model_len=1000)
+    data = json.loads(shape.read_text())
+    data["engine_version"] = "b4000"
+    shape.write_text(json.dumps(data))
+    plan = _plan(shape)
+    # -c 2 x 1,000 = 2,000 -> pad(2,000, 32) = 2,016 cells in one cache; 1,008 a slot
+    assert plan["tokens_backed"] == 2016
+    assert plan["whole_sessions_at_window"] == 2
+    gate = _gate(plan, "context")
+    assert gate["numbers"]["slot_tokens"] == 1008 and gate["status"] == "fail"

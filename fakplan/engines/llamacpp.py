@@ -56,6 +56,7 @@ CACHE_TYPE_CHOICES = (
     Choices((5000,), "0c1e57098", "common/arg.cpp:304-314 kv_cache_types", CACHE_TYPES),
     Choices((1,), "74d73dc", "common/common.cpp:999-1029 kv_cache_type_from_str", CACHE_TYPES),
 )
+UNQUANTIZED = frozenset({"f32", "f16", "bf16"})  # cache types stored element by element
 N_UBATCH = 512  # default physical batch (common/common.h)
 # recurrent state is kept in f32 (src/llama-memory-recurrent.cpp, 0c1e57098)
 STATE_BYTES = element_type("fp32").block_bytes
@@ -127,7 +128,7 @@ def _types(query: KvQuery) -> tuple[str, str]:
 def _cache(query: KvQuery) -> _Cache:
     release, version = select("llamacpp", RELEASES, _build(query.engine_version), build=True)
     k_name, v_name = _types(query)
-    if v_name not in {"f32", "f16", "bf16"} and not query.flash_attn:
+    if v_name not in UNQUANTIZED and not query.flash_attn:
         raise FakplanError("llama.cpp: a quantized V cache requires flash attention")
     g = query.geometry
     kinds = g.layer_kinds
@@ -179,8 +180,10 @@ def _build(version: str | None) -> str | None:
 
 
 def _step(query: KvQuery, cache: _Cache) -> int:
-    """The cells n_ctx is padded to: 256 in current builds, 32 without flash attention in 2024."""
-    return PAD if cache.release.pad_always_256 or query.flash_attn else 32
+    """The cells n_ctx is padded to: 256 in current builds; in 2024, 256 with flash attention
+    and 32 without (fakplan's launch turns it on only for a quantized V, which needs it)."""
+    flash = query.flash_attn and cache.v_name not in UNQUANTIZED
+    return PAD if cache.release.pad_always_256 or flash else 32
 
 
 def _unified(query: KvQuery) -> bool:
@@ -405,7 +408,7 @@ class _Launch:
     @property
     def quantized_v(self) -> bool:
         # a quantized V cache requires flash attention (src/llama-context.cpp, 0c1e57098)
-        return self.cache.v_name not in {"f32", "f16", "bf16"}
+        return self.cache.v_name not in UNQUANTIZED
 
 
 def _ggml_type(name: str) -> int:
