@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakplan.probes.faults import ProbeFault
+from fakplan.probes.faults import excerpt as excerpt  # re-exported: quotes were made here first
 from fakplan.probes.flavours import FLAVOURS, Flavour
-from fakplan.probes.http import KIB, MAX_BODY_BYTES, Answer, ProbeFault, StreamAnswer
-from fakplan.probes.http import excerpt as excerpt  # re-exported: quotes were made here first
+from fakplan.probes.reading import KIB, MAX_BODY_BYTES, Answer, StreamAnswer
 from fakplan.probes.refusals import error_message
 
 CHAT = "/v1/chat/completions"
