@@ -34,7 +34,10 @@ UNCLAIMED = "unclaimed"
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 
 
-class Verdict(BaseModel):
+class PredictionVerdict(BaseModel):
+    """One observation's verdict on a prediction: held, killed, unverifiable or inside noise,
+    with the figure observed and where it was read (not an operator gate's verdict)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     status: VerdictStatus
@@ -43,7 +46,7 @@ class Verdict(BaseModel):
     note: str = ""
     at: str = Field("", description="when the observation was made (ISO 8601, UTC)")
 
-    def same_observation(self, other: Verdict) -> bool:
+    def same_observation(self, other: PredictionVerdict) -> bool:
         """The same verdict on the same figure from the same source: one observation.
 
         When it was made and how the note words it do not count: reading a log again
@@ -54,6 +57,10 @@ class Verdict(BaseModel):
             other.observed,
             other.source,
         )
+
+
+# The name record, the probes and their tests still import; new code says PredictionVerdict.
+Verdict = PredictionVerdict
 
 
 class Prediction(BaseModel):
@@ -68,20 +75,20 @@ class Prediction(BaseModel):
     derivation: str
     closed_by: Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
     command: str
-    verdicts: tuple[Verdict, ...] = ()
+    verdicts: tuple[PredictionVerdict, ...] = ()
 
-    def with_verdict(self, verdict: Verdict) -> Prediction:
+    def with_verdict(self, verdict: PredictionVerdict) -> Prediction:
         """This prediction with ``verdict`` appended, unless that observation is recorded."""
         if self.records(verdict):
             return self
         return self.model_copy(update={"verdicts": (*self.verdicts, verdict)})
 
-    def records(self, verdict: Verdict) -> bool:
+    def records(self, verdict: PredictionVerdict) -> bool:
         """Whether ``verdict``'s observation is already among this prediction's verdicts."""
         return any(v.same_observation(verdict) for v in self.verdicts)
 
     @property
-    def latest(self) -> Verdict | None:
+    def latest(self) -> PredictionVerdict | None:
         return self.verdicts[-1] if self.verdicts else None
 
 
