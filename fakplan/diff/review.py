@@ -1,0 +1,52 @@
+"""One touched shape reviewed: both sides loaded and compiled, then compared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fakplan.diff.compare import ShapeDiff, Side, diff_sides, retire
+from fakplan.diff.git import GitRevision, Touched, name_of
+from fakplan.errors import ShapeError
+from fakplan.shape import load_shape_text
+
+
+def _text(data: bytes, path: str, rev: str | None) -> str:
+    """The file as text; bytes that are not UTF-8 are a shape that cannot be read."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        at = f" at {rev}" if rev else ""
+        raise ShapeError(f"cannot read{at}: not UTF-8 text", file=path) from None
+
+
+def review(change: Touched, git: GitRevision, cwd: Path, out_dir: Path) -> ShapeDiff:
+    """Load and compile both sides of one touched shape and compare them.
+
+    Paths are shown relative to ``cwd``. The old side is read from the revision
+    (relative references resolve against today's tree); a side that cannot be
+    read is reported in the diff, never raised.
+    """
+
+    def shown(relative: str) -> str:
+        return Path(os.path.relpath(git.top / relative, cwd)).as_posix()
+
+    def side(relative: str | None, data: bytes | None, rev: str | None) -> Side | None:
+        if relative is None:
+            return None
+        path = shown(relative)
+        if data is None:
+            return Side(path, error=f"{path}: cannot read", name_hint=None)
+        return Side.load(
+            path,
+            lambda: load_shape_text(_text(data, path, rev), Path(path)),
+            name_of(data),
+        )
+
+    d = diff_sides(
+        side(change.old, change.old_bytes, git.rev),
+        side(change.new, change.new_bytes, None),
+        status=change.status,
+        rev=git.rev,
+    )
+    return retire(d, out_dir) if d.status == "deleted" else d
