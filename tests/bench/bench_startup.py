@@ -42,9 +42,7 @@ def gate_many(count: int) -> float:
             source = sources[index % len(sources)]
             text = source.read_text()
             name = next(line for line in text.splitlines() if line.startswith("name: "))
-            (folder / f"s{index:05d}.yaml").write_text(
-                text.replace(name, f"name: s{index:05d}")
-            )
+            (folder / f"s{index:05d}.yaml").write_text(text.replace(name, f"name: s{index:05d}"))
         for source in sources:  # what the shapes name beside themselves
             for extra in ("models",):
                 if (source.parent / extra).exists():
