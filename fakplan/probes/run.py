@@ -1,29 +1,10 @@
-"""One probe run against a deployed shape, and the verdicts it gives its predictions.
+"""One probe run against a deployed shape.
 
 ``run_probes`` detects the engine, then runs the selected probes in order
 (kv, calibrate, boundary, decode, prefill), each under its own total timeout. A
 probe that faults is recorded as failed with its one line and the others
-still run. ``verdicts_for`` turns a run into verdicts for the plan's
-predictions; nothing here writes files (the CLI records).
-
-Verdict rules:
-
-- ``kv``: the KV tokens the engine states live (vLLM's ``/metrics``) close
-  ``kv-tokens`` within its tolerance and ``sessions-at-window`` as
-  ``tokens // max_model_len``, exactly as vLLM's boot ledger would; an engine
-  that states nothing gives no verdict.
-
-- ``boundary``: held when the markers retrieved are at least the predicted
-  count (the prediction is a floor: ``min(slots, whole windows backed)``;
-  more retrieved than predicted is reported, not a kill); killed when fewer;
-  unverifiable when the engine counted the prompts outside -3 %..+1 % of
-  ``max_model_len - gen`` (the boundary was not the one predicted).
-- decode / prefill expectations: the figure (median of the repetitions) is
-  held inside [low, high]; killed when even its noise band (the spread, at
-  least ±3 %) misses the range; otherwise "inside noise". A decode run that
-  generated under 128 tokens is unverifiable. A change against the previous
-  recorded figure of a like run (same size and basis) inside the noise band is
-  reported as such, never as a trend.
+still run. ``verdicts_for`` (``verdicts``) turns a run into verdicts for the
+plan's predictions; nothing here writes files (the CLI records).
 """
 
 from __future__ import annotations
@@ -32,29 +13,42 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fakplan.engines import ENGINES
 from fakplan.errors import GeometryError
-from fakplan.predict import KV_TOKENS, SESSIONS_AT_WINDOW, Prediction, Verdict, judge
+from fakplan.probes.api import Server
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
-from fakplan.probes.capacity import CapacityResult, capacity
+from fakplan.probes.capacity import capacity
 from fakplan.probes.detect import detect
 from fakplan.probes.http import Deadline, Endpoint, ProbeFault
+from fakplan.probes.outcomes import RUN_SCHEMA, ProbeOutcome, ProbeRun, Result, redacted
 from fakplan.probes.rates import DEFAULT_DECODE_TOKENS, RateResult, decode, prefill
-from fakplan.probes.stats import judge_band, trend
+from fakplan.probes.verdicts import CAPACITY_CLOSES, verdicts_for
 
 if TYPE_CHECKING:
-    from fakplan.plan import Plan
     from fakplan.shape import LoadedShape
 
+# the run's names, wherever they are defined now: callers import them from here
+__all__ = [
+    "CAPACITY_CLOSES",
+    "DETECT_TIMEOUT_S",
+    "PROBES",
+    "RUN_SCHEMA",
+    "ProbeOptions",
+    "ProbeOutcome",
+    "ProbeRun",
+    "Progress",
+    "Quiet",
+    "eos_ids_for",
+    "hint_for",
+    "redacted",
+    "run_probes",
+    "verdicts_for",
+]
+
 PROBES = ("kv", "calibrate", "boundary", "decode", "prefill")
-# the plan's ledger predictions a live statement of the KV pool also closes
-CAPACITY_CLOSES = (KV_TOKENS, SESSIONS_AT_WINDOW)
-RUN_SCHEMA = "fakplan.probe/1"
 DETECT_TIMEOUT_S = 30.0
 
 
@@ -88,60 +82,6 @@ class ProbeOptions:
     connect_timeout_s: float = 10.0
     calibrate_method: Method = "auto"
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # see api.Server.extra_body
-
-
-Result = CapacityResult | Calibration | BoundaryResult | RateResult
-
-
-class ProbeOutcome(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    status: Literal["ok", "failed"]
-    requested: bool = True  # False: run only because a later probe needed it
-    seconds: float | None = None
-    error: str | None = None
-    result: Result | None = None
-
-
-class ProbeRun(BaseModel):
-    """Everything one run measured (schema ``fakplan.probe/1``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    schema_: str = RUN_SCHEMA
-    id: str  # the UTC timestamp that names the raw record
-    at: str  # ISO 8601, UTC
-    shape: str
-    name: str
-    url: str
-    server: dict[str, Any] | None
-    probes: dict[str, ProbeOutcome]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def failures(self) -> dict[str, str]:
-        return {
-            name: outcome.error or "failed"
-            for name, outcome in self.probes.items()
-            if outcome.status == "failed" and outcome.requested
-        }
-
-    def result(self, name: str) -> Result | None:
-        outcome = self.probes.get(name)
-        return outcome.result if outcome and outcome.status == "ok" else None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        return {"schema": data.pop("schema_"), **data}
-
-
-def redacted(run: ProbeRun, endpoint: Endpoint) -> ProbeRun:
-    """``run`` with the API key masked in every string it holds, whatever a server echoed.
-
-    The last gate before anything is reported: errors, notes, results and the
-    server's model id all quote the server, and a quote may hold part of the key.
-    """
-    return ProbeRun.model_validate(endpoint.redact(run.model_dump()))
 
 
 def hint_for(loaded: LoadedShape) -> str | None:
@@ -179,6 +119,172 @@ def _stamp(now: datetime) -> tuple[str, str]:
     return now.strftime("%Y%m%dT%H%M%SZ"), now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class _Header:
+    """The run's id, time and notes: what its record opens with, whatever the probes do."""
+
+    id: str
+    at: str
+    notes: list[str]
+
+
+def _finish(
+    loaded: LoadedShape,
+    endpoint: Endpoint,
+    header: _Header,
+    server: dict[str, Any] | None,
+    outcomes: Mapping[str, ProbeOutcome],
+) -> ProbeRun:
+    """The run in ``PROBES`` order, masked: the last gate before anything is reported."""
+    ordered = {name: outcomes[name] for name in PROBES if name in outcomes}
+    run = ProbeRun(
+        id=header.id,
+        at=header.at,
+        shape=loaded.path.as_posix(),
+        name=loaded.shape.name,
+        url=endpoint.url,
+        server=server,
+        probes=ordered,
+        notes=tuple(header.notes),
+    )
+    return redacted(run, endpoint)
+
+
+def _window_note(server: Server, window: int) -> str | None:
+    """A note where the server's own window differs from the shape's (prompts follow the shape)."""
+    if server.context is None or server.context == window:
+        return None
+    return (
+        f"the server states a {server.context:,}-token window; the shape's max_model_len "
+        f"is {window:,} (prompts are sized to the shape)"
+    )
+
+
+@dataclass
+class _Session:
+    """One run's probes against a detected server: each probe a step, each outcome kept.
+
+    The steps run in ``PROBES`` order because later ones use earlier results:
+    boundary and prefill size their prompts from the calibration, and prefill
+    reuses the chat template size boundary measured.
+    """
+
+    loaded: LoadedShape
+    endpoint: Endpoint
+    async_client: AsyncClientFactory
+    options: ProbeOptions
+    show: Progress
+    server: Server
+    outcomes: dict[str, ProbeOutcome] = field(default_factory=dict)
+    calibration: Calibration | None = None
+    overhead: int | None = None
+
+    @property
+    def window(self) -> int:
+        return self.loaded.shape.serving.max_model_len
+
+    def run(self) -> None:
+        """Every selected probe, and calibrate also where boundary or prefill needs it."""
+        only = self.options.only
+        if "kv" in only:
+            self._attempt("kv", 1, lambda d: capacity(self.endpoint, self.server, d))
+        if "calibrate" in only or "boundary" in only or "prefill" in only:
+            self._calibrate(requested="calibrate" in only)
+        if "boundary" in only:
+            found = self._attempt("boundary", 1, self._boundary)
+            if isinstance(found, BoundaryResult):
+                self.overhead = found.chat_overhead_tokens
+        if "decode" in only:
+            self._attempt("decode", 2 * self.options.repeat, self._decode)
+        if "prefill" in only:
+            self._attempt("prefill", self.options.repeat, self._prefill)
+
+    def _attempt(
+        self, name: str, steps: int, body: Callable[[Deadline], Result], *, requested: bool = True
+    ) -> Result | None:
+        """``body`` under a fresh deadline; a fault is recorded as the probe's failure."""
+        self.show.begin(name, steps)
+        start = time.monotonic()
+        try:
+            result = body(Deadline(self.options.timeout_s))
+        except ProbeFault as exc:
+            self.outcomes[name] = ProbeOutcome(
+                status="failed",
+                requested=requested,
+                seconds=round(time.monotonic() - start, 3),
+                error=str(exc),
+            )
+            self.show.end(name, "failed")
+            return None
+        self.outcomes[name] = ProbeOutcome(
+            status="ok",
+            requested=requested,
+            seconds=round(time.monotonic() - start, 3),
+            result=result,
+        )
+        self.show.end(name, "ok")
+        return result
+
+    def _calibrate(self, *, requested: bool) -> None:
+        """The corpus's chars/token, kept for sizing (run unasked when sizing needs it)."""
+        found = self._attempt(
+            "calibrate",
+            1,
+            lambda d: calibrate(
+                self.endpoint, self.server, self.window, d, self.options.calibrate_method
+            ),
+            requested=requested,
+        )
+        self.calibration = found if isinstance(found, Calibration) else None
+
+    def _sizer(self, deadline: Deadline) -> Sizer:
+        """Prompts sized from the calibration: a fault where it failed."""
+        if self.calibration is None:
+            raise ProbeFault("needs the calibration, which failed (see calibrate)")
+        return Sizer(self.endpoint, self.server, self.calibration, deadline)
+
+    def _boundary(self, deadline: Deadline) -> BoundaryResult:
+        return boundary(
+            self.endpoint,
+            self.async_client,
+            self.server,
+            self._sizer(deadline),
+            slots=self.loaded.shape.serving.max_num_seqs,
+            window=self.window,
+            deadline=deadline,
+        )
+
+    def _decode(self, deadline: Deadline) -> RateResult:
+        return decode(
+            self.endpoint,
+            self.server,
+            max_tokens=self.options.max_tokens,
+            repeat=self.options.repeat,
+            deadline=deadline,
+            window=self.window,
+            progress=lambda text: self.show.step("decode", text),
+        )
+
+    def _prefill(self, deadline: Deadline) -> RateResult:
+        """The prefill rate, the chat template counted where boundary did not count it."""
+        sizer = self._sizer(deadline)
+        template = (
+            self.overhead
+            if self.overhead is not None
+            else chat_overhead(self.endpoint, self.server, sizer, deadline)
+        )
+        return prefill(
+            self.endpoint,
+            self.server,
+            sizer,
+            window=self.window,
+            repeat=self.options.repeat,
+            deadline=deadline,
+            overhead=template,
+            progress=lambda text: self.show.step("prefill", text),
+        )
+
+
 def run_probes(
     loaded: LoadedShape,
     endpoint: Endpoint,
@@ -189,28 +295,9 @@ def run_probes(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> ProbeRun:
     """Run ``options.only`` against ``endpoint`` for ``loaded``'s shape."""
-    show = progress or Quiet()
-    shape = loaded.shape
-    window, slots = shape.serving.max_model_len, shape.serving.max_num_seqs
     run_id, at = _stamp(now())
     eos_ids, eos_note = eos_ids_for(loaded)
-    notes = [eos_note] if eos_note else []
-    outcomes: dict[str, ProbeOutcome] = {}
-
-    def finish(server: dict[str, Any] | None) -> ProbeRun:
-        ordered = {name: outcomes[name] for name in PROBES if name in outcomes}
-        run = ProbeRun(
-            id=run_id,
-            at=at,
-            shape=loaded.path.as_posix(),
-            name=shape.name,
-            url=endpoint.url,
-            server=server,
-            probes=ordered,
-            notes=tuple(notes),
-        )
-        return redacted(run, endpoint)
-
+    header = _Header(run_id, at, [eos_note] if eos_note else [])
     try:
         server = detect(
             endpoint,
@@ -220,235 +307,11 @@ def run_probes(
             extra_body=options.extra_body,
         )
     except ProbeFault as exc:
-        for name in options.only:
-            outcomes[name] = ProbeOutcome(status="failed", error=f"engine detection: {exc}")
-        return finish(None)
-    if server.context is not None and server.context != window:
-        notes.append(
-            f"the server states a {server.context:,}-token window; the shape's max_model_len "
-            f"is {window:,} (prompts are sized to the shape)"
-        )
-
-    def attempt(
-        name: str, steps: int, body: Callable[[Deadline], Result], *, requested: bool = True
-    ) -> Result | None:
-        show.begin(name, steps)
-        start = time.monotonic()
-        try:
-            result = body(Deadline(options.timeout_s))
-        except ProbeFault as exc:
-            outcomes[name] = ProbeOutcome(
-                status="failed",
-                requested=requested,
-                seconds=round(time.monotonic() - start, 3),
-                error=str(exc),
-            )
-            show.end(name, "failed")
-            return None
-        outcomes[name] = ProbeOutcome(
-            status="ok",
-            requested=requested,
-            seconds=round(time.monotonic() - start, 3),
-            result=result,
-        )
-        show.end(name, "ok")
-        return result
-
-    if "kv" in options.only:
-        attempt("kv", 1, lambda d: capacity(endpoint, server, d))
-    calibration: Calibration | None = None
-    sizing = [p for p in ("boundary", "prefill") if p in options.only]
-    if "calibrate" in options.only or sizing:
-        found = attempt(
-            "calibrate",
-            1,
-            lambda d: calibrate(endpoint, server, window, d, options.calibrate_method),
-            requested="calibrate" in options.only,
-        )
-        calibration = found if isinstance(found, Calibration) else None
-    overhead: int | None = None
-    if "boundary" in options.only:
-
-        def run_boundary(deadline: Deadline) -> BoundaryResult:
-            if calibration is None:
-                raise ProbeFault("needs the calibration, which failed (see calibrate)")
-            return boundary(
-                endpoint,
-                async_client,
-                server,
-                Sizer(endpoint, server, calibration, deadline),
-                slots=slots,
-                window=window,
-                deadline=deadline,
-            )
-
-        found_b = attempt("boundary", 1, run_boundary)
-        if isinstance(found_b, BoundaryResult):
-            overhead = found_b.chat_overhead_tokens
-    if "decode" in options.only:
-        attempt(
-            "decode",
-            2 * options.repeat,
-            lambda d: decode(
-                endpoint,
-                server,
-                max_tokens=options.max_tokens,
-                repeat=options.repeat,
-                deadline=d,
-                window=window,
-                progress=lambda text: show.step("decode", text),
-            ),
-        )
-    if "prefill" in options.only:
-
-        def run_prefill(deadline: Deadline) -> RateResult:
-            if calibration is None:
-                raise ProbeFault("needs the calibration, which failed (see calibrate)")
-            sizer = Sizer(endpoint, server, calibration, deadline)
-            template = (
-                overhead
-                if overhead is not None
-                else chat_overhead(endpoint, server, sizer, deadline)
-            )
-            return prefill(
-                endpoint,
-                server,
-                sizer,
-                window=window,
-                repeat=options.repeat,
-                deadline=deadline,
-                overhead=template,
-                progress=lambda text: show.step("prefill", text),
-            )
-
-        attempt("prefill", options.repeat, run_prefill)
-    return finish(server.to_dict())
-
-
-# --------------------------------------------------------------------- verdicts
-
-
-def _previous(previous: Plan | None, prediction_id: str, like: str) -> float | None:
-    """The last figure recorded for this prediction by a run ``like`` this one.
-
-    Runs of another size or basis (512 against 128 tokens, streamed against
-    non-streamed) are different measurements, not points of one trend.
-    """
-    if previous is None:
-        return None
-    for prediction in previous.predictions:
-        if prediction.id == prediction_id:
-            for verdict in reversed(prediction.verdicts):
-                if verdict.source.endswith(f"; {like})") and isinstance(
-                    verdict.observed, int | float
-                ):
-                    return float(verdict.observed)
-    return None
-
-
-def _boundary_verdict(
-    prediction: Prediction, result: BoundaryResult, source: str, at: str
-) -> Verdict:
-    expected = int(prediction.value or 0)
-    facts = (
-        f"{result.retrieved}/{result.slots} markers retrieved (predicted {expected}); "
-        f"{result.answered} answered, {result.refused} refused, {result.preempted} preempted, "
-        f"{result.failed} failed; prompts of {result.target_tokens:,} tokens"
-    )
-    if result.latency_s:
-        facts += f"; latency median {result.latency_s['median']:g} s"
-    if not result.sized_ok:
-        return Verdict(
-            status="unverifiable",
-            observed=result.retrieved,
-            source=source,
-            at=at,
-            note=f"{facts}; the engine counted the prompts off their target, so this was not "
-            "the predicted boundary",
-        )
-    if result.retrieved >= expected:
-        more = " (more than predicted)" if result.retrieved > expected else ""
-        return Verdict(
-            status="held", observed=result.retrieved, source=source, at=at, note=facts + more
-        )
-    return Verdict(status="killed", observed=result.retrieved, source=source, at=at, note=facts)
-
-
-def _rate_verdict(
-    prediction: Prediction, result: RateResult, source: str, at: str, previous: float | None
-) -> Verdict:
-    if result.figure is None:
-        return Verdict(
-            status="unverifiable",
-            observed=None,
-            source=source,
-            at=at,
-            note=f"no {result.probe} figure: " + "; ".join(result.notes),
-        )
-    spread = result.spread or {}
-    facts = (
-        f"{result.figure:,.2f} {prediction.unit} ({result.basis}, median of "
-        f"{spread.get('n', result.repeat)}, spread ±{spread.get('spread_pct', 0):.1f} %, noise "
-        f"band ±{result.noise_pct:.1f} %) against {prediction.low:g}..{prediction.high:g}"
-    )
-    if result.bound_by:
-        facts += f"; {result.bound_by}"
-    if previous is not None:
-        facts += "; " + trend(previous, result.figure, result.noise_pct).text()
-    if result.short:
-        return Verdict(
-            status="unverifiable",
-            observed=result.figure,
-            source=source,
-            at=at,
-            note=f"{facts}; " + "; ".join(result.notes),
-        )
-    low = float(prediction.low if prediction.low is not None else float("-inf"))
-    high = float(prediction.high if prediction.high is not None else float("inf"))
-    status = judge_band(result.figure, result.noise_pct, low, high)
-    if status == "inside noise":
-        facts += "; the miss is inside the noise band: repeat with a larger --repeat"
-    return Verdict(status=status, observed=result.figure, source=source, at=at, note=facts)
-
-
-def _capacity_verdict(
-    prediction: Prediction, result: CapacityResult, plan: Plan, source: str, at: str
-) -> Verdict | None:
-    tokens = result.kv_tokens
-    if tokens is None:
-        return None
-    if prediction.id == KV_TOKENS:
-        observed, note = tokens, f"the engine states {tokens:,} KV tokens"
-    else:
-        observed = tokens // plan.max_model_len
-        note = f"{tokens:,} tokens // {plan.max_model_len:,}"
-    return Verdict(
-        status=judge(prediction, observed), observed=observed, source=source, at=at, note=note
-    )
-
-
-def verdicts_for(run: ProbeRun, plan: Plan, previous: Plan | None = None) -> dict[str, Verdict]:
-    """Verdicts for the plan's probe predictions this run observed; ``previous`` for trends."""
-    out: dict[str, Verdict] = {}
-    stated = run.result("kv")
-    if isinstance(stated, CapacityResult):
-        source = f"fakplan probe kv {run.url} (run {run.id}): {stated.statement}"
-        for prediction in plan.predictions:
-            if prediction.id in CAPACITY_CLOSES:
-                verdict = _capacity_verdict(prediction, stated, plan, source, run.at)
-                if verdict is not None:
-                    out[prediction.id] = verdict
-    for prediction in plan.predictions:
-        probe = prediction.closed_by.removeprefix("probe ")
-        result = run.result(probe) if prediction.closed_by.startswith("probe ") else None
-        if result is None:
-            continue
-        if isinstance(result, BoundaryResult):
-            source = f"fakplan probe {probe} {run.url} (run {run.id})"
-            out[prediction.id] = _boundary_verdict(prediction, result, source, run.at)
-        elif isinstance(result, RateResult):
-            like = f"{result.tokens} tokens, {result.basis}"
-            source = f"fakplan probe {probe} {run.url} (run {run.id}; {like})"
-            before = _previous(previous, prediction.id, like)
-            out[prediction.id] = _rate_verdict(prediction, result, source, run.at, before)
-    return out
+        failed = ProbeOutcome(status="failed", error=f"engine detection: {exc}")
+        return _finish(loaded, endpoint, header, None, dict.fromkeys(options.only, failed))
+    note = _window_note(server, loaded.shape.serving.max_model_len)
+    if note:
+        header.notes.append(note)
+    session = _Session(loaded, endpoint, async_client, options, progress or Quiet(), server)
+    session.run()
+    return _finish(loaded, endpoint, header, server.to_dict(), session.outcomes)
