@@ -57,7 +57,8 @@ def test_a_python_object_tag_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "kind"), [("!!int 0x", "int"), ("!!bool maybe", "bool"), ("!!float 1.2.3", "float")]
+    ("value", "kind"),
+    [("!!int 0x", "int"), ("!!bool maybe", "bool"), ("!!float 1.2.3", "float"), ("!!int", "int")],
 )
 def test_a_scalar_its_tag_cannot_read_is_refused_at_its_line(
     tmp_path: Path, value: str, kind: str
