@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fakplan.errors import LedgerError
 from fakplan.ledger import llamacpp, sglang, table, vllm
+from fakplan.ledger.aggregate import Derivations, aggregate
 from fakplan.ledger.model import (
     DEVICE_KEYS,
     FIGURE_FIELDS,
@@ -30,7 +31,7 @@ from fakplan.ledger.model import (
 )
 from fakplan.ledger.patterns import LedgerFormat
 from fakplan.ledger.reader import MAX_RUN, Prefilter, ReadStats, scan_file
-from fakplan.ledger.scan import Derivations, EngineScan, aggregate
+from fakplan.ledger.scan import EngineScan
 
 __all__ = [
     "DEVICE_KEYS",

@@ -4,19 +4,21 @@ A file can hold several boots (a restarted server appends to its log), lines
 from several ranks interleaved, and a second model (a draft) in the middle of a
 boot. ``EngineScan`` keeps only what it needs as it streams: the current boot,
 the last boot that stated anything and the last complete one, so memory does
-not grow with the file. ``finish`` picks the boot the ledger describes and
-turns its hits into figures: the common value where ranks agree; where they
-differ, every rank's value and the binding rank's as the figure (the engines
-size every rank by the smallest pool); then the engine's derived figures.
+not grow with the file. ``finish`` picks the boot the ledger describes;
+``aggregate`` (its own module) turns that boot's hits into figures: the common
+value where ranks agree; where they differ, every rank's value and the binding
+rank's as the figure (the engines size every rank by the smallest pool); then the
+engine's derived figures.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from fakplan.ledger.model import LedgerFigure, LedgerLine, rank_order, shown, spread
-from fakplan.ledger.patterns import Default, LedgerFormat, Row, Unreadable, Value
+from fakplan.ledger.boot import Boot, Hit
+from fakplan.ledger.model import LedgerLine
+from fakplan.ledger.patterns import LedgerFormat, Row, Unreadable
 from fakplan.ledger.reader import clip
 
 MAX_LINES_KEPT = (
@@ -29,79 +31,8 @@ MAX_REPEATS = 8  # a row's needle this often on one line: no engine's line (real
 # state kept per rank and per device would otherwise grow with the file (GBs for a 30 MB log).
 MAX_RANKS = 256
 MAX_FIGURES = 10_000
-MAIN = "main"  # the label of lines that name no rank, where other lines do
 
 _ALL = "\x00all"  # a second model announced without a rank holds for every rank
-
-
-@dataclass
-class Hit:
-    value: Value
-    line: int
-    text: str
-    printed: str | None
-    unit: str | None
-    rank: str | None
-    source: str
-    priority: int
-
-    def figure(self, rank: str | None) -> LedgerFigure:
-        return LedgerFigure(
-            value=self.value,
-            line=self.line,
-            text=self.text,
-            printed=self.printed,
-            unit=self.unit,
-            rank=rank,
-            source=self.source,
-        )
-
-
-@dataclass
-class Boot:
-    """The lines of one boot, as far as they have been read."""
-
-    start: int
-    end: int = 0
-    hits: dict[tuple[str | None, str], Hit] = field(default_factory=dict)
-    lines: list[LedgerLine] = field(default_factory=list)
-    dropped_lines: int = 0
-    content_ranks: set[str | None] = field(default_factory=set)
-    phases: dict[str | None, int] = field(default_factory=dict)
-    once_seen: dict[tuple[str | None, str, tuple[str, ...]], str | None] = field(
-        default_factory=dict
-    )
-    series_count: dict[tuple[str | None, str, str | None], int] = field(default_factory=dict)
-    second_model: dict[str | None, int] = field(default_factory=dict)
-    serving_from: int | None = None  # the line saying the server is up
-    request_errors: int = 0  # failure lines after it: requests', not the boot's
-    defaults: dict[str, tuple[Default, int, str]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    unreadable: dict[str, str] = field(default_factory=dict)  # figure -> the first note on it
-    unreadable_count: int = 0
-    repeated: tuple[int, str, int] | None = None  # the first (line, needle, times)
-    repeated_lines: int = 0
-    repeated_last: int = 0
-    ranks_seen: set[str | None] = field(default_factory=set)
-
-    def size(self) -> int:
-        """Figures and per-device state kept (read or not): bounded by MAX_FIGURES."""
-        return len(self.hits) + len(self.unreadable) + len(self.series_count)
-
-    @property
-    def has_content(self) -> bool:
-        return bool(self.content_ranks)
-
-    def names(self) -> set[str]:
-        return {name for _, name in self.hits}
-
-    def stated(self) -> set[str]:
-        """The figures the boot printed, read or not: a capacity line whose number cannot
-        be read still shows the boot got that far."""
-        return self.names() | set(self.unreadable)
-
-    def span(self) -> str:
-        return f"lines {self.start}-{self.end}"
 
 
 class EngineScan:
@@ -120,6 +51,7 @@ class EngineScan:
     # ------------------------------------------------------------ feeding
 
     def feed(self, number: int, text: str, unterminated: bool) -> None:
+        """Try every row on one line (most lines match none: the needles filter them)."""
         if self.overflow is not None:
             return
         rank: str | None = None
@@ -159,6 +91,7 @@ class EngineScan:
         self.recognised += signature
 
     def _repeated(self, number: int, needle: str, times: int) -> None:
+        """Note a line that repeats a needle as no engine does: the first, and how many."""
         boot = self.current
         if boot.repeated_last != number:
             boot.repeated_last = number
@@ -182,87 +115,89 @@ class EngineScan:
     def _apply(
         self, row: Row, groups: dict[str, str], number: int, text: str, rank: str | None
     ) -> None:
-        boot = self.current
-        if not row.server and (_ALL in boot.second_model or rank in boot.second_model):
+        """Record what one matched line states, in the boot it belongs to."""
+        if not row.server and _drafting(self.current, rank):
             return  # a second model (a draft) is loading: its lines are not this boot's
-        if row.failure and boot.serving_from is not None:
-            if not boot.request_errors:
-                boot.notes.append(
-                    f"line {number}: {groups['error'].strip()[:120]} came after the server was "
-                    f"up (line {boot.serving_from}): a request's error, not a boot failure"
-                )
-            boot.request_errors += 1
+        if _after_boot(self.current, row, groups, number):
             return
-        if row.serving:
-            if boot.serving_from is None:
-                boot.serving_from = number
+        if self._full(self.current, number, rank, None):
             return
-        names = tuple(f.name.format(**groups) for f in row.figures if f.group in groups)
-        if self._full(boot, number, rank, None):
+        boot = self._boot_of(row, groups, number, rank)
+        if boot is None:
             return
+        _progress(boot, row, number, rank)
+        kept = _list_line(boot, row, number, text, rank)
+        if not self._read_figures(boot, row, groups, number, kept, rank):
+            return
+        if row.failure:
+            _failed(boot, row, groups, number, kept)
+        for default in row.defaults:
+            boot.defaults.setdefault(default.name, (default, number, kept))
+        if not row.starts_boot:
+            boot.content_ranks.add(rank)
+
+    def _boot_of(
+        self, row: Row, groups: dict[str, str], number: int, rank: str | None
+    ) -> Boot | None:
+        """The boot the line is in: a new one where the line shows the engine restarted;
+        None where it is a second model's (a draft's) inside the current one."""
+        boot = self.current
         if row.starts_boot and _has_content(boot, rank):
             boot = self._new_boot(number)
         elif row.phase is not None and row.phase < boot.phases.get(rank, row.phase):
             boot = self._new_boot(number)  # the rank went back to an earlier step: a restart
-        if row.once:
-            key = (rank, row.kind, names)
-            identity = groups.get(row.identity) if row.identity else None
-            if key in boot.once_seen:
-                if row.identity is None or boot.once_seen[key] == identity:
-                    boot = self._new_boot(number)
-                else:
-                    boot.second_model[rank] = number
-                    who = f" ({rank})" if rank else ""
-                    boot.notes.append(
-                        f"a second model ({row.identity}={identity}) loads at line {number}{who};"
-                        " its figures are not counted"
-                    )
-                    return
-            boot.once_seen.setdefault(key, identity)
-        if row.phase is not None:
-            boot.phases[rank] = max(boot.phases.get(rank, row.phase), row.phase)
-        if row.second_model and not boot.second_model:
-            boot.second_model[rank if rank is not None else _ALL] = number
-            boot.notes.append(
-                f"a second model (a draft) loads from line {number}; its figures are not counted"
-            )
-        boot.end = number
-        kept = clip(text)
-        if len(boot.lines) < MAX_LINES_KEPT:
-            boot.lines.append(
-                LedgerLine(line=number, kind=row.kind, text=kept, source=row.source, rank=rank)
-            )
-        else:
-            boot.dropped_lines += 1
+        if not row.once:
+            return boot
+        names = tuple(f.name.format(**groups) for f in row.figures if f.group in groups)
+        key = (rank, row.kind, names)
+        identity = groups.get(row.identity) if row.identity else None
+        if key in boot.once_seen:
+            if row.identity is None or boot.once_seen[key] == identity:
+                boot = self._new_boot(number)
+            else:
+                _second_model(boot, row, identity, number, rank)
+                return None
+        boot.once_seen.setdefault(key, identity)
+        return boot
 
-        def hit(value: Value, printed: str | None = None, unit: str | None = None) -> Hit:
-            return Hit(value, number, kept, printed, unit, rank, row.source, row.priority)
-
+    def _read_figures(
+        self,
+        boot: Boot,
+        row: Row,
+        groups: dict[str, str],
+        number: int,
+        kept: str,
+        rank: str | None,
+    ) -> bool:
+        """Read the line's figures into the boot; False where one is more than a boot states,
+        which stops the scan."""
         for fig in row.figures:
             raw = groups.get(fig.group)
             if raw is None:
                 continue
             name = fig.name.format(**groups)
             if self._full(boot, number, rank, name):
-                return
+                return False
             try:
                 reading = fig.conv(raw)
             except Unreadable as why:
                 _unreadable(boot, number, rank, name, raw, str(why))
                 continue
-            _put(boot, name, hit(reading.value, reading.printed, reading.unit))
-        if row.failure:
-            # the boot's failure, whichever process printed it: the first line naming the
-            # cause wins; a later line of higher priority (a specific row) replaces it
-            failed = Hit(True, number, kept, None, None, None, row.source, row.priority)
-            _put(boot, "boot_failed", failed)
-            _put(boot, "error", replace(failed, value=clip(groups["error"].strip())))
-        for default in row.defaults:
-            boot.defaults.setdefault(default.name, (default, number, kept))
-        if not row.starts_boot:
-            boot.content_ranks.add(rank)
+            hit = Hit(
+                reading.value,
+                number,
+                kept,
+                reading.printed,
+                reading.unit,
+                rank,
+                row.source,
+                row.priority,
+            )
+            _put(boot, name, hit)
+        return True
 
     def _new_boot(self, number: int) -> Boot:
+        """Close the current boot, keeping it as the previous (and last complete) one."""
         finished = self.current
         finished.end = number - 1
         if finished.has_content:
@@ -286,39 +221,118 @@ class EngineScan:
             last = self.previous or last
         if not last.has_content:
             return None, [], boots
-        notes: list[str] = []
-        chosen = last
-        if self.fmt.complete(last.stated()):
-            if boots > 1:
-                notes.append(
-                    f"{boots} boots in this file; the last complete one ({last.span()}) was used"
-                )
-        elif self.last_complete is not None and self.last_complete is not last:
-            chosen = self.last_complete
-            notes.append(
-                f"{boots} boots in this file; the last one ({last.span()}) stops before its KV "
-                f"capacity line, so the last complete one ({chosen.span()}) was used"
-            )
-        else:
-            where = f"the last of {boots} boots ({last.span()})" if boots > 1 else "this boot"
-            notes.append(
-                f"{where} stops before its KV capacity line (truncated, or still "
-                "booting): its figures may be incomplete"
-            )
+        chosen, notes = self._chosen(last, boots)
         if chosen.dropped_lines:
             notes.append(f"{chosen.dropped_lines} more recognised lines were not listed")
-        unread = list(chosen.unreadable.values())[:SHOWN_UNREADABLE]
-        more = chosen.unreadable_count - len(unread)
-        if more > 0:
-            unread.append(f"and {more:,} more figure(s) that cannot be read, left null")
-        if chosen.repeated is not None:
-            line, needle, times = chosen.repeated
-            others = chosen.repeated_lines - 1
-            unread.append(
-                f"line {line} holds {needle!r} {times:,} times, as no engine's line does: it "
-                "was not read as one" + (f" (nor {others:,} more such lines)" if others else "")
+        return chosen, notes + chosen.notes + _unread_notes(chosen), boots
+
+    def _chosen(self, last: Boot, boots: int) -> tuple[Boot, list[str]]:
+        """The last boot if it reached its capacity line, else the last complete one: a
+        restart cut short must not hide the boot that stated the figures."""
+        if self.fmt.complete(last.stated()):
+            if boots > 1:
+                return last, [
+                    f"{boots} boots in this file; the last complete one ({last.span()}) was used"
+                ]
+            return last, []
+        if self.last_complete is not None and self.last_complete is not last:
+            chosen = self.last_complete
+            return chosen, [
+                f"{boots} boots in this file; the last one ({last.span()}) stops before its KV "
+                f"capacity line, so the last complete one ({chosen.span()}) was used"
+            ]
+        where = f"the last of {boots} boots ({last.span()})" if boots > 1 else "this boot"
+        return last, [
+            f"{where} stops before its KV capacity line (truncated, or still "
+            "booting): its figures may be incomplete"
+        ]
+
+
+def _unread_notes(boot: Boot) -> list[str]:
+    """What the boot printed but could not be read: the first few figures one by one, the
+    rest counted, and lines that repeat a needle as no engine's line does."""
+    unread = list(boot.unreadable.values())[:SHOWN_UNREADABLE]
+    more = boot.unreadable_count - len(unread)
+    if more > 0:
+        unread.append(f"and {more:,} more figure(s) that cannot be read, left null")
+    if boot.repeated is not None:
+        line, needle, times = boot.repeated
+        others = boot.repeated_lines - 1
+        unread.append(
+            f"line {line} holds {needle!r} {times:,} times, as no engine's line does: it "
+            "was not read as one" + (f" (nor {others:,} more such lines)" if others else "")
+        )
+    return unread
+
+
+def _drafting(boot: Boot, rank: str | None) -> bool:
+    """Whether a second model (a draft) is loading for ``rank`` (or for every rank)."""
+    return _ALL in boot.second_model or rank in boot.second_model
+
+
+def _after_boot(boot: Boot, row: Row, groups: dict[str, str], number: int) -> bool:
+    """Whether the line is serving's, not the boot's: the server coming up, or a failure
+    after it (a request's error, noted once and counted)."""
+    if row.failure and boot.serving_from is not None:
+        if not boot.request_errors:
+            boot.notes.append(
+                f"line {number}: {groups['error'].strip()[:120]} came after the server was "
+                f"up (line {boot.serving_from}): a request's error, not a boot failure"
             )
-        return chosen, notes + chosen.notes + unread, boots
+        boot.request_errors += 1
+        return True
+    if row.serving:
+        if boot.serving_from is None:
+            boot.serving_from = number
+        return True
+    return False
+
+
+def _second_model(
+    boot: Boot, row: Row, identity: str | None, number: int, rank: str | None
+) -> None:
+    """A once-per-boot line naming another model: a second model (a draft) loads in this
+    boot, and the rank's lines from here are not counted."""
+    boot.second_model[rank] = number
+    who = f" ({rank})" if rank else ""
+    boot.notes.append(
+        f"a second model ({row.identity}={identity}) loads at line {number}{who};"
+        " its figures are not counted"
+    )
+
+
+def _progress(boot: Boot, row: Row, number: int, rank: str | None) -> None:
+    """How far the rank has got, and a draft announced: a later line from an earlier step is
+    a restart, and a draft's lines are not counted."""
+    if row.phase is not None:
+        boot.phases[rank] = max(boot.phases.get(rank, row.phase), row.phase)
+    if row.second_model and not boot.second_model:
+        boot.second_model[rank if rank is not None else _ALL] = number
+        boot.notes.append(
+            f"a second model (a draft) loads from line {number}; its figures are not counted"
+        )
+
+
+def _list_line(boot: Boot, row: Row, number: int, text: str, rank: str | None) -> str:
+    """List the line in its boot (past MAX_LINES_KEPT only counted); the clipped text it
+    returns is what each of the line's figures cites."""
+    boot.end = number
+    kept = clip(text)
+    if len(boot.lines) < MAX_LINES_KEPT:
+        boot.lines.append(
+            LedgerLine(line=number, kind=row.kind, text=kept, source=row.source, rank=rank)
+        )
+    else:
+        boot.dropped_lines += 1
+    return kept
+
+
+def _failed(boot: Boot, row: Row, groups: dict[str, str], number: int, kept: str) -> None:
+    """The boot's failure, whichever process printed it: the first line naming the cause
+    wins; a later line of higher priority (a specific row) replaces it."""
+    failed = Hit(True, number, kept, None, None, None, row.source, row.priority)
+    _put(boot, "boot_failed", failed)
+    _put(boot, "error", replace(failed, value=clip(groups["error"].strip())))
 
 
 def _unreadable(boot: Boot, number: int, rank: str | None, name: str, raw: str, why: str) -> None:
@@ -347,170 +361,6 @@ def _has_content(boot: Boot, rank: str | None) -> bool:
 
 
 def _may_be_cut(match: re.Match[str], text: str) -> bool:
+    """Whether a group reaches the end of the line, where a cut line may have cut it."""
     end = len(text.rstrip())
     return any(match.end(g) >= end for g in match.re.groupindex if match.group(g) is not None)
-
-
-# ---------------------------------------------------------------- aggregation
-
-
-@dataclass
-class Aggregate:
-    figures: dict[str, LedgerFigure]
-    ranks: dict[str, dict[str, LedgerFigure]]
-    notes: list[str]
-    binding: str | None = None
-
-
-# What makes a rank the binding one, in order: its KV pool (vLLM takes the minimum of the
-# workers' blocks, docs/engines.md §1.3; SGLang's ranks share one token count), then the free
-# memory the pool was sized from (SGLang takes the minimum over ranks, §2.4), then later steps.
-POOL_FIGURES = ("kv_tokens", "num_blocks", "kv_bytes", "k_bytes", "v_bytes", "full_kv_tokens")
-FREE_FIGURES = (
-    "free_after_weights_bytes",
-    "free_before_load_bytes",
-    "free_after_pool_bytes",
-    "free_before_graphs_bytes",
-    "free_after_graphs_bytes",
-    "free_at_ready_bytes",
-)
-SHOWN_SPREADS = 4  # figures named in the note; every one is in ``ranks``
-
-
-def aggregate(boot: Boot) -> Aggregate:
-    """The common value of each figure where ranks agree; the binding rank's where not."""
-    by_name: dict[str, list[Hit]] = {}
-    for (_, name), hit in boot.hits.items():
-        by_name.setdefault(name, []).append(hit)
-    figures: dict[str, LedgerFigure] = {}
-    ranks: dict[str, dict[str, LedgerFigure]] = {}
-    differ: list[str] = []
-    agree: dict[str, list[Hit]] = {}
-    for name, hits in by_name.items():
-        hits.sort(key=lambda h: h.line)
-        if len({_hashable(h.value) for h in hits}) == 1:
-            stated_by = {h.rank for h in hits}
-            first = hits[0]
-            figures[name] = first.figure(first.rank if len(stated_by) == 1 else None)
-            if len(stated_by) > 1:
-                agree[name] = hits
-            continue
-        differ.append(name)
-        for hit in hits:
-            label = hit.rank if hit.rank is not None else MAIN
-            ranks.setdefault(label, {})[name] = hit.figure(label)
-    if not differ:
-        return Aggregate(figures=figures, ranks={}, notes=[])
-    ordered = {label: ranks[label] for label in sorted(ranks, key=rank_order)}
-    binding, why = _binding(ordered, differ)
-    unstated = [name for name in differ if name not in ordered[binding]]
-    for name in differ:
-        if name in ordered[binding]:
-            figures[name] = ordered[binding][name]
-    for name, hits in agree.items():  # the same value everywhere: cite the binding rank's line
-        own = next((h for h in hits if (h.rank or MAIN) == binding), None)
-        if own is not None:
-            figures[name] = own.figure(None)
-    spreads = [
-        spread(name, {label: per[name] for label, per in ordered.items() if name in per})
-        for name in differ
-    ]
-    more = len(spreads) - SHOWN_SPREADS
-    note = (
-        "ranks state different values: "
-        + "; ".join(spreads[:SHOWN_SPREADS])
-        + (f"; and {more} more" if more > 0 else "")
-        + f". {binding} binds ({why}) and gives these figures; every rank's value is in ranks"
-    )
-    if unstated:
-        note += f"; {binding} does not state {', '.join(unstated)}: no figure for them"
-    return Aggregate(figures=figures, ranks=ordered, notes=[note], binding=binding)
-
-
-def _binding(ranks: dict[str, dict[str, LedgerFigure]], differ: list[str]) -> tuple[str, str]:
-    """The rank every rank is sized by, and why: the smallest pool, else the least free memory.
-
-    A rank that does not state a figure cannot bind on it.
-    """
-    labels = list(ranks)
-    for group, what in (
-        (POOL_FIGURES, "the smallest KV pool"),
-        (FREE_FIGURES, "the ranks' pools agree; the least free memory"),
-    ):
-        names = [n for n in group if n in differ]
-        if not names:
-            continue
-
-        def key(label: str, names: list[str] = names) -> tuple[float, ...]:
-            return tuple(_number(ranks[label].get(n)) for n in names)
-
-        best = min(labels, key=lambda label: (key(label), rank_order(label)))
-        decided = next(
-            (n for i, n in enumerate(names) if any(key(o)[i] != key(best)[i] for o in labels)),
-            names[0],
-        )
-        figure = ranks[best].get(decided)
-        value = f" {shown(figure)}" if figure is not None else ""
-        return best, f"{what}, {decided}{value}: the engine sizes every rank by it"
-    return labels[0], "the first rank: the ranks' pools and free memory agree"
-
-
-def _number(figure: LedgerFigure | None) -> float:
-    if figure is None or isinstance(figure.value, bool | str):
-        return float("inf")
-    return float(figure.value)
-
-
-def _hashable(value: Value) -> tuple[str, Value]:
-    return (type(value).__name__, value)
-
-
-class Derivations:
-    """The ``DerivedFigures`` view ``LedgerFormat.derive`` adds derived figures through."""
-
-    def __init__(self, agg: Aggregate, boot: Boot) -> None:
-        self._figures = agg.figures
-        self._blocked = {name for per_rank in agg.ranks.values() for name in per_rank}
-        self._defaults = boot.defaults
-
-    def value(self, name: str) -> Value | None:
-        figure = self._figures.get(name)
-        return None if figure is None else figure.value
-
-    def cite(self, name: str) -> str:
-        """``"54.12 GB (line 2)"``: a figure as printed, with its line, for a derivation."""
-        figure = self._figures[name]
-        shown = figure.printed or (
-            f"{figure.value:,}" if isinstance(figure.value, int) else str(figure.value)
-        )
-        return f"{shown} (line {figure.line})"
-
-    def names(self, prefix: str = "") -> list[str]:
-        return sorted(n for n in self._figures if n.startswith(prefix))
-
-    def _free(self, name: str) -> bool:
-        return name not in self._figures and name not in self._blocked
-
-    def derive(self, name: str, value: Value, derivation: str, *, main: str, source: str) -> None:
-        """Add ``name``, derived from printed figures (``main`` gives its line), unless stated."""
-        if not self._free(name):
-            return
-        anchor = self._figures[main]
-        self._figures[name] = LedgerFigure(
-            value=value,
-            line=anchor.line,
-            text=anchor.text,
-            derived=True,
-            derivation=derivation,
-            source=source,
-        )
-
-    def copy(self, name: str, to: str) -> None:
-        """State ``to`` as the same printed figure as ``name`` (same line, not derived)."""
-        figure = self._figures.get(name)
-        if figure is not None and self._free(to):
-            self._figures[to] = figure
-
-    def default(self, name: str) -> Default | None:
-        found = self._defaults.get(name)
-        return None if found is None else found[0]
