@@ -22,6 +22,7 @@ from fakplan.units import GIB, KIB, MIB, UNITS, human
 
 if TYPE_CHECKING:
     from fakplan.shape import Shape
+    from fakplan.shape.model import Expectation
 
 # The ids of the predictions every plan makes: plan builds them, verify and the probes
 # close them by these names (an expectation's id is the operator's own).
@@ -32,6 +33,7 @@ WEIGHTS = "weights"
 UNCLAIMED = "unclaimed"
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
+ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
 
 
 class PredictionVerdict(BaseModel):
@@ -73,7 +75,7 @@ class Prediction(BaseModel):
     high: float | int | None
     unit: str
     derivation: str
-    closed_by: Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
+    closed_by: ClosedBy
     command: str
     verdicts: tuple[PredictionVerdict, ...] = ()
 
@@ -208,102 +210,141 @@ def miss(prediction: Prediction, observed: float | int) -> Miss | None:
 # ------------------------------------------------------------ what a plan claims
 
 
+def _verify_command(path: str) -> str:
+    """What closes a ledger prediction: the shape verified against a boot log."""
+    return f"fakplan verify {path} --ledger BOOT.log"
+
+
+def _kv_tokens(shape: Shape, path: str, f: Figures) -> Prediction:
+    """The tokens the boot ledger reports, within the shape's tolerance."""
+    tolerance = shape.limits.kv_tokens_tolerance_pct
+    return Prediction(
+        id=KV_TOKENS,
+        claim=f"the boot ledger reports {f.tokens_backed:,} KV tokens (± {tolerance:g} %)",
+        value=f.tokens_backed,
+        low=math.floor(f.tokens_backed * (1 - tolerance / 100)),
+        high=math.ceil(f.tokens_backed * (1 + tolerance / 100)),
+        unit="tokens",
+        derivation=f.tokens_derivation,
+        closed_by="ledger",
+        command=_verify_command(path),
+    )
+
+
+def _point(
+    id: str, claim: str, value: int, unit: str, derivation: str, closed_by: ClosedBy, command: str
+) -> Prediction:
+    """A count the shape fixes exactly: both bounds at the value, so one off kills it."""
+    return Prediction(
+        id=id,
+        claim=claim,
+        value=value,
+        low=value,
+        high=value,
+        unit=unit,
+        derivation=derivation,
+        closed_by=closed_by,
+        command=command,
+    )
+
+
+def _sessions(path: str, f: Figures) -> Prediction:
+    """The whole windows backed at once, as the ledger states or implies them."""
+    claim = f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"
+    return _point(
+        SESSIONS_AT_WINDOW,
+        claim,
+        f.whole_sessions,
+        "sequences",
+        f.sessions_derivation,
+        "ledger",
+        _verify_command(path),
+    )
+
+
+def _boundary(path: str, f: Figures) -> Prediction:
+    """Every slot at the full window: as many retrieve their marker as windows are backed."""
+    seqs = f.max_num_seqs
+    retrieved = min(seqs, f.whole_sessions)
+    return _point(
+        BOUNDARY,
+        f"{seqs} concurrent prompts of max_model_len - gen tokens each: "
+        f"{retrieved}/{seqs} return the marker at their head",
+        retrieved,
+        "retrieved",
+        f"min({seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}",
+        "probe boundary",
+        f"fakplan probe {path} --url URL --only boundary",
+    )
+
+
+def _weights(path: str, f: Figures) -> Prediction:
+    """The weights the boot loads fit their half of the pair."""
+    return Prediction(
+        id=WEIGHTS,
+        claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
+        value=None,
+        low=None,
+        high=f.weights_budget_bytes,
+        unit="B",
+        derivation="budget.weights, the weights half of the pair",
+        closed_by="ledger",
+        command=_verify_command(path),
+    )
+
+
+def _unclaimed(path: str, f: Figures) -> Prediction | None:
+    """The pair fits under the ceiling the boot measures; none without a ceiling."""
+    if f.unclaimed_bytes is None:
+        return None
+    return Prediction(
+        id=UNCLAIMED,
+        claim=(
+            f"the pair ({human(f.pair_bytes)}) fits under the ceiling the boot ledger "
+            f"measures, {human(f.unclaimed_bytes)} unclaimed by the shape's ceiling"
+        ),
+        value=f.unclaimed_bytes,
+        low=0,
+        high=None,
+        unit="B",
+        derivation=f"ceiling - pair: {f.ceiling_derivation}",
+        closed_by="ledger",
+        command=_verify_command(path),
+    )
+
+
+def _expectation(shape: Shape, expectation: Expectation, path: str) -> Prediction:
+    """An operator's expectation: a rate within a change of its control's, probed."""
+    control = shape.control[expectation.control]
+    low_pct, high_pct = expectation.change_pct
+    low = round(control.value * (1 + low_pct / 100), 2)
+    high = round(control.value * (1 + high_pct / 100), 2)
+    probe = "decode" if expectation.metric == "decode_tps" else "prefill"
+    return Prediction(
+        id=expectation.id,
+        claim=(
+            f"{probe} {low_pct:+g}..{high_pct:+g} % vs {expectation.control} "
+            f"({control.value:g} {control.unit}): {low:g}..{high:g} {control.unit}"
+        ),
+        value=None,
+        low=low,
+        high=high,
+        unit=control.unit,
+        derivation=expectation.note or f"declared against control {expectation.control}",
+        closed_by="probe decode" if probe == "decode" else "probe prefill",
+        command=f"fakplan probe {path} --url URL --only {probe}",
+    )
+
+
 def predictions_for(shape: Shape, path: str, f: Figures) -> tuple[Prediction, ...]:
     """What the plan claims, each with the observation that closes it (``path``: the shape
     file as the commands that close them name it)."""
-    tolerance = shape.limits.kv_tokens_tolerance_pct
-    verify = f"fakplan verify {path} --ledger BOOT.log"
-    retrieved = min(f.max_num_seqs, f.whole_sessions)
-    out = [
-        Prediction(
-            id=KV_TOKENS,
-            claim=(f"the boot ledger reports {f.tokens_backed:,} KV tokens (± {tolerance:g} %)"),
-            value=f.tokens_backed,
-            low=math.floor(f.tokens_backed * (1 - tolerance / 100)),
-            high=math.ceil(f.tokens_backed * (1 + tolerance / 100)),
-            unit="tokens",
-            derivation=f.tokens_derivation,
-            closed_by="ledger",
-            command=verify,
-        ),
-        Prediction(
-            id=SESSIONS_AT_WINDOW,
-            claim=(f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"),
-            value=f.whole_sessions,
-            low=f.whole_sessions,
-            high=f.whole_sessions,
-            unit="sequences",
-            derivation=f.sessions_derivation,
-            closed_by="ledger",
-            command=verify,
-        ),
-        Prediction(
-            id=BOUNDARY,
-            claim=(
-                f"{f.max_num_seqs} concurrent prompts of max_model_len - gen tokens each: "
-                f"{retrieved}/{f.max_num_seqs} return the marker at their head"
-            ),
-            value=retrieved,
-            low=retrieved,
-            high=retrieved,
-            unit="retrieved",
-            derivation=(
-                f"min({f.max_num_seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}"
-            ),
-            closed_by="probe boundary",
-            command=f"fakplan probe {path} --url URL --only boundary",
-        ),
+    made = [
+        _kv_tokens(shape, path, f),
+        _sessions(path, f),
+        _boundary(path, f),
+        _weights(path, f),
+        _unclaimed(path, f),
+        *(_expectation(shape, expectation, path) for expectation in shape.expect),
     ]
-    out.append(
-        Prediction(
-            id=WEIGHTS,
-            claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
-            value=None,
-            low=None,
-            high=f.weights_budget_bytes,
-            unit="B",
-            derivation="budget.weights, the weights half of the pair",
-            closed_by="ledger",
-            command=verify,
-        )
-    )
-    if f.unclaimed_bytes is not None:
-        out.append(
-            Prediction(
-                id=UNCLAIMED,
-                claim=(
-                    f"the pair ({human(f.pair_bytes)}) fits under the ceiling the boot ledger "
-                    f"measures, {human(f.unclaimed_bytes)} unclaimed by the shape's ceiling"
-                ),
-                value=f.unclaimed_bytes,
-                low=0,
-                high=None,
-                unit="B",
-                derivation=f"ceiling - pair: {f.ceiling_derivation}",
-                closed_by="ledger",
-                command=verify,
-            )
-        )
-    for expectation in shape.expect:
-        control = shape.control[expectation.control]
-        low_pct, high_pct = expectation.change_pct
-        low = round(control.value * (1 + low_pct / 100), 2)
-        high = round(control.value * (1 + high_pct / 100), 2)
-        probe = "decode" if expectation.metric == "decode_tps" else "prefill"
-        out.append(
-            Prediction(
-                id=expectation.id,
-                claim=(
-                    f"{probe} {low_pct:+g}..{high_pct:+g} % vs {expectation.control} "
-                    f"({control.value:g} {control.unit}): {low:g}..{high:g} {control.unit}"
-                ),
-                value=None,
-                low=low,
-                high=high,
-                unit=control.unit,
-                derivation=expectation.note or f"declared against control {expectation.control}",
-                closed_by="probe decode" if probe == "decode" else "probe prefill",
-                command=f"fakplan probe {path} --url URL --only {probe}",
-            )
-        )
-    return tuple(out)
+    return tuple(p for p in made if p is not None)
