@@ -21,6 +21,7 @@ from pathlib import Path
 from fakplan.errors import LedgerError
 from fakplan.ledger import llamacpp, sglang, table, vllm
 from fakplan.ledger.aggregate import Derivations, aggregate
+from fakplan.ledger.boot import Boot
 from fakplan.ledger.model import (
     DEVICE_KEYS,
     FIGURE_FIELDS,
@@ -69,30 +70,10 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
     if engine != "auto" and engine not in FORMATS:
         raise LedgerError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINE_CHOICES)}")
     path = Path(path)
-    scans = {name: EngineScan(fmt) for name, fmt in FORMATS.items()}
-
-    def on_line(number: int, text: str, unterminated: bool) -> None:
-        for scan in scans.values():
-            scan.feed(number, text, unterminated)
-
-    stats = scan_file(path, _prefilter(), on_line)
-    if stats.lines == 0:
-        raise LedgerError(f"{path}: the file is empty; expected an engine's boot log ({_KNOWN})")
+    scans, stats = _scan(path)
     name, notes = _choose(path, engine, scans, stats)
     scan = scans[name]
-    if scan.overflow is not None:
-        raise LedgerError(
-            f"{path}: {scan.overflow}, more than any {scan.fmt.title} boot states: not read "
-            "as a boot log"
-        )
-    boot, boot_notes, boots = scan.finish(stats.lines)
-    if boot is None or not boot.hits:
-        unread = next(iter(boot.unreadable.values()), None) if boot is not None else None
-        why = f" that can be read ({unread})" if unread else ""
-        raise LedgerError(
-            f"{path}: {scan.matched} {scan.fmt.title} line(s) recognised, but none states a "
-            f"figure{why}; expected the engine's boot log"
-        )
+    boot, boot_notes, boots = _boot(path, scan, stats)
     agg = aggregate(boot)
     scan.fmt.derive(Derivations(agg, boot))
     figures = _ordered(agg.figures)
@@ -112,6 +93,47 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
         "lines": tuple(boot.lines),
         "notes": tuple(notes + boot_notes + agg.notes + _read_notes(stats)),
     }
+    _place(data, figures)
+    return Ledger.model_validate(data)
+
+
+def _scan(path: Path) -> tuple[dict[str, EngineScan], ReadStats]:
+    """Stream the file once through every engine's rows: which engine wrote it is decided
+    by what each recognised, so all of them read every line."""
+    scans = {name: EngineScan(fmt) for name, fmt in FORMATS.items()}
+
+    def on_line(number: int, text: str, unterminated: bool) -> None:
+        for scan in scans.values():
+            scan.feed(number, text, unterminated)
+
+    stats = scan_file(path, _prefilter(), on_line)
+    if stats.lines == 0:
+        raise LedgerError(f"{path}: the file is empty; expected an engine's boot log ({_KNOWN})")
+    return scans, stats
+
+
+def _boot(path: Path, scan: EngineScan, stats: ReadStats) -> tuple[Boot, list[str], int]:
+    """The boot the ledger describes, its notes and the boots counted, or the refusal: a
+    scan that stopped on more than a boot states, or a boot with no figure to report."""
+    if scan.overflow is not None:
+        raise LedgerError(
+            f"{path}: {scan.overflow}, more than any {scan.fmt.title} boot states: not read "
+            "as a boot log"
+        )
+    boot, boot_notes, boots = scan.finish(stats.lines)
+    if boot is None or not boot.hits:
+        unread = next(iter(boot.unreadable.values()), None) if boot is not None else None
+        why = f" that can be read ({unread})" if unread else ""
+        raise LedgerError(
+            f"{path}: {scan.matched} {scan.fmt.title} line(s) recognised, but none states a "
+            f"figure{why}; expected the engine's boot log"
+        )
+    return boot, boot_notes, boots
+
+
+def _place(data: dict[str, object], figures: dict[str, LedgerFigure]) -> None:
+    """Each figure's value where the Ledger holds it: ``devices.<name>.<leaf>`` under its
+    device, ``budget_rows.<row>`` under its row, any other as the field of its name."""
     for key, figure in figures.items():
         head, _, rest = key.partition(".")
         if head == "devices":
@@ -125,7 +147,6 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
             rows[rest] = figure.value
         else:
             data[key] = figure.value
-    return Ledger.model_validate(data)
 
 
 def _choose(
@@ -184,6 +205,7 @@ def _stopped(stats: ReadStats) -> str:
 
 
 def _read_notes(stats: ReadStats) -> list[str]:
+    """How the file was read, where that bears on the figures: compressed, cut, skipped."""
     notes: list[str] = []
     if stats.compressed:
         notes.append("the file is gzip-compressed; it was read decompressed")
