@@ -1,9 +1,10 @@
 """Boot-ledger parsers: what an engine says it allocated, as one typed ``Ledger``.
 
 The engine's boot log is the referee of every capacity prediction. Each
-engine's log-line formats are a data table in its own module (``vllm``,
-``sglang``, ``llamacpp``, ``table``), each row tagged with the engine version
-it came from; ``FORMATS`` lists them.
+engine's log-line formats are a data table in its own module (``vllm_rows``,
+``sglang``, ``llamacpp_rows``, ``table``), each row tagged with the engine version
+it came from; ``FORMATS`` lists the formats (``vllm``, ``sglang``, ``llamacpp``,
+``table``).
 
     >>> ledger = parse_ledger("boot.log")            # engine="auto" detects it
     >>> ledger.kv_tokens, ledger.figure("kv_tokens").line
