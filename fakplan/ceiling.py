@@ -48,9 +48,9 @@ class CeilingReading:
     lines: tuple[int, ...] = ()
 
 
-def _line(ledger: Ledger, name: str) -> tuple[int, ...]:
-    figure = ledger.figure(name)
-    return (figure.line,) if figure is not None else ()
+def _lines(ledger: Ledger, *names: str) -> tuple[int, ...]:
+    """The lines that state ``names``, in that order: what a derivation cites."""
+    return tuple(figure.line for name in names if (figure := ledger.figure(name)) is not None)
 
 
 def _where(ledger: Ledger, lines: tuple[int, ...]) -> str:
@@ -107,12 +107,20 @@ def _pair(ledger: Ledger) -> tuple[int | None, tuple[str, ...]]:
     return None, ()
 
 
-def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> CeilingReading:
-    """The largest weights + KV pair the card holds under this engine, as the ledger shows it.
+@dataclass(frozen=True)
+class _Stated:
+    """The inputs every route to a ceiling may need, with the names they were read from."""
 
-    ``engine_floor`` is what the engine must keep free at worst case, for logs
-    that do not state it (an operator's figure: it is labelled as such).
-    """
+    settled: int | None
+    settled_name: str
+    pair: int | None
+    pair_names: tuple[str, ...]
+    floor: int | None
+    floor_text: str
+
+
+def _stated(ledger: Ledger, engine_floor: int | None) -> _Stated:
+    """The settled free memory, the pair and the floor: the log's floor, else the shape's."""
     settled, settled_name = _settled(ledger)
     pair, pair_names = _pair(ledger)
     floor = ledger.engine_floor_bytes
@@ -122,55 +130,90 @@ def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> Ceil
             engine_floor,
             "ceiling.engine_floor stated in the shape (not in the log)",
         )
-    if settled is not None and pair is not None and floor is not None:
-        lines = _line(ledger, settled_name) + _line(ledger, "engine_floor_bytes")
-        lines += tuple(n for name in pair_names for n in _line(ledger, name))
-        value = settled - floor + pair
-        used = (settled_name, "engine_floor_bytes", *pair_names)
-        return CeilingReading(
-            value,
-            f"(settled free {human(settled, 'MiB', 2)} - {floor_text} {human(floor, 'MiB', 2)}) "
-            f"+ pair {human(pair, 'MiB', 2)} = {human(value, 'MiB', 2)} ({_where(ledger, lines)})"
-            f"{_ranks(ledger, used)}",
-            lines,
-        )
+    return _Stated(settled, settled_name, pair, pair_names, floor, floor_text)
+
+
+def ceiling_from_ledger(ledger: Ledger, engine_floor: int | None = None) -> CeilingReading:
+    """The largest weights + KV pair the card holds under this engine, as the ledger shows it.
+
+    ``engine_floor`` is what the engine must keep free at worst case, for logs
+    that do not state it (an operator's figure: it is labelled as such).
+    """
+    stated = _stated(ledger, engine_floor)
+    if (reading := _from_settled(ledger, stated)) is not None:
+        return reading
+    if (reading := _from_profiler(ledger)) is not None:
+        return reading
+    if (reading := _from_device_free(ledger, stated)) is not None:
+        return reading
+    return _unknown(ledger, stated)
+
+
+def _from_settled(ledger: Ledger, s: _Stated) -> CeilingReading | None:
+    """The table's definition: (settled free - the engine's floor) + the pair it holds."""
+    if s.settled is None or s.pair is None or s.floor is None:
+        return None
+    lines = _lines(ledger, s.settled_name, "engine_floor_bytes", *s.pair_names)
+    value = s.settled - s.floor + s.pair
+    used = (s.settled_name, "engine_floor_bytes", *s.pair_names)
+    return CeilingReading(
+        value,
+        f"(settled free {human(s.settled, 'MiB', 2)} - {s.floor_text} "
+        f"{human(s.floor, 'MiB', 2)}) + pair {human(s.pair, 'MiB', 2)} = "
+        f"{human(value, 'MiB', 2)} ({_where(ledger, lines)}){_ranks(ledger, used)}",
+        lines,
+    )
+
+
+def _from_profiler(ledger: Ledger) -> CeilingReading | None:
+    """vLLM's profiler: what it may use (total x utilisation) less what it holds outside the
+    pair (non-torch allocations, the activation peak)."""
     total, util = ledger.total_gpu_bytes, ledger.gpu_memory_utilization
     non_torch, activation = ledger.non_torch_bytes, ledger.activation_bytes
-    if None not in (total, util, non_torch, activation):
-        assert total is not None and util is not None
-        assert non_torch is not None and activation is not None
-        usable = ledger.usable_bytes if ledger.usable_bytes is not None else round(total * util)
-        value = usable - non_torch - activation
-        names = ("total_gpu_bytes", "usable_bytes", "non_torch_bytes", "activation_bytes")
-        lines = tuple(n for name in names for n in _line(ledger, name))
-        return CeilingReading(
-            value,
-            f"vLLM: total {human(total, 'GiB', 2)} x utilisation {util:g} = {human(usable, 'GiB', 2)}, "
-            f"- non-torch {human(non_torch, 'GiB', 2)} - activation peak {human(activation, 'GiB', 2)} "
-            f"= {human(value, 'MiB', 2)} for weights + KV; a larger --gpu-memory-utilization "
-            f"raises it up to what is free at startup ({_where(ledger, lines)})"
-            f"{_ranks(ledger, (*names, 'gpu_memory_utilization'))}",
-            lines,
-        )
+    if total is None or util is None or non_torch is None or activation is None:
+        return None
+    usable = ledger.usable_bytes if ledger.usable_bytes is not None else round(total * util)
+    value = usable - non_torch - activation
+    names = ("total_gpu_bytes", "usable_bytes", "non_torch_bytes", "activation_bytes")
+    lines = _lines(ledger, *names)
+    return CeilingReading(
+        value,
+        f"vLLM: total {human(total, 'GiB', 2)} x utilisation {util:g} = {human(usable, 'GiB', 2)}, "
+        f"- non-torch {human(non_torch, 'GiB', 2)} - activation peak {human(activation, 'GiB', 2)} "
+        f"= {human(value, 'MiB', 2)} for weights + KV; a larger --gpu-memory-utilization "
+        f"raises it up to what is free at startup ({_where(ledger, lines)})"
+        f"{_ranks(ledger, (*names, 'gpu_memory_utilization'))}",
+        lines,
+    )
+
+
+def _from_device_free(ledger: Ledger, s: _Stated) -> CeilingReading | None:
+    """llama.cpp: the one device's free memory at load less the buffers beside the pair."""
     free = [d["free_bytes"] for d in ledger.devices.values() if "free_bytes" in d]
-    if len(free) == 1 and ledger.compute_bytes is not None:
-        other = ledger.compute_bytes + (ledger.output_bytes or 0) + (floor or 0)
-        value = free[0] - other
-        lines = tuple(n for name in ("compute_bytes", "output_bytes") for n in _line(ledger, name))
-        floor_part = f" - {floor_text} {human(floor, 'MiB', 2)}" if floor else ""
-        return CeilingReading(
-            value,
-            f"llama.cpp: device free at load {human(free[0], 'MiB', 2)} - compute and output "
-            f"buffers {human(ledger.compute_bytes + (ledger.output_bytes or 0), 'MiB', 2)}{floor_part}"
-            f" = {human(value, 'MiB', 2)} ({ledger.file})",
-            lines,
-        )
+    if len(free) != 1 or ledger.compute_bytes is None:
+        return None
+    buffers = ledger.compute_bytes + (ledger.output_bytes or 0)
+    value = free[0] - (buffers + (s.floor or 0))
+    lines = _lines(ledger, "compute_bytes", "output_bytes")
+    floor_part = f" - {s.floor_text} {human(s.floor, 'MiB', 2)}" if s.floor else ""
+    return CeilingReading(
+        value,
+        f"llama.cpp: device free at load {human(free[0], 'MiB', 2)} - compute and output "
+        f"buffers {human(buffers, 'MiB', 2)}{floor_part} = {human(value, 'MiB', 2)} "
+        f"({ledger.file})",
+        lines,
+    )
+
+
+def _unknown(ledger: Ledger, s: _Stated) -> CeilingReading:
+    """No route's inputs are all stated: name what is missing, and any input printed
+    unreadably (the reason it is missing)."""
     missing = []
-    if settled is None:
+    if s.settled is None:
         missing.append("the free memory once settled")
-    if floor is None:
+    if s.floor is None:
         missing.append("the engine's floor (give ceiling.engine_floor)")
-    if pair is None:
+    if s.pair is None:
         missing.append("the weights and KV it allocated")
     unread = [why for name, why in ledger.unreadable.items() if name in _INPUTS]
     return CeilingReading(
