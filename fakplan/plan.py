@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fakplan.contract import contract_requirement, exact_number, per_token_rate
+from fakplan.contract import (
+    CostComponent,
+    KvCost,
+    contract_requirement,
+    exact_number,
+    per_token_rate,
+)
 from fakplan.engines import ENGINES, ModelledEngine, shape_geometry
 from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError
@@ -28,6 +34,9 @@ PLAN_SCHEMA = "fakplan.plan/1"
 
 
 class ComponentRecord(BaseModel):
+    """One KV component as the plan's and ``fakplan kv``'s JSON state it (kv leaves out
+    ``bytes_per_page``): built here once, so the two records cannot drift apart."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
@@ -37,6 +46,19 @@ class ComponentRecord(BaseModel):
     bytes_per_seq: int
     scales_with_dtype: bool
     derivation: str
+
+    @classmethod
+    def of(cls, component: CostComponent, page_tokens: int) -> ComponentRecord:
+        """The record of ``component``, its per-token rate exact for ``page_tokens``-token pages."""
+        return cls(
+            name=component.name,
+            kind=component.kind,
+            bytes_per_page=component.page_bytes,
+            bytes_per_token=exact_number(per_token_rate(component.page_bytes, page_tokens)),
+            bytes_per_seq=component.per_seq_bytes,
+            scales_with_dtype=component.scales_with_dtype,
+            derivation=component.derivation,
+        )
 
 
 class Plan(BaseModel):
@@ -181,81 +203,92 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     )
 
 
+def _rate_derivation(f: Figures, components: tuple[ComponentRecord, ...]) -> str:
+    """The rate as the sum of its components' rates, at the dtype the engine resolved."""
+    cost = f.cost
+    terms = " + ".join(f"{c.name} {c.bytes_per_token:,}" for c in components if c.bytes_per_page)
+    dtype = (
+        f.kv_cache_dtype if cost.dtype == f.kv_cache_dtype else f"{f.kv_cache_dtype} ({cost.dtype})"
+    )
+    return f"{terms} = {exact_number(cost.rate):,} B/token/rank at {dtype}"
+
+
+def _engine_rules(cost: KvCost) -> dict[str, str]:
+    """The rules and notes a modelled engine followed; a contract's cost follows none."""
+    if not isinstance(cost, KvBreakdown):
+        return {}
+    return {"engine_rules": "; ".join((*cost.rules, *cost.notes))}
+
+
+def _sessions_derivation(f: Figures) -> str:
+    sessions = f.tokens_backed / f.max_model_len
+    return (
+        f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f} sessions at "
+        "the full window" + ("" if f.engine_sessions is None else f"; {f.sessions_derivation}")
+    )
+
+
+def _unclaimed_derivation(f: Figures) -> str:
+    if f.unclaimed_bytes is None:
+        return "unknown: no ceiling"
+    return (
+        f"{human(f.ceiling_bytes or 0)} ceiling - {human(f.pair_bytes)} pair "
+        f"= {human(f.unclaimed_bytes)}"
+    )
+
+
+def _kv_unclaimed_derivation(f: Figures) -> dict[str, str]:
+    """The budget.kv a cache sized by its context leaves idle; none where the pool is budget.kv."""
+    if f.kv_unclaimed_bytes is None or f.kv_used_bytes is None:
+        return {}
+    return {
+        "kv_unclaimed_bytes": (
+            f"{human(f.kv_budget_bytes)} budget.kv - {human(f.kv_used_bytes)} the "
+            f"cache takes = {human(f.kv_unclaimed_bytes)} (the engine sizes its cache "
+            "by the context it is given, not by budget.kv)"
+        )
+    }
+
+
+def _derivations(
+    loaded: LoadedShape, f: Figures, components: tuple[ComponentRecord, ...]
+) -> dict[str, str]:
+    """Every derived figure's arithmetic in words, in the plan's JSON order."""
+    return {
+        "rate_bytes_per_token": _rate_derivation(f, components),
+        **_engine_rules(f.cost),
+        "contract_bytes": f.contract_derivation,
+        "tokens_backed": f.tokens_derivation,
+        "sessions_at_window": _sessions_derivation(f),
+        "pair_bytes": f.pair_derivation,
+        "card_total_bytes": loaded.card_note
+        or f"{human(f.card_total_bytes)} as stated in the shape (card.total)",
+        "ceiling_bytes": f.ceiling_derivation,
+        "unclaimed_bytes": _unclaimed_derivation(f),
+        **_kv_unclaimed_derivation(f),
+    }
+
+
 def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
     """Shape in, plan out (no files written).
 
     ``ledger_path`` reads the ceiling from that boot log instead of the shape's.
     """
     shape = loaded.shape
+    engine = ENGINES[shape.engine]
     f = derive_figures(loaded, ledger_path)
     cost = f.cost
-    rate = exact_number(cost.rate)
-    rate_text = " + ".join(
-        f"{c.name} {exact_number(per_token_rate(c.page_bytes, cost.page_tokens)):,}"
-        for c in cost.components
-        if c.page_bytes
-    )
-    sessions = f.tokens_backed / f.max_model_len
-    dtype_text = (
-        f.kv_cache_dtype if cost.dtype == f.kv_cache_dtype else f"{f.kv_cache_dtype} ({cost.dtype})"
-    )
-    derivations = {
-        "rate_bytes_per_token": f"{rate_text} = {rate:,} B/token/rank at {dtype_text}",
-        **(
-            {"engine_rules": "; ".join((*cost.rules, *cost.notes))}
-            if isinstance(cost, KvBreakdown)
-            else {}
-        ),
-        "contract_bytes": f.contract_derivation,
-        "tokens_backed": f.tokens_derivation,
-        "sessions_at_window": (
-            f"{f.tokens_backed:,} tokens / {f.max_model_len:,} = {sessions:.2f} sessions at "
-            "the full window" + ("" if f.engine_sessions is None else f"; {f.sessions_derivation}")
-        ),
-        "pair_bytes": f.pair_derivation,
-        "card_total_bytes": loaded.card_note
-        or f"{human(shape.card.total)} as stated in the shape (card.total)",
-        "ceiling_bytes": f.ceiling_derivation,
-        "unclaimed_bytes": (
-            "unknown: no ceiling"
-            if f.unclaimed_bytes is None
-            else f"{human(f.ceiling_bytes or 0)} ceiling - {human(f.pair_bytes)} pair "
-            f"= {human(f.unclaimed_bytes)}"
-        ),
-        **(
-            {}
-            if f.kv_unclaimed_bytes is None or f.kv_used_bytes is None
-            else {
-                "kv_unclaimed_bytes": (
-                    f"{human(f.kv_budget_bytes)} budget.kv - {human(f.kv_used_bytes)} the "
-                    f"cache takes = {human(f.kv_unclaimed_bytes)} (the engine sizes its cache "
-                    "by the context it is given, not by budget.kv)"
-                )
-            }
-        ),
-    }
-    components = tuple(
-        ComponentRecord(
-            name=c.name,
-            kind=c.kind,
-            bytes_per_page=c.page_bytes,
-            bytes_per_token=exact_number(per_token_rate(c.page_bytes, cost.page_tokens)),
-            bytes_per_seq=c.per_seq_bytes,
-            scales_with_dtype=c.scales_with_dtype,
-            derivation=c.derivation,
-        )
-        for c in cost.components
-    )
+    components = tuple(ComponentRecord.of(c, cost.page_tokens) for c in cost.components)
     return Plan(
         name=shape.name,
         engine=shape.engine,
-        engine_version=ENGINES[shape.engine].version_used(loaded),
+        engine_version=engine.version_used(loaded),
         shape=loaded.path.as_posix(),
         model=shape.model,
         kv_cache_dtype=f.kv_cache_dtype,
         max_num_seqs=f.max_num_seqs,
         max_model_len=f.max_model_len,
-        rate_bytes_per_token=rate,
+        rate_bytes_per_token=exact_number(cost.rate),
         page_tokens=cost.page_tokens,
         page_bytes=cost.page_bytes,
         per_seq_bytes=cost.per_seq_bytes,
@@ -265,15 +298,15 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         kv_budget_bytes=f.kv_budget_bytes,
         weights_budget_bytes=f.weights_budget_bytes,
         tokens_backed=f.tokens_backed,
-        sessions_at_window=round(sessions, 4),
+        sessions_at_window=round(f.tokens_backed / f.max_model_len, 4),
         whole_sessions_at_window=f.whole_sessions,
         pair_bytes=f.pair_bytes,
-        card_total_bytes=shape.card.total,
+        card_total_bytes=f.card_total_bytes,
         ceiling_bytes=f.ceiling_bytes,
         unclaimed_bytes=f.unclaimed_bytes,
         kv_unclaimed_bytes=f.kv_unclaimed_bytes,
-        derivations=derivations,
+        derivations=_derivations(loaded, f, components),
         gates=run_gates(f),
-        predictions=predictions_for(loaded.shape, loaded.path.as_posix(), f),
-        launch=shape_relative_paths(loaded, ENGINES[shape.engine].launch(loaded, f)),
+        predictions=predictions_for(shape, loaded.path.as_posix(), f),
+        launch=shape_relative_paths(loaded, engine.launch(loaded, f)),
     )

@@ -10,12 +10,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.contract import exact_number, per_token_rate
+from fakplan.contract import exact_number
 from fakplan.engines import kv_breakdown, modelled, pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.geometry.catalog import catalog_ids
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.plan import ComponentRecord
 from fakplan.units import parse_bytes
 
 KV_SCHEMA = "fakplan.kv/1"
@@ -108,24 +109,7 @@ def _pool_bytes(text: str | None) -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.kv/1).")
 @click.option("--list", "list_catalog", is_flag=True, help="List the built-in catalog's model ids.")
 def kv(
-    model: str | None,
-    engine: str,
-    engine_version: str | None,
-    kv_dtype: str,
-    tp: int,
-    pp: int,
-    block_size: int | None,
-    max_model_len: int | None,
-    max_num_seqs: int,
-    max_num_batched_tokens: int | None,
-    prefix_caching: bool,
-    spec_tokens: int,
-    model_dtype: str,
-    device: str,
-    kv_unified: bool | None,
-    pool: str | None,
-    as_json: bool,
-    list_catalog: bool,
+    model: str | None, pool: str | None, as_json: bool, list_catalog: bool, **query: Any
 ) -> None:
     """A model's KV cost per rank on one engine: per token, per sequence, and a pool's tokens.
 
@@ -138,6 +122,7 @@ def kv(
       fakplan kv model.gguf --engine llamacpp --kv-dtype q8_0 --pool "4352 MiB"
       fakplan kv ./hf-tiny --device cpu --dtype float32 --pool "1 GiB"
     """
+    # the other options are named as KvQuery's fields: they pass through as they are
     if list_catalog:
         for model_id in catalog_ids():
             click.echo(model_id)
@@ -146,36 +131,23 @@ def kv(
         raise click.UsageError(
             "give MODEL (a GGUF path, an HF folder or config.json, or a catalog id)"
         )
-    geometry = load_geometry(model)
-    query = KvQuery(
-        geometry=geometry,
-        engine=engine,
-        engine_version=engine_version,
-        kv_dtype=kv_dtype,
-        model_dtype=model_dtype,
-        device=device,
-        tp=tp,
-        pp=pp,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        prefix_caching=prefix_caching,
-        spec_tokens=spec_tokens,
-        kv_unified=kv_unified,
-    )
+    kv_query = KvQuery(geometry=load_geometry(model), **query)
+    breakdown = _breakdown(kv_query)
+    pool_bytes = _pool_bytes(pool)
+    result = pool_tokens(kv_query, pool_bytes) if pool_bytes is not None else None
+    if as_json:
+        report = kv_json(kv_query, breakdown, pool_bytes, result)
+        click.echo(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        _print(kv_query, breakdown, pool_bytes, result)
+
+
+def _breakdown(query: KvQuery) -> KvBreakdown:
+    """The engine's arithmetic; a release it does not model is a bad --engine-version."""
     try:
-        breakdown = kv_breakdown(query)
+        return kv_breakdown(query)
     except ReleaseError as exc:
         raise click.BadParameter(str(exc), param_hint="'--engine-version'") from None
-    pool_bytes = _pool_bytes(pool)
-    result = pool_tokens(query, pool_bytes) if pool_bytes is not None else None
-    if as_json:
-        click.echo(
-            json.dumps(kv_json(query, breakdown, pool_bytes, result), indent=2, allow_nan=False)
-        )
-    else:
-        _print(query, breakdown, pool_bytes, result)
 
 
 def _geometry_json(g: Geometry) -> dict[str, Any]:
@@ -208,14 +180,7 @@ def kv_json(
         "bytes_per_seq": b.per_seq_bytes,
         "layers": b.layers,
         "components": [
-            {
-                "name": c.name,
-                "kind": c.kind,
-                "bytes_per_token": exact_number(per_token_rate(c.page_bytes, b.page_tokens)),
-                "bytes_per_seq": c.per_seq_bytes,
-                "scales_with_dtype": c.scales_with_dtype,
-                "derivation": c.derivation,
-            }
+            ComponentRecord.of(c, b.page_tokens).model_dump(mode="json", exclude={"bytes_per_page"})
             for c in b.components
         ],
         "rules": list(b.rules),
@@ -251,9 +216,10 @@ def _print(
     table.add_column("B/token/rank", justify="right")
     table.add_column("B/seq", justify="right")
     table.add_column("derivation", overflow="fold")
-    for c in b.components:
-        per_token = exact_number(per_token_rate(c.page_bytes, b.page_tokens))
-        table.add_row(Text(c.name), f"{per_token:,}", f"{c.per_seq_bytes:,}", Text(c.derivation))
+    for r in (ComponentRecord.of(c, b.page_tokens) for c in b.components):
+        table.add_row(
+            Text(r.name), f"{r.bytes_per_token:,}", f"{r.bytes_per_seq:,}", Text(r.derivation)
+        )
     table.add_row(
         Text("total", style="bold"),
         f"{exact_number(b.rate):,}",
