@@ -120,6 +120,68 @@ def _override_bytes(text: str) -> int:
     return value
 
 
+def _override_budget(value: int) -> DeviceBudget:
+    """The operator's figure wins: a container limit or a shared card no probe sees."""
+    return DeviceBudget(
+        "env",
+        (),
+        value,
+        f"{human(value, 'GiB', 2)} per card from {BUDGET_ENV} (an operator's figure; no device was asked)",
+    )
+
+
+def _nvml_budget(nvml: Callable[[], Nvml]) -> DeviceBudget | str:
+    """The budget NVML reports, else why it reports none (the host's RAM is asked next).
+
+    A GPU seen whose memory cannot be read leaves the budget unknown: the host's RAM
+    is not the card's, so it is not asked.
+    """
+    count = 0
+    try:
+        backend = nvml()
+        count = backend.device_count()
+        devices = tuple(backend.memory(i) for i in range(count))
+    except Exception as exc:
+        if count:
+            return DeviceBudget(
+                "unknown",
+                (),
+                None,
+                f"unknown: NVML sees {count} GPU(s) but failed reading their memory "
+                f"({_why(exc)}); set {BUDGET_ENV} to state it",
+            )
+        return f"NVML unavailable ({_why(exc)})"  # NVML absent, no driver: no GPU can be seen
+    if not devices:
+        return "NVML reports no GPU"
+    smallest = min(d.total_bytes for d in devices)
+    names = sorted({d.name for d in devices})
+    return DeviceBudget(
+        "nvml",
+        devices,
+        smallest,
+        f"{len(devices)} GPU(s) ({', '.join(names)}) report {human(smallest, 'GiB', 2)} per card "
+        "(NVML total; CUDA's total, which vLLM multiplies by its utilisation, leaves out "
+        "what the driver reserves; the engine's ceiling, from its boot ledger, is what a "
+        "pair must fit)",
+    )
+
+
+def _host_budget(ram: int | None, reason: str) -> DeviceBudget:
+    """Host RAM less a stated reserve for the OS, saying why no GPU was planned against."""
+    if ram is None:
+        return DeviceBudget(
+            "unknown", (), None, f"unknown: {reason}, and host RAM could not be read"
+        )
+    budget = ram - round(ram * HOST_RESERVE_FRACTION)
+    return DeviceBudget(
+        "host",
+        (),
+        budget,
+        f"{human(budget, 'GiB', 2)}: host RAM {human(ram, 'GiB', 2)} minus a {HOST_RESERVE_FRACTION:.0%} "
+        f"reserve for the OS, because {reason}",
+    )
+
+
 def probe_budget(
     env: dict[str, str] | None = None,
     nvml: Callable[[], Nvml] | None = None,
@@ -133,57 +195,8 @@ def probe_budget(
     env = dict(os.environ) if env is None else env
     override = env.get(BUDGET_ENV)
     if override:
-        value = _override_bytes(override)
-        return DeviceBudget(
-            "env",
-            (),
-            value,
-            f"{human(value, 'GiB', 2)} per card from {BUDGET_ENV} (an operator's figure; no device was asked)",
-        )
-    reason = "" if gpu else "the card is the CPU (card.device: cpu)"
-    devices: tuple[DeviceMemory, ...] = ()
-    count = 0
-    try:
-        if gpu:
-            backend = (nvml or PynvmlBackend)()
-            count = backend.device_count()
-            devices = tuple(backend.memory(i) for i in range(count))
-    except Exception as exc:
-        if count:
-            # a GPU was seen and its memory could not be read: the host's RAM is not the
-            # card's, so the budget is unknown rather than made up
-            return DeviceBudget(
-                "unknown",
-                (),
-                None,
-                f"unknown: NVML sees {count} GPU(s) but failed reading their memory "
-                f"({_why(exc)}); set {BUDGET_ENV} to state it",
-            )
-        # NVML absent, no driver: no GPU can be seen; fall through to the host, saying why
-        reason = f"NVML unavailable ({_why(exc)})"
-    if devices:
-        smallest = min(d.total_bytes for d in devices)
-        names = sorted({d.name for d in devices})
-        return DeviceBudget(
-            "nvml",
-            devices,
-            smallest,
-            f"{len(devices)} GPU(s) ({', '.join(names)}) report {human(smallest, 'GiB', 2)} per card "
-            "(NVML total; CUDA's total, which vLLM multiplies by its utilisation, leaves out "
-            "what the driver reserves; the engine's ceiling, from its boot ledger, is what a "
-            "pair must fit)",
-        )
-    reason = reason or "NVML reports no GPU"
-    ram = host_ram()
-    if ram is None:
-        return DeviceBudget(
-            "unknown", (), None, f"unknown: {reason}, and host RAM could not be read"
-        )
-    budget = ram - round(ram * HOST_RESERVE_FRACTION)
-    return DeviceBudget(
-        "host",
-        (),
-        budget,
-        f"{human(budget, 'GiB', 2)}: host RAM {human(ram, 'GiB', 2)} minus a {HOST_RESERVE_FRACTION:.0%} "
-        f"reserve for the OS, because {reason}",
-    )
+        return _override_budget(_override_bytes(override))
+    if not gpu:
+        return _host_budget(host_ram(), "the card is the CPU (card.device: cpu)")
+    answer = _nvml_budget(nvml or PynvmlBackend)
+    return answer if isinstance(answer, DeviceBudget) else _host_budget(host_ram(), answer)
