@@ -14,7 +14,24 @@ if TYPE_CHECKING:
 
 def check_semantics(loaded: LoadedShape) -> None:
     """Rules that span fields; each names the field to change. The engine states what it
-    takes (``Engine`` attributes) and adds rules of its own (``Engine.check``)."""
+    takes (``Engine`` attributes) and adds rules of its own (``Engine.check``).
+
+    The rules run in a fixed order, so a shape that breaks several is told the first.
+    """
+    _check_contract(loaded)
+    _check_release(loaded)
+    _check_ceiling(loaded)
+    _check_paths(loaded)
+    _check_words(loaded)
+    _check_engine_takes(loaded)
+    _check_cards_and_pool(loaded)
+    _check_speculative(loaded)
+    _check_controls(loaded)
+    ENGINES[loaded.shape.engine].check(loaded)
+
+
+def _check_contract(loaded: LoadedShape) -> None:
+    """A contract block exactly where the engine is not modelled: fakplan derives the rest."""
     shape = loaded.shape
     engine = ENGINES[shape.engine]
     if engine.needs_contract and shape.contract is None:
@@ -29,10 +46,12 @@ def check_semantics(loaded: LoadedShape) -> None:
             "remove contract (it is for engine: custom)",
             "contract",
         )
-    _check_release(loaded)
-    _check_ceiling(loaded)
-    _check_paths(loaded)
-    _check_words(loaded)
+
+
+def _check_engine_takes(loaded: LoadedShape) -> None:
+    """What the launch asks of the engine and the card it takes: --dtype, GPU layers, binary."""
+    shape = loaded.shape
+    engine = ENGINES[shape.engine]
     if shape.serving.dtype != "auto" and not engine.takes_model_dtype:
         takers = ", ".join(n for n, e in ENGINES.items() if e.takes_model_dtype)
         raise loaded.error(
@@ -55,6 +74,12 @@ def check_semantics(loaded: LoadedShape) -> None:
             "launch",
             "binary",
         )
+
+
+def _check_cards_and_pool(loaded: LoadedShape) -> None:
+    """The cards the parallel layout needs, a pool that holds something, and the head
+    address the other nodes of a multi-node shape join."""
+    shape = loaded.shape
     par = shape.parallel
     cards = shape.card.count * par.nodes
     if par.tensor * par.pipeline > cards:
@@ -72,6 +97,12 @@ def check_semantics(loaded: LoadedShape) -> None:
             "parallel",
             "nodes",
         )
+
+
+def _check_speculative(loaded: LoadedShape) -> None:
+    """Speculative tokens on an engine with speculative flags need the method that sets them."""
+    shape = loaded.shape
+    engine = ENGINES[shape.engine]
     if shape.serving.spec_tokens and engine.speculative_flags and shape.launch.speculative is None:
         raise loaded.error(
             f"spec_tokens {shape.serving.spec_tokens} needs launch.speculative.method "
@@ -79,6 +110,11 @@ def check_semantics(loaded: LoadedShape) -> None:
             "serving",
             "spec_tokens",
         )
+
+
+def _check_controls(loaded: LoadedShape) -> None:
+    """Each expectation names a declared control: its range is measured from that figure."""
+    shape = loaded.shape
     for index, expectation in enumerate(shape.expect):
         if expectation.control not in shape.control:
             known = ", ".join(sorted(shape.control)) or "none declared"
@@ -88,7 +124,6 @@ def check_semantics(loaded: LoadedShape) -> None:
                 index,
                 "control",
             )
-    engine.check(loaded)
 
 
 # Linux's limits (PATH_MAX, NAME_MAX): a longer reference names no file, and asking the
