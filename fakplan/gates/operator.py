@@ -19,7 +19,8 @@ A gate function takes the compiled ``Plan`` and returns one of
 
 - ``(ok, summary)`` or ``(ok, summary, fix)``: ``ok`` is True (holds), False
   (fails) or None (could not be evaluated: reported as unknown, never passed);
-- a ``Verdict``, which adds ``detail``, ``numbers`` and ``warn``;
+- a ``GateVerdict`` (also importable as ``Verdict``, its documented name), which adds
+  ``detail``, ``numbers`` and ``warn``;
 - a ``GateResult`` whose ``id`` is the gate's, for full control;
 - ``None``: the gate does not apply to this shape, nothing is reported.
 
@@ -57,6 +58,7 @@ from fakplan.shape import load_shape, shape_paths
 
 __all__ = [
     "Check",
+    "GateVerdict",
     "OperatorGate",
     "Outcome",
     "Verdict",
@@ -71,8 +73,9 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What an operator gate found, with the numbers behind it."""
+class GateVerdict:
+    """What an operator gate found, with the numbers behind it (not a prediction's verdict,
+    ``fakplan.predict.PredictionVerdict``)."""
 
     ok: bool | None
     summary: str
@@ -82,8 +85,11 @@ class Verdict:
     warn: bool = False  # holds, but worth a look (status ``warn``)
 
 
+# The name the README and the gates ``fakplan init`` writes import: kept for every gates file.
+Verdict = GateVerdict
+
 Outcome = (
-    GateResult | Verdict | tuple[bool | None, str] | tuple[bool | None, str, str | None] | None
+    GateResult | GateVerdict | tuple[bool | None, str] | tuple[bool | None, str, str | None] | None
 )
 Check = Callable[[Plan], Outcome]
 
@@ -123,8 +129,8 @@ class OperatorGate:
                 return self._failed(f"returned a GateResult for gate {outcome.id!r}")
             return outcome
         if isinstance(outcome, tuple) and _is_verdict_tuple(outcome):
-            outcome = Verdict(*outcome)
-        if not isinstance(outcome, Verdict):
+            outcome = GateVerdict(*outcome)
+        if not isinstance(outcome, GateVerdict):
             return self._failed(
                 f"returned {type(outcome).__name__}, expected (ok, summary[, fix]), "
                 "a Verdict, a GateResult or None"
