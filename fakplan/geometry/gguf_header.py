@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from fakplan.errors import GeometryError
 from fakplan.geometry.model import (
@@ -27,21 +27,20 @@ from fakplan.geometry.model import (
     MlaDims,
 )
 
-# GGUFValueType: (struct format, size) for scalars; 8 = string, 9 = array.
+# A scalar value type's (struct format, size); strings and arrays are read apart.
 _SCALARS: dict[int, tuple[str, int]] = {
-    0: ("B", 1),
-    1: ("b", 1),
-    2: ("H", 2),
-    3: ("h", 2),
-    4: ("I", 4),
-    5: ("i", 4),
-    6: ("f", 4),
-    7: ("?", 1),
-    10: ("Q", 8),
-    11: ("q", 8),
-    12: ("d", 8),
+    GGUFValueType.UINT8: ("B", 1),
+    GGUFValueType.INT8: ("b", 1),
+    GGUFValueType.UINT16: ("H", 2),
+    GGUFValueType.INT16: ("h", 2),
+    GGUFValueType.UINT32: ("I", 4),
+    GGUFValueType.INT32: ("i", 4),
+    GGUFValueType.FLOAT32: ("f", 4),
+    GGUFValueType.BOOL: ("?", 1),
+    GGUFValueType.UINT64: ("Q", 8),
+    GGUFValueType.INT64: ("q", 8),
+    GGUFValueType.FLOAT64: ("d", 8),
 }
-_STRING, _ARRAY = 8, 9
 _U64 = struct.Struct("<Q")
 _KEEP_ARRAY_MAX = 4096  # per-layer arrays are kept; token tables are skipped
 
@@ -50,16 +49,17 @@ _SHARD = re.compile(r"^(?P<prefix>.*)-(?P<shard>\d{5})-of-(?P<total>\d{5})\.gguf
 # llama.cpp llama-model.cpp set_swa_pattern(n): layer il is SWA when il % n < n - 1.
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5}
 _DELTANET_ARCHES = {"qwen3next", "qwen35", "qwen35moe"}
-_FILE_TYPES = {
-    0: "fp32",
-    1: "fp16",
-    7: "q8_0",
-    2: "q4_0",
-    3: "q4_1",
-    32: "bf16",
-    15: "q4_k_m",
-    17: "q5_k_m",
-    18: "q6_k",
+# general.file_type: what most of the tensors are stored as (the dtype fakplan reports).
+_FILE_TYPES: dict[int, str] = {
+    LlamaFileType.ALL_F32: "fp32",
+    LlamaFileType.MOSTLY_F16: "fp16",
+    LlamaFileType.MOSTLY_Q8_0: "q8_0",
+    LlamaFileType.MOSTLY_Q4_0: "q4_0",
+    LlamaFileType.MOSTLY_Q4_1: "q4_1",
+    LlamaFileType.MOSTLY_BF16: "bf16",
+    LlamaFileType.MOSTLY_Q4_K_M: "q4_k_m",
+    LlamaFileType.MOSTLY_Q5_K_M: "q5_k_m",
+    LlamaFileType.MOSTLY_Q6_K: "q6_k",
 }
 
 
@@ -76,6 +76,8 @@ class GgufHeader:
 
 
 class _Cursor:
+    """A position in the header's bytes; reading past the end raises EOFError (truncated)."""
+
     def __init__(self, data: bytes | mmap.mmap, path: Path) -> None:
         self.data = data
         self.pos = 0
@@ -116,14 +118,15 @@ class _Cursor:
         self.pos = pos
 
     def value(self, kind: int) -> Any:
+        """A metadata value of type ``kind``; long arrays (a vocabulary) are skipped as None."""
         if kind in _SCALARS:
             return self.take(*_SCALARS[kind])
-        if kind == _STRING:
+        if kind == GGUFValueType.STRING:
             return self.string()
-        if kind == _ARRAY:
+        if kind == GGUFValueType.ARRAY:
             item_kind = self.take("I", 4)
             count = self.take("Q", 8)
-            if item_kind == _STRING:
+            if item_kind == GGUFValueType.STRING:
                 self.skip_strings(count)
                 return None
             if item_kind not in _SCALARS:
@@ -160,6 +163,8 @@ def _read_one(path: Path, header: GgufHeader) -> None:
 
 
 def _parse(cursor: _Cursor, header: GgufHeader) -> None:
+    """One file's header into ``header``: its metadata (the first shard's wins) and the
+    bytes its tensor table declares."""
     path = cursor.path
     magic = cursor.data[:4]
     if magic != b"GGUF":
@@ -207,6 +212,7 @@ def _parse(cursor: _Cursor, header: GgufHeader) -> None:
 
 
 def shard_paths(path: Path) -> list[Path]:
+    """Every shard of a split model (``*-00001-of-0000N.gguf``); a whole file is its own."""
     match = _SHARD.match(path.name)
     if not match:
         return [path]
@@ -218,6 +224,7 @@ def shard_paths(path: Path) -> list[Path]:
 
 
 def read_header(path: Path) -> GgufHeader:
+    """The header of a GGUF, all its shards read as one model."""
     header = GgufHeader(path=path, version=0)
     shards = shard_paths(path)
     for shard in shards:
@@ -229,6 +236,7 @@ def read_header(path: Path) -> GgufHeader:
 
 
 def _per_layer(value: Any, layers: int, name: str, path: Path) -> list[int]:
+    """A per-layer figure, stated once for every layer or as a list of one per layer."""
     if isinstance(value, list):
         if len(value) != layers:
             raise GeometryError(f"{path}: {name} lists {len(value)} layers, expected {layers}")
@@ -236,106 +244,59 @@ def _per_layer(value: Any, layers: int, name: str, path: Path) -> list[int]:
     return [int(value)] * layers
 
 
-def geometry_from_header(header: GgufHeader) -> Geometry:
-    meta, path = header.metadata, header.path
-    arch = meta.get("general.architecture")
-    if not isinstance(arch, str):
-        raise GeometryError(f"{path}: GGUF states no general.architecture")
+class _Keys:
+    """The header's metadata under its architecture's prefix: a key the model needs and the
+    header lacks is an error naming it."""
 
-    def key(name: str) -> Any:
-        return meta.get(f"{arch}.{name}")
+    def __init__(self, header: GgufHeader) -> None:
+        arch = header.metadata.get("general.architecture")
+        if not isinstance(arch, str):
+            raise GeometryError(f"{header.path}: GGUF states no general.architecture")
+        self.meta, self.arch, self.path = header.metadata, arch, header.path
 
-    def need(name: str) -> Any:
-        value = key(name)
+    def get(self, name: str) -> Any:
+        return self.meta.get(f"{self.arch}.{name}")
+
+    def need(self, name: str) -> Any:
+        value = self.get(name)
         if value is None:
             raise GeometryError(
-                f"{path}: architecture {arch!r} needs {arch}.{name}, not in the header"
+                f"{self.path}: architecture {self.arch!r} needs {self.arch}.{name}, "
+                "not in the header"
             )
         return value
 
-    blocks = int(need("block_count"))
-    nextn = int(key("nextn_predict_layers") or 0)
+
+def geometry_from_header(header: GgufHeader) -> Geometry:
+    """A model's geometry from its header's metadata, by llama.cpp's keys and layer rules."""
+    k = _Keys(header)
+    blocks = int(k.need("block_count"))
+    nextn = int(k.get("nextn_predict_layers") or 0)
     layers = blocks - nextn
-    embd = int(need("embedding_length"))
-    heads = _per_layer(need("attention.head_count"), blocks, "attention.head_count", path)
-    kv_heads = _per_layer(key("attention.head_count_kv") or heads, blocks, "head_count_kv", path)
+    embd = int(k.need("embedding_length"))
+    heads = _per_layer(k.need("attention.head_count"), blocks, "attention.head_count", k.path)
+    kv_heads = _per_layer(
+        k.get("attention.head_count_kv") or heads, blocks, "head_count_kv", k.path
+    )
     head_count = max(heads)
-    key_len = int(key("attention.key_length") or embd // head_count)
-    value_len = int(key("attention.value_length") or key_len)
-    parts: dict[str, Any] = {}
-    kinds: list[LayerKind]
-    if key("attention.kv_lora_rank") is not None and key("attention.key_length_mla") is not None:
-        rope = int(need("rope.dimension_count"))
-        parts["mla"] = MlaDims(
-            kv_lora_rank=int(need("attention.kv_lora_rank")),
-            qk_rope_head_dim=rope,
-            qk_nope_head_dim=int(need("attention.key_length_mla")) - rope,
-            v_head_dim=int(need("attention.value_length_mla")),
-        )
-        kinds = [LayerKind.MLA] * layers
-    elif arch in _DELTANET_ARCHES:
-        interval = int(need("full_attention_interval"))
-        kinds = [
-            LayerKind.FULL if (i + 1) % interval == 0 else LayerKind.LINEAR for i in range(layers)
-        ]
-        v_heads = int(need("ssm.time_step_rank"))
-        parts["linear"] = LinearAttentionDims(
-            num_k_heads=int(need("ssm.group_count")),
-            num_v_heads=v_heads,
-            head_k_dim=int(need("ssm.state_size")),
-            head_v_dim=int(need("ssm.inner_size")) // v_heads,
-            conv_kernel=int(need("ssm.conv_kernel")),
-            ssm_dtype="fp32",  # llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp)
-        )
-    elif key("ssm.state_size") is not None:
-        raise GeometryError(
-            f"{path}: architecture {arch!r} (Mamba-style state) is not modelled from GGUF yet"
-        )
-    else:
-        window = key("attention.sliding_window")
-        pattern = key("attention.sliding_window_pattern")
-        if isinstance(pattern, list):
-            # per-layer flags: true marks a sliding-window layer
-            kinds = [LayerKind.SLIDING if p else LayerKind.FULL for p in pattern[:layers]]
-        elif window and arch in _SWA_PATTERN:
-            n = int(pattern or _SWA_PATTERN[arch])
-            kinds = [LayerKind.SLIDING if i % n < n - 1 else LayerKind.FULL for i in range(layers)]
-        else:
-            kinds = [LayerKind.FULL] * layers
-        if LayerKind.SLIDING in kinds:
-            parts["sliding_window"] = int(window) if window else None
-    distinct_kv = {
-        kv_heads[i] for i, k in enumerate(kinds) if k in (LayerKind.FULL, LayerKind.SLIDING)
-    }
-    if len(distinct_kv) > 1:
-        raise GeometryError(
-            f"{path}: per-layer KV head counts {sorted(distinct_kv)} are not modelled yet"
-        )
-    if LayerKind.FULL in kinds or LayerKind.SLIDING in kinds:
-        kv = distinct_kv.pop() if distinct_kv else kv_heads[0]
-        attention = AttentionHeads(num_kv_heads=kv, head_dim=key_len, v_head_dim=value_len)
-        parts["attention"] = attention
-        if LayerKind.SLIDING in kinds:
-            swa_key = int(key("attention.key_length_swa") or key_len)
-            parts["sliding"] = AttentionHeads(
-                num_kv_heads=kv,
-                head_dim=swa_key,
-                v_head_dim=int(key("attention.value_length_swa") or swa_key),
-            )
-    ftype = meta.get("general.file_type")
-    scaling = key("rope.scaling.type")
+    key_len = int(k.get("attention.key_length") or embd // head_count)
+    value_len = int(k.get("attention.value_length") or key_len)
+    kinds, parts = _layer_kinds(k, layers)
+    parts.update(_attention(k, kinds, kv_heads, key_len, value_len))
+    ftype = k.meta.get("general.file_type")
+    scaling = k.get("rope.scaling.type")
     return Geometry(
-        source=str(path),
-        architecture=arch,
+        source=str(k.path),
+        architecture=k.arch,
         num_layers=layers,
         layer_kinds=tuple(kinds),
         num_attention_heads=head_count,
         hidden_size=embd,
-        context_length=int(need("context_length")),
+        context_length=int(k.need("context_length")),
         rope_scaling=str(scaling) if scaling and scaling != "none" else None,
         dtype=_FILE_TYPES.get(int(ftype), f"file_type {ftype}") if ftype is not None else "unknown",
-        num_experts=int(key("expert_count")) if key("expert_count") else None,
-        experts_per_token=int(key("expert_used_count")) if key("expert_used_count") else None,
+        num_experts=int(k.get("expert_count")) if k.get("expert_count") else None,
+        experts_per_token=int(k.get("expert_used_count")) if k.get("expert_used_count") else None,
         num_nextn_layers=nextn,
         weight_bytes=header.tensor_bytes,
         weight_source=(
@@ -347,7 +308,93 @@ def geometry_from_header(header: GgufHeader) -> Geometry:
     )
 
 
+def _layer_kinds(k: _Keys, layers: int) -> tuple[list[LayerKind], dict[str, Any]]:
+    """Each layer's kind and the dims of the caches that are not plain attention: MLA's
+    latent, Gated DeltaNet's state, or attention with llama.cpp's sliding-window rules."""
+    if (
+        k.get("attention.kv_lora_rank") is not None
+        and k.get("attention.key_length_mla") is not None
+    ):
+        rope = int(k.need("rope.dimension_count"))
+        mla = MlaDims(
+            kv_lora_rank=int(k.need("attention.kv_lora_rank")),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=int(k.need("attention.key_length_mla")) - rope,
+            v_head_dim=int(k.need("attention.value_length_mla")),
+        )
+        return [LayerKind.MLA] * layers, {"mla": mla}
+    if k.arch in _DELTANET_ARCHES:
+        return _deltanet(k, layers)
+    if k.get("ssm.state_size") is not None:
+        raise GeometryError(
+            f"{k.path}: architecture {k.arch!r} (Mamba-style state) is not modelled from GGUF yet"
+        )
+    return _windowed(k, layers)
+
+
+def _deltanet(k: _Keys, layers: int) -> tuple[list[LayerKind], dict[str, Any]]:
+    """Qwen3-Next style: every interval-th layer full attention, the rest Gated DeltaNet."""
+    interval = int(k.need("full_attention_interval"))
+    kinds = [LayerKind.FULL if (i + 1) % interval == 0 else LayerKind.LINEAR for i in range(layers)]
+    v_heads = int(k.need("ssm.time_step_rank"))
+    linear = LinearAttentionDims(
+        num_k_heads=int(k.need("ssm.group_count")),
+        num_v_heads=v_heads,
+        head_k_dim=int(k.need("ssm.state_size")),
+        head_v_dim=int(k.need("ssm.inner_size")) // v_heads,
+        conv_kernel=int(k.need("ssm.conv_kernel")),
+        ssm_dtype="fp32",  # llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp)
+    )
+    return kinds, {"linear": linear}
+
+
+def _windowed(k: _Keys, layers: int) -> tuple[list[LayerKind], dict[str, Any]]:
+    """Attention layers, sliding where the header flags them or llama.cpp's pattern for the
+    architecture says so (set_swa_pattern), full otherwise."""
+    window = k.get("attention.sliding_window")
+    pattern = k.get("attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        # per-layer flags: true marks a sliding-window layer
+        kinds = [LayerKind.SLIDING if p else LayerKind.FULL for p in pattern[:layers]]
+    elif window and k.arch in _SWA_PATTERN:
+        n = int(pattern or _SWA_PATTERN[k.arch])
+        kinds = [LayerKind.SLIDING if i % n < n - 1 else LayerKind.FULL for i in range(layers)]
+    else:
+        kinds = [LayerKind.FULL] * layers
+    if LayerKind.SLIDING in kinds:
+        return kinds, {"sliding_window": int(window) if window else None}
+    return kinds, {}
+
+
+def _attention(
+    k: _Keys, kinds: list[LayerKind], kv_heads: list[int], key_len: int, value_len: int
+) -> dict[str, Any]:
+    """The heads of the full and sliding attention layers, which must share one KV head
+    count (per-layer counts are not modelled)."""
+    attending = (LayerKind.FULL, LayerKind.SLIDING)
+    distinct_kv = {kv_heads[i] for i, kind in enumerate(kinds) if kind in attending}
+    if len(distinct_kv) > 1:
+        raise GeometryError(
+            f"{k.path}: per-layer KV head counts {sorted(distinct_kv)} are not modelled yet"
+        )
+    if LayerKind.FULL not in kinds and LayerKind.SLIDING not in kinds:
+        return {}
+    kv = distinct_kv.pop() if distinct_kv else kv_heads[0]
+    parts: dict[str, Any] = {
+        "attention": AttentionHeads(num_kv_heads=kv, head_dim=key_len, v_head_dim=value_len)
+    }
+    if LayerKind.SLIDING in kinds:
+        swa_key = int(k.get("attention.key_length_swa") or key_len)
+        parts["sliding"] = AttentionHeads(
+            num_kv_heads=kv,
+            head_dim=swa_key,
+            v_head_dim=int(k.get("attention.value_length_swa") or swa_key),
+        )
+    return parts
+
+
 def read_gguf(path: Path) -> Geometry:
+    """A GGUF file's geometry, from its header alone."""
     if not path.exists():
         raise GeometryError(f"{path}: no such file")
     return geometry_from_header(read_header(path))
