@@ -27,7 +27,7 @@ from fakplan.predict import (
     UNCLAIMED,
     WEIGHTS,
     Prediction,
-    Verdict,
+    PredictionVerdict,
     judge,
     miss,
 )
@@ -167,10 +167,10 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
 
 def ledger_verdicts(
     plan: Plan, ledger: Ledger, engine_floor: int | None = None, now: datetime | None = None
-) -> dict[str, Verdict]:
+) -> dict[str, PredictionVerdict]:
     """A verdict for every prediction of ``plan`` that the ledger closes."""
     at = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    verdicts: dict[str, Verdict] = {}
+    verdicts: dict[str, PredictionVerdict] = {}
     for prediction in plan.predictions:
         if prediction.closed_by != "ledger":
             continue
@@ -180,9 +180,9 @@ def ledger_verdicts(
 
 def _verdict(
     prediction: Prediction, plan: Plan, ledger: Ledger, engine_floor: int | None, at: str
-) -> Verdict:
+) -> PredictionVerdict:
     if ledger.boot_failed:
-        return Verdict(
+        return PredictionVerdict(
             status="killed",
             observed=f"boot failed: {ledger.error or 'see the log'}",
             source=ledger.file,
@@ -191,7 +191,7 @@ def _verdict(
         )
     observer = OBSERVERS.get(prediction.id)
     if observer is None:
-        return Verdict(
+        return PredictionVerdict(
             status="unverifiable",
             observed=None,
             source=ledger.file,
@@ -200,12 +200,12 @@ def _verdict(
         )
     seen = observer(ledger, plan, engine_floor)
     if seen.value is None:
-        return Verdict(
+        return PredictionVerdict(
             status="unverifiable", observed=None, source=seen.source, note=seen.note, at=at
         )
     status = judge(prediction, seen.value)
     missed = miss(prediction, seen.value) if status == "killed" else None
-    return Verdict(
+    return PredictionVerdict(
         status=status,
         observed=seen.value,
         source=seen.source,

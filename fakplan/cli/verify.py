@@ -17,8 +17,8 @@ from rich.text import Text
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.engines import ENGINES
 from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
-from fakplan.plan import compile_plan
-from fakplan.predict import Prediction, Verdict, amount, describe, miss
+from fakplan.plan import Plan, compile_plan
+from fakplan.predict import Prediction, PredictionVerdict, amount, describe, miss
 from fakplan.record import record_verdicts
 from fakplan.shape import load_shape
 from fakplan.verify import ledger_verdicts
@@ -73,34 +73,38 @@ def verify(
     plan = recorded.plan
     claims = {p.id: p for p in plan.predictions}
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "schema": "fakplan.verify/1",
-                    "name": plan.name,
-                    "ledger": str(ledger_path),
-                    "engine": ledger.engine,
-                    "record": str(out_dir / plan.name / "plan.json"),
-                    "verdicts": {
-                        pid: {
-                            **v.model_dump(mode="json"),
-                            "miss": _miss(claims[pid], v),
-                            "new": pid in recorded.added,
-                        }
-                        for pid, v in verdicts.items()
-                    },
-                },
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        report = _verify_json(plan, ledger, ledger_path, out_dir, verdicts, claims, recorded.added)
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         _report(ledger, ledger_path, verdicts, claims, recorded.already, out_dir / plan.name)
     killed = any(v.status == "killed" for v in verdicts.values())
     sys.exit(EXIT_FAILED if killed else EXIT_OK)
 
 
-def _miss(prediction: Prediction, verdict: Verdict) -> dict[str, object] | None:
+def _verify_json(
+    plan: Plan,
+    ledger: Ledger,
+    ledger_path: Path,
+    out_dir: Path,
+    verdicts: dict[str, PredictionVerdict],
+    claims: dict[str, Prediction],
+    added: tuple[str, ...],
+) -> dict[str, object]:
+    """``fakplan.verify/1``: each verdict with how far it missed and whether it is new."""
+    return {
+        "schema": "fakplan.verify/1",
+        "name": plan.name,
+        "ledger": str(ledger_path),
+        "engine": ledger.engine,
+        "record": str(out_dir / plan.name / "plan.json"),
+        "verdicts": {
+            pid: {**v.model_dump(mode="json"), "miss": _miss(claims[pid], v), "new": pid in added}
+            for pid, v in verdicts.items()
+        },
+    }
+
+
+def _miss(prediction: Prediction, verdict: PredictionVerdict) -> dict[str, object] | None:
     observed = verdict.observed
     if verdict.status != "killed" or not isinstance(observed, int | float):
         return None
@@ -114,7 +118,7 @@ _STYLE = {"held": "green", "killed": "bold red", "unverifiable": "yellow", "insi
 _INDENT = 4
 
 
-def _observed(prediction: Prediction, verdict: Verdict) -> str:
+def _observed(prediction: Prediction, verdict: PredictionVerdict) -> str:
     observed = verdict.observed
     if observed is None:
         return "—"
@@ -126,7 +130,7 @@ def _observed(prediction: Prediction, verdict: Verdict) -> str:
 def _report(
     ledger: Ledger,
     ledger_path: Path,
-    verdicts: dict[str, Verdict],
+    verdicts: dict[str, PredictionVerdict],
     claims: dict[str, Prediction],
     already: tuple[str, ...],
     folder: Path,
@@ -160,26 +164,26 @@ def _report(
         console.print(Text(" " * _INDENT + line), no_wrap=True, overflow="ellipsis", crop=True)
     for line in ledger.notes:
         console.print(Text(f"note: {line}"))
-    fresh = len(verdicts) - len(already)
+    console.print(Text(_written(len(verdicts), already, folder)))
+
+
+def _written(count: int, already: tuple[str, ...], folder: Path) -> str:
+    """What the run added to the record: a verify run again on the same log adds nothing."""
+    fresh = count - len(already)
     if not already:
-        console.print(Text(f"verdicts written to {folder}/"))
-    elif not fresh:
-        console.print(
-            Text(f"nothing new: every verdict is already recorded in {folder}/ (same observations)")
-        )
-    else:
-        console.print(
-            Text(
-                f"{fresh} verdict{'s' if fresh != 1 else ''} written to {folder}/; "
-                f"{', '.join(already)} already recorded (same observation)"
-            )
-        )
+        return f"verdicts written to {folder}/"
+    if not fresh:
+        return f"nothing new: every verdict is already recorded in {folder}/ (same observations)"
+    return (
+        f"{fresh} verdict{'s' if fresh != 1 else ''} written to {folder}/; "
+        f"{', '.join(already)} already recorded (same observation)"
+    )
 
 
 _SOURCE = re.compile(r"(?P<lines>\d+(?:,\d+)*)(?:: (?P<text>.*))?", re.DOTALL)
 
 
-def _fit_source(verdict: Verdict, ledger: Ledger, width: int) -> str:
+def _fit_source(verdict: PredictionVerdict, ledger: Ledger, width: int) -> str:
     """``file:LINE: …text…`` in ``width`` characters, the observed figure kept in view.
 
     The log line is cut on both sides around the figure the verdict observed (its
@@ -207,7 +211,9 @@ def _fit_source(verdict: Verdict, ledger: Ledger, width: int) -> str:
     )
 
 
-def _anchor(verdict: Verdict, ledger: Ledger, line: int, text: str) -> tuple[int, int] | None:
+def _anchor(
+    verdict: PredictionVerdict, ledger: Ledger, line: int, text: str
+) -> tuple[int, int] | None:
     """Where on the line the figure the verdict observed is printed (else any figure of it)."""
     stated = [f for f in ledger.figures.values() if f.line == line and f.printed]
     stated += [f for per in ledger.ranks.values() for f in per.values() if f.line == line]
