@@ -99,9 +99,36 @@ def _refusal_dict(refusal: Refusal) -> dict[str, Any]:
     }
 
 
+def _counted(
+    method: Literal["tokenize", "refusal", "accepted"],
+    route: str,
+    chars: int,
+    tokens: int,
+    notes: list[str],
+    *,
+    tokenize_route: str | None = None,
+    refusal: dict[str, Any] | None = None,
+    prefill_paid_tokens: int = 0,
+) -> Calibration:
+    """A calibration of ``chars`` characters counted at ``tokens``: every path ends in one."""
+    return Calibration(
+        method=method,
+        route=route,
+        chars=chars,
+        tokens=tokens,
+        chars_per_token=round(chars / tokens, 4),
+        exact=True,
+        tokenize_route=tokenize_route,
+        refusal=refusal,
+        prefill_paid_tokens=prefill_paid_tokens,
+        notes=tuple(notes),
+    )
+
+
 def _by_tokenize(
     endpoint: Endpoint, server: Server, window: int, deadline: Deadline
 ) -> tuple[Calibration | None, list[str]]:
+    """The first tokenize route that counts the corpus; a note for each that did not."""
     notes: list[str] = []
     low, high = TOKENIZE_CHARS
     chars = min(max(window * 4, low), high)
@@ -115,19 +142,8 @@ def _by_tokenize(
         if tokens <= 0:
             notes.append(f"{route.path} counted {tokens} tokens")
             continue
-        return (
-            Calibration(
-                method="tokenize",
-                route=route.path,
-                chars=chars,
-                tokens=tokens,
-                chars_per_token=round(chars / tokens, 4),
-                exact=True,
-                tokenize_route=route.path,
-                notes=tuple(notes),
-            ),
-            notes,
-        )
+        found = _counted("tokenize", route.path, chars, tokens, notes, tokenize_route=route.path)
+        return found, notes
     return None, notes
 
 
@@ -136,87 +152,118 @@ def _send(endpoint: Endpoint, server: Server, route: str, text: str, deadline: D
     return endpoint.post(route, body, deadline, f"POST {route} ({len(text):,} chars)")
 
 
-def _by_refusal(
-    endpoint: Endpoint, server: Server, window: int, deadline: Deadline, notes: list[str]
-) -> Calibration:
-    route = COMPLETIONS
-    chars = FIRST_CHARS
+@dataclass
+class _Refusals:
+    """The refusal path's search: what each answer teaches about the next prompt to send.
+
+    Each step answers a ``Calibration`` (a refusal named the count), True to
+    send again (``chars`` and ``route`` say what), or False to stop and count
+    from the largest accepted prompt.
+    """
+
+    server: Server
+    window: int
+    notes: list[str]
+    route: str = COMPLETIONS
+    chars: int = FIRST_CHARS
     accepted: tuple[int, int] | None = None  # (chars, tokens) of the largest accepted prompt
-    paid = 0
-    bound_only = False  # a refusal named only a lower bound: an accepted count is the answer
-    for _ in range(6):  # bounded: opening prompt, above-window prompt, retries
-        answer = _send(endpoint, server, route, corpus(chars), deadline)
-        if answer.status in (404, 405) and route == COMPLETIONS:
-            notes.append(f"{COMPLETIONS} answered {answer.status}; counted through {CHAT}")
-            route = CHAT
-            continue
+    paid: int = 0
+    bound_only: bool = False  # a refusal named only a lower bound: an accepted count is the answer
+
+    def take(self, answer: Answer) -> Calibration | bool:
+        if answer.status in (404, 405) and self.route == COMPLETIONS:
+            self.notes.append(f"{COMPLETIONS} answered {answer.status}; counted through {CHAT}")
+            self.route = CHAT
+            return True
         if answer.ok:
-            done = read_completion(answer, f"POST {route}")
-            if done.prompt_tokens is None or done.prompt_tokens <= 0:
-                raise ProbeFault(f"POST {route}: accepted, but the answer names no prompt_tokens")
-            paid += done.prompt_tokens
-            accepted = (chars, done.prompt_tokens)
-            if bound_only:
-                break
-            ratio = chars / done.prompt_tokens
-            chars = math.ceil(window * ABOVE_WINDOW * ratio) + 64
-            continue
-        refusal = parse_refusal(answer.text, server.flavour.name)
+            return self._accepted(answer)
+        return self._refused(answer)
+
+    def _accepted(self, answer: Answer) -> bool:
+        """Count the accepted prompt; aim the next one above the window, from its ratio."""
+        done = read_completion(answer, f"POST {self.route}")
+        if done.prompt_tokens is None or done.prompt_tokens <= 0:
+            raise ProbeFault(f"POST {self.route}: accepted, but the answer names no prompt_tokens")
+        self.paid += done.prompt_tokens
+        self.accepted = (self.chars, done.prompt_tokens)
+        if self.bound_only:
+            return False
+        ratio = self.chars / done.prompt_tokens
+        self.chars = math.ceil(self.window * ABOVE_WINDOW * ratio) + 64
+        return True
+
+    def _refused(self, answer: Answer) -> Calibration | bool:
+        """The count a refusal names; else its character bound, or a smaller opening prompt."""
+        refusal = parse_refusal(answer.text, self.server.flavour.name)
         if refusal is None:
             raise ProbeFault(
-                f"POST {route}: HTTP {answer.status} is not a context refusal fakplan knows: "
+                f"POST {self.route}: HTTP {answer.status} is not a context refusal fakplan knows: "
                 f"{excerpt(error_message(answer.text))}"
             )
         count = refusal.exact_count
         if count is not None:
-            return Calibration(
-                method="refusal",
-                route=route,
-                chars=chars,
-                tokens=count,
-                chars_per_token=round(chars / count, 4),
-                exact=True,
+            return _counted(
+                "refusal",
+                self.route,
+                self.chars,
+                count,
+                self.notes,
                 refusal=_refusal_dict(refusal),
-                prefill_paid_tokens=paid,
-                notes=tuple(notes),
+                prefill_paid_tokens=self.paid,
             )
-        if refusal.max_chars is not None and refusal.max_chars < chars:
-            notes.append(
+        if refusal.max_chars is not None and refusal.max_chars < self.chars:
+            self.notes.append(
                 f"refused on characters ({refusal.pattern}); retried at its bound of "
                 f"{refusal.max_chars:,} characters"
             )
-            chars = refusal.max_chars
-            continue
-        notes.append(
+            self.chars = refusal.max_chars
+            return True
+        self.notes.append(
             f"the refusal ({refusal.pattern}, {refusal.engine} {refusal.version}) names "
             + ("only a lower bound" if refusal.lower_bound else "no token count")
         )
-        if accepted is None and chars > MIN_RETRY_CHARS:
-            # even the opening prompt was over the window: halve it until one is accepted
-            bound_only = True
-            chars = max(MIN_RETRY_CHARS, min(chars // 2, window // 2))
-            notes.append(
-                f"the opening prompt was above the window; retried at {chars:,} characters"
-            )
-            continue
-        break
-    if accepted is None:
-        raise ProbeFault(
-            "no count: the endpoint neither tokenizes nor names the count when it refuses "
-            f"({'; '.join(notes) or 'no refusal seen'})"
+        return self._halve()
+
+    def _halve(self) -> bool:
+        """Even the opening prompt was over the window: halve it until one is accepted."""
+        if self.accepted is not None or self.chars <= MIN_RETRY_CHARS:
+            return False
+        self.bound_only = True
+        self.chars = max(MIN_RETRY_CHARS, min(self.chars // 2, self.window // 2))
+        self.notes.append(
+            f"the opening prompt was above the window; retried at {self.chars:,} characters"
         )
-    a_chars, a_tokens = accepted
-    notes.append(f"counted from an accepted prompt of {a_tokens:,} tokens (its prefill was paid)")
-    return Calibration(
-        method="accepted",
-        route=route,
-        chars=a_chars,
-        tokens=a_tokens,
-        chars_per_token=round(a_chars / a_tokens, 4),
-        exact=True,
-        prefill_paid_tokens=paid,
-        notes=tuple(notes),
-    )
+        return True
+
+    def from_accepted(self) -> Calibration:
+        """The count of the largest accepted prompt (its prefill paid), or the fault of none."""
+        if self.accepted is None:
+            raise ProbeFault(
+                "no count: the endpoint neither tokenizes nor names the count when it refuses "
+                f"({'; '.join(self.notes) or 'no refusal seen'})"
+            )
+        a_chars, a_tokens = self.accepted
+        self.notes.append(
+            f"counted from an accepted prompt of {a_tokens:,} tokens (its prefill was paid)"
+        )
+        return _counted(
+            "accepted", self.route, a_chars, a_tokens, self.notes, prefill_paid_tokens=self.paid
+        )
+
+
+def _by_refusal(
+    endpoint: Endpoint, server: Server, window: int, deadline: Deadline, notes: list[str]
+) -> Calibration:
+    """Count from refusals (free) where they name the count, else from an accepted prompt."""
+    search = _Refusals(server, window, notes)
+    for _ in range(6):  # bounded: opening prompt, above-window prompt, retries
+        answer = _send(endpoint, server, search.route, corpus(search.chars), deadline)
+        step = search.take(answer)
+        if isinstance(step, Calibration):
+            return step
+        if not step:
+            break
+    return search.from_accepted()
 
 
 def calibrate(
