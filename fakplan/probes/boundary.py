@@ -28,7 +28,7 @@ from fakplan.probes.api import CHAT, Server, chat_body, excerpt, read_completion
 from fakplan.probes.calibrate import Sizer
 from fakplan.probes.corpus import corpus, marker, normalise
 from fakplan.probes.http import Answer, AsyncEndpoint, Deadline, Endpoint, ProbeFault
-from fakplan.probes.refusals import error_message, parse_refusal
+from fakplan.probes.refusals import Refusal, error_message, parse_refusal
 from fakplan.probes.stats import summarize
 
 GEN = 32  # tokens each prompt leaves free in the window: a marker is ~10 tokens
@@ -148,61 +148,53 @@ def prepare(
     return prompts, overhead
 
 
+def _unanswered(
+    prompt: SlotPrompt,
+    error: str,
+    http_status: int | None = None,
+    latency: float | None = None,
+    refusal: Refusal | None = None,
+) -> SlotResult:
+    """A slot with no answer to read: refused (the count it names), or failed."""
+    return SlotResult(
+        slot=prompt.slot,
+        marker=prompt.marker,
+        status="refused" if refusal is not None else "failed",
+        http_status=http_status,
+        latency_s=latency,
+        prompt_tokens=refusal.prompt_tokens if refusal else None,
+        completion_tokens=None,
+        finish_reason=None,
+        retrieved=False,
+        answer="",
+        error=error,
+        refusal={
+            "pattern": refusal.pattern,
+            "prompt_tokens": refusal.prompt_tokens,
+            "context": refusal.context,
+        }
+        if refusal
+        else None,
+    )
+
+
 def _slot(prompt: SlotPrompt, answer: Answer | ProbeFault, server: Server) -> SlotResult:
-    base: dict[str, Any] = {"slot": prompt.slot, "marker": prompt.marker}
+    """What one slot's request came to: answered (and whether it copied its marker) or not."""
     if isinstance(answer, ProbeFault):
-        return SlotResult(
-            **base,
-            status="failed",
-            http_status=None,
-            latency_s=None,
-            prompt_tokens=None,
-            completion_tokens=None,
-            finish_reason=None,
-            retrieved=False,
-            answer="",
-            error=str(answer),
-        )
+        return _unanswered(prompt, str(answer))
     latency = round(answer.elapsed_s, 4)
     if not answer.ok:
         refusal = parse_refusal(answer.text, server.flavour.name)
-        return SlotResult(
-            **base,
-            status="refused" if refusal is not None else "failed",
-            http_status=answer.status,
-            latency_s=latency,
-            prompt_tokens=refusal.prompt_tokens if refusal else None,
-            completion_tokens=None,
-            finish_reason=None,
-            retrieved=False,
-            answer="",
-            error=f"HTTP {answer.status}: {excerpt(error_message(answer.text))}",
-            refusal={
-                "pattern": refusal.pattern,
-                "prompt_tokens": refusal.prompt_tokens,
-                "context": refusal.context,
-            }
-            if refusal
-            else None,
-        )
+        error = f"HTTP {answer.status}: {excerpt(error_message(answer.text))}"
+        return _unanswered(prompt, error, answer.status, latency, refusal)
     try:
         done = read_completion(answer, f"slot {prompt.slot}")
     except ProbeFault as exc:
-        return SlotResult(
-            **base,
-            status="failed",
-            http_status=answer.status,
-            latency_s=latency,
-            prompt_tokens=None,
-            completion_tokens=None,
-            finish_reason=None,
-            retrieved=False,
-            answer="",
-            error=str(exc),
-        )
+        return _unanswered(prompt, str(exc), answer.status, latency)
     preempted = (done.finish_reason or "").lower() in ABORTED
     return SlotResult(
-        **base,
+        slot=prompt.slot,
+        marker=prompt.marker,
         status="preempted" if preempted else "answered",
         http_status=answer.status,
         latency_s=latency,
