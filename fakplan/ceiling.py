@@ -43,6 +43,8 @@ ceiling is unknown."""
 
 @dataclass(frozen=True)
 class CeilingReading:
+    """A ceiling (None: unknown), how it was derived, and the log lines it cites."""
+
     bytes: int | None
     derivation: str
     lines: tuple[int, ...] = ()
@@ -54,11 +56,13 @@ def _lines(ledger: Ledger, *names: str) -> tuple[int, ...]:
 
 
 def _where(ledger: Ledger, lines: tuple[int, ...]) -> str:
+    """``boot.log lines 3, 9``: where a derivation's inputs stand."""
     numbers = ", ".join(str(n) for n in sorted(set(lines)))
     return f"{ledger.file} line{'s' if len(set(lines)) > 1 else ''} {numbers}"
 
 
 def _settled(ledger: Ledger) -> tuple[int | None, str]:
+    """The free memory once the engine has settled, and the figure it was read from."""
     if ledger.settled_free_bytes is not None:
         return ledger.settled_free_bytes, "settled_free_bytes"
     # SGLang: what is free once the pool and the CUDA graphs are in place; where ranks
@@ -75,6 +79,7 @@ def _settled(ledger: Ledger) -> tuple[int | None, str]:
 
 
 def _of_binding(ledger: Ledger, name: str) -> bool:
+    """Whether figure ``name`` is the binding rank's own (or no rank's)."""
     figure = ledger.figure(name)
     return figure is not None and figure.rank in (None, ledger.binding_rank)
 
@@ -100,6 +105,7 @@ def _ranks(ledger: Ledger, names: tuple[str, ...]) -> str:
 
 
 def _pair(ledger: Ledger) -> tuple[int | None, tuple[str, ...]]:
+    """The weights + KV the engine allocated, and the figures it was read from."""
     if ledger.pair_bytes is not None:
         return ledger.pair_bytes, ("pair_bytes",)
     if ledger.weights_bytes is not None and ledger.kv_bytes is not None:
