@@ -35,7 +35,7 @@ from fakplan.probes import (
 )
 from fakplan.probes.http import check_url
 from fakplan.record import read_record, record_path, record_verdicts, write_atomic
-from fakplan.shape import load_shape
+from fakplan.shape import LoadedShape, load_shape
 
 
 def _only(value: str) -> tuple[str, ...]:
@@ -171,40 +171,12 @@ def probe(
     prediction closed held, 1 when one was killed or a probe failed, 2 on bad
     input (shape, URL, options).
     """
-    selected = _only(only)
-    loaded = load_shape(shape)
-    if "decode" in selected and max_tokens < MIN_DECODE_TOKENS:
-        raise ProbeError(
-            f"--max-tokens {max_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} "
-            "generated tokens; at 8-9 tokens the inter-token time is first-token noise. "
-            "Use the default 512"
-        )
-    check_url(url)
-    key = _api_key(api_key_env)
+    selected, loaded, key = _checked(shape, url, only, api_key_env, max_tokens)
     plan = compile_plan(loaded)
     record = record_path(out_dir, plan.name)
     previous = read_record(record) if record.exists() else None  # a damaged record: exit 2 now
     options = ProbeOptions(only=selected, repeat=repeat, max_tokens=max_tokens, timeout_s=timeout)
-    limits = httpx.Limits(max_connections=max(8, plan.max_num_seqs + 2))
-    err = Console(stderr=True, highlight=False)
-    with httpx.Client(limits=limits) as client:
-        endpoint = Endpoint(client, url, api_key=key, connect_timeout_s=min(10.0, timeout))
-
-        def concurrent() -> httpx.AsyncClient:
-            return httpx.AsyncClient(limits=limits)
-
-        if err.is_terminal:
-            with RichProgress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bars:
-                run = run_probes(loaded, endpoint, concurrent, options, _Bars(bars))
-        else:
-            run = run_probes(loaded, endpoint, concurrent, options)
+    run, endpoint = _measure(loaded, plan, url, key, options)
     # the run is masked already (run_probes); verdicts quote it, and nothing else leaves unmasked
     verdicts = {
         pid: Verdict.model_validate(endpoint.redact(v.model_dump()))
@@ -213,19 +185,7 @@ def probe(
     failed = bool(run.failures) or any(v.status == "killed" for v in verdicts.values())
     code = EXIT_FAILED if failed else EXIT_OK
     raw = _raw_path(out_dir, run)
-    document = {
-        **run.to_dict(),
-        "options": {
-            "only": list(selected),
-            "repeat": repeat,
-            "max_tokens": max_tokens,
-            "timeout_s": timeout,
-        },
-        "verdicts": {pid: v.model_dump(mode="json") for pid, v in verdicts.items()},
-        "record": record.as_posix() if verdicts else None,
-        "raw": raw.as_posix(),
-        "exit": code,
-    }
+    document = _document(run, options, verdicts, record if verdicts else None, raw, code)
     text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
     write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
     if verdicts:
@@ -235,6 +195,76 @@ def probe(
     else:
         _print(run, plan, verdicts, raw, record if verdicts else None)
     sys.exit(code)
+
+
+def _checked(
+    shape: Path, url: str, only: str, api_key_env: str | None, max_tokens: int
+) -> tuple[tuple[str, ...], LoadedShape, str | None]:
+    """Every input refused before a request is sent: the probes, the shape, the URL, the key."""
+    selected = _only(only)
+    loaded = load_shape(shape)
+    if "decode" in selected and max_tokens < MIN_DECODE_TOKENS:
+        raise ProbeError(
+            f"--max-tokens {max_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} "
+            "generated tokens; at 8-9 tokens the inter-token time is first-token noise. "
+            "Use the default 512"
+        )
+    check_url(url)
+    return selected, loaded, _api_key(api_key_env)
+
+
+def _measure(
+    loaded: LoadedShape, plan: Plan, url: str, key: str | None, options: ProbeOptions
+) -> tuple[ProbeRun, Endpoint]:
+    """The run, on a connection pool wide enough for boundary's slots; bars on a terminal.
+
+    The endpoint comes back too: its client is closed, but it still masks the key.
+    """
+    limits = httpx.Limits(max_connections=max(8, plan.max_num_seqs + 2))
+    err = Console(stderr=True, highlight=False)
+    with httpx.Client(limits=limits) as client:
+        endpoint = Endpoint(
+            client, url, api_key=key, connect_timeout_s=min(10.0, options.timeout_s)
+        )
+
+        def concurrent() -> httpx.AsyncClient:
+            return httpx.AsyncClient(limits=limits)
+
+        if not err.is_terminal:
+            return run_probes(loaded, endpoint, concurrent, options), endpoint
+        with RichProgress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bars:
+            return run_probes(loaded, endpoint, concurrent, options, _Bars(bars)), endpoint
+
+
+def _document(
+    run: ProbeRun,
+    options: ProbeOptions,
+    verdicts: dict[str, Verdict],
+    record: Path | None,
+    raw: Path,
+    code: int,
+) -> dict[str, Any]:
+    """The raw record of the run (and what ``--json`` prints): figures, options, verdicts."""
+    return {
+        **run.to_dict(),
+        "options": {
+            "only": list(options.only),
+            "repeat": options.repeat,
+            "max_tokens": options.max_tokens,
+            "timeout_s": options.timeout_s,
+        },
+        "verdicts": {pid: v.model_dump(mode="json") for pid, v in verdicts.items()},
+        "record": record.as_posix() if record else None,
+        "raw": raw.as_posix(),
+        "exit": code,
+    }
 
 
 # ----------------------------------------------------------------------- output
