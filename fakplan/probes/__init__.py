@@ -1,7 +1,7 @@
 """Live probes of a deployed OpenAI-compatible endpoint: calibrate, boundary, decode, prefill.
 
 Pure core, thin edge: request bodies, refusal parsing, statistics and
-verdict rules are pure (``api``, ``refusals``, ``stats``, ``run.verdicts_for``);
+verdict rules are pure (``api``, ``refusals``, ``stats``, ``verdicts``);
 HTTP goes through ``http.Endpoint`` over an ``httpx.Client`` the caller owns
 (tests inject ``httpx.MockTransport``), and concurrent prompts through async
 clients the caller's factory makes. Usage::
