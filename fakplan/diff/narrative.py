@@ -29,7 +29,7 @@ _LABELS = {
     "kv_unclaimed_bytes": "idle KV (budget.kv the cache leaves unused)",
 }
 
-# the figures whose ratio a reviewer wants beside them (seed 002: fp8 -> bf16 is 1.89x, not 2x)
+# the figures a reviewer wants the ratio of: fp8 -> bf16 can be 1.89x the rate, not 2x
 _RATIOS = ("rate_bytes_per_token", "tokens_backed")
 
 _REFEREE = "(the ledger and the probes are the referee)"
