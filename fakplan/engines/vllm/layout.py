@@ -1,0 +1,419 @@
+"""vLLM's KV arithmetic: a stage's layer groups, their pages and blocks, and a pool's count."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fakplan.contract import CostComponent
+from fakplan.dtypes import element_type
+from fakplan.engines.choices import check_choice
+from fakplan.engines.releases import newer_note, select
+from fakplan.engines.served import served_dtype
+from fakplan.engines.vllm.rules import (
+    BLOCK_ALIGN,
+    CPU_BLOCK,
+    CPU_MLA_BLOCK,
+    DEFAULT_BATCHED_TOKENS,
+    DEFAULT_BLOCK,
+    DOWNCAST,
+    FP8_DS_MLA_BYTES,
+    KV_CACHE_DTYPE_CHOICES,
+    KV_DTYPES,
+    MLA_BLOCK,
+    RELEASES,
+    VllmRules,
+)
+from fakplan.errors import FakplanError
+from fakplan.geometry import Geometry, LayerKind
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+
+def unsized(name: str) -> str:
+    return (
+        f"vllm takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's bytes "
+        f"(it packs scales); fakplan sizes {', '.join(KV_DTYPES)}"
+    )
+
+
+def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
+    name = query.kv_dtype
+    if name not in KV_DTYPES:
+        refused = check_choice(
+            "vllm", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
+        )
+        raise FakplanError(refused or unsized(name))
+    storage = KV_DTYPES[name]
+    rule = None
+    if storage is None:
+        storage, rule = served_dtype(query, DOWNCAST)
+    if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
+        raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
+    return name, element_type(storage).block_bytes, storage, rule
+
+
+def _stage_layers(geometry: Geometry, pp: int) -> list[tuple[LayerKind, ...]]:
+    """vLLM get_pp_indices: equal shares, the remainder going to the stages before the last."""
+    total = geometry.num_layers
+    parts = [total // pp] * pp
+    for i in range(2, total % pp + 2):
+        parts[-i] += 1
+    stages, start = [], 0
+    for size in parts:
+        stages.append(geometry.layer_kinds[start : start + size])
+        start += size
+    return stages
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    kind: LayerKind
+    layers: int  # layers of this kind on the stage
+    per_token: int  # bytes per token per layer (attention kinds)
+    state: int  # bytes per sequence per layer (state kinds), before padding
+    block: int = 0  # tokens per block of this kind
+    page: int = 0  # bytes of one page of one layer, after unification
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    release: VllmRules
+    version: str
+    dtype: str
+    storage: str
+    groups: tuple[LayerGroup, ...]
+    group_size: int
+    page: int  # unified page bytes (one layer, one block)
+    block: int  # the attention block size (tokens)
+    rules: tuple[str, ...]
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.group_size * self.page
+
+    @property
+    def num_kv_groups(self) -> int:
+        return sum(math.ceil(g.layers / self.group_size) for g in self.groups)
+
+
+def _specs(query: KvQuery, stage: tuple[LayerKind, ...], b: int, dtype: str) -> list[LayerGroup]:
+    g = query.geometry
+    tp = query.tp
+    out: list[LayerGroup] = []
+    for kind in (
+        LayerKind.FULL,
+        LayerKind.SLIDING,
+        LayerKind.MLA,
+        LayerKind.LINEAR,
+        LayerKind.MAMBA,
+    ):
+        count = sum(1 for k in stage if k == kind)
+        if not count:
+            continue
+        if kind in (LayerKind.FULL, LayerKind.SLIDING):
+            heads = g.attention if kind == LayerKind.FULL else g.sliding
+            assert heads is not None
+            # vllm/config/model.py get_num_kv_heads: max(1, total // tp) — replicated below tp.
+            per_rank = max(1, heads.num_kv_heads // tp)
+            per_token = per_rank * (heads.head_dim + heads.v_head_dim) * b
+            out.append(LayerGroup(kind, count, per_token, 0))
+        elif kind == LayerKind.MLA:
+            assert g.mla is not None
+            # MLA: one latent of kv_lora_rank + rope dims, the same on every TP rank.
+            width = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+            per_token = FP8_DS_MLA_BYTES if dtype == "fp8_ds_mla" else width * b
+            out.append(LayerGroup(kind, count, per_token, 0))
+        else:
+            out.append(LayerGroup(kind, count, 0, _state_bytes(query, kind)))
+    return out
+
+
+def _state_bytes(query: KvQuery, kind: LayerKind) -> int:
+    """Recurrent state of one sequence in one layer on one rank (mamba_utils.py, v0.33.0)."""
+    g, tp, spec = query.geometry, query.tp, query.spec_tokens
+    model = element_type(g.dtype if g.dtype in {"bf16", "fp16", "fp32"} else "bf16").block_bytes
+    if kind == LayerKind.LINEAR:
+        d = g.linear
+        assert d is not None
+        conv_dim = 2 * d.head_k_dim * d.num_k_heads + d.head_v_dim * d.num_v_heads
+        conv = conv_dim // tp * (d.conv_kernel - 1 + spec) * model
+        ssm_b = element_type(d.ssm_dtype).block_bytes if d.ssm_dtype else model
+        temporal = d.num_v_heads // tp * d.head_v_dim * d.head_k_dim * ssm_b
+        return conv + temporal
+    m = g.mamba
+    assert m is not None
+    ssm_b = element_type(m.ssm_dtype).block_bytes if m.ssm_dtype else model
+    if m.version == 1:
+        return m.intermediate_size // tp * (m.conv_kernel - 1) * model + (
+            m.intermediate_size // tp * m.state_size * ssm_b
+        )
+    conv_dim = m.intermediate_size + 2 * m.n_groups * m.state_size
+    conv = conv_dim // tp * (m.conv_kernel - 1 + spec) * model
+    return conv + m.num_heads // tp * m.head_dim * m.state_size * ssm_b
+
+
+def _default_block(query: KvQuery, release: VllmRules, is_mla: bool, rules: list[str]) -> int:
+    """The attention block before any hybrid raise: stated, or the platform's default."""
+    if query.device == "cpu":
+        default = CPU_MLA_BLOCK if is_mla else CPU_BLOCK
+        if not query.block_size:
+            rules.append(
+                f"CPU build: block size {default} unless stated (platforms/cpu.py, read in 0.32.0)"
+            )
+    else:
+        default = MLA_BLOCK if is_mla and release.mla_block_64 else DEFAULT_BLOCK
+        if is_mla and not query.block_size and release.mla_block_64:
+            rules.append("MLA block size 64: FlashMLA forces it (read in v0.11.0)")
+    return query.block_size or default
+
+
+def _raised_block(groups: list[LayerGroup], block: int, rules: list[str]) -> int:
+    """vllm/platforms/interface.py (v0.33.0): raise the attention block until one attention
+    page holds one state page (the state page is then padded to match)."""
+    states = [gr.state for gr in groups if gr.state]
+    per_layer = max((gr.per_token for gr in groups if gr.per_token), default=0)
+    if not states or not per_layer:
+        return block
+    largest = max(states)
+    needed = BLOCK_ALIGN * -(-largest // (BLOCK_ALIGN * per_layer))
+    if needed <= block:
+        return block
+    rules.append(
+        f"attention block raised to {needed} tokens so one attention page "
+        f"({needed} x {per_layer:,} B) holds a state page ({largest:,} B)"
+    )
+    return needed
+
+
+def _unified(groups: list[LayerGroup], block: int) -> tuple[list[LayerGroup], int]:
+    """unify_kv_cache_spec_page_size: every group's page is the largest one; a smaller
+    attention page takes a proportionally larger block."""
+    page = max(gr.per_token * block if gr.per_token else gr.state for gr in groups)
+    unified: list[LayerGroup] = []
+    for gr in groups:
+        if not gr.per_token:
+            unified.append(LayerGroup(gr.kind, gr.layers, 0, gr.state, block, page))
+            continue
+        own = gr.per_token * block
+        tokens = block * page // own if own < page and page % own == 0 else block
+        unified.append(LayerGroup(gr.kind, gr.layers, gr.per_token, 0, tokens, page))
+    return unified, page
+
+
+def _group_size(groups: list[LayerGroup]) -> int:
+    """get_kv_cache_groups (v0.33.0 kv_cache_planning.py): one group size for all types."""
+    if len(groups) == 1:
+        return groups[0].layers
+    counts = [gr.layers for gr in groups]
+    smallest, largest = min(counts), max(counts)
+    return largest if largest < 1.5 * smallest else smallest
+
+
+def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> StageLayout:
+    release, version = select("vllm", RELEASES, query.engine_version)
+    dtype, b, storage, dtype_rule = _dtype_bytes(query)
+    groups = _specs(query, stage, b, dtype)
+    if not groups:
+        raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
+    rules = [
+        f"vllm {release.rule} arithmetic (read in {release.read_in})",
+        *newer_note("vllm", RELEASES, query.engine_version),
+        *([dtype_rule] if dtype_rule else []),
+    ]
+    is_mla = any(gr.kind == LayerKind.MLA for gr in groups)
+    block = _default_block(query, release, is_mla, rules)
+    attention = [gr for gr in groups if gr.per_token]
+    if not release.hybrid and (len(attention) < len(groups) or len(attention) > 1):
+        raise FakplanError(
+            f"vllm {version}: hybrid layouts ({', '.join(gr.kind.value for gr in groups)}) "
+            "are modelled from v0.11 on; state engine_version 0.11.0 or later"
+        )
+    if release.sliding_as_full:
+        rules.append("V0: sliding windows were allocated as full layers")
+    block = _raised_block(groups, block, rules)
+    unified, page = _unified(groups, block)
+    return StageLayout(
+        release, version, dtype, storage, tuple(unified), _group_size(unified), page, block,
+        tuple(rules),
+    )  # fmt: skip
+
+
+def _full_length(gr: LayerGroup, layout: StageLayout) -> bool:
+    """A group every token of the window is cached for (V0 sizes sliding windows so too)."""
+    return gr.kind in (LayerKind.FULL, LayerKind.MLA) or (
+        gr.kind == LayerKind.SLIDING and layout.release.sliding_as_full
+    )
+
+
+def _sliding_blocks(query: KvQuery, gr: LayerGroup) -> int:
+    """Blocks a sliding-window group holds per request: the window less one token plus a
+    scheduler step's batch, capped at max_model_len, and one more (SlidingWindowSpec)."""
+    window = query.window
+    batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    window_tokens = query.geometry.sliding_window or window
+    return -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+
+
+def _state_pages(query: KvQuery) -> int:
+    """MambaSpec: "none" keeps 1 page; "align" (prefix caching) keeps 2, plus checkpoints."""
+    return (2 if query.prefix_caching else 1) + query.spec_tokens
+
+
+def _blocks_per_request(layout: StageLayout, query: KvQuery) -> int:
+    total = 0
+    for gr in layout.groups:
+        copies = math.ceil(gr.layers / layout.group_size)
+        if _full_length(gr, layout):
+            need = -(-query.window // gr.block)
+        elif gr.kind == LayerKind.SLIDING:
+            need = _sliding_blocks(query, gr)
+        else:
+            need = _state_pages(query)
+        total += copies * need
+    return total
+
+
+def _sliding_component(query: KvQuery, gr: LayerGroup) -> CostComponent:
+    window_tokens = query.geometry.sliding_window or query.window
+    batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    blocks = _sliding_blocks(query, gr)
+    per_seq = blocks * gr.block * gr.per_token * gr.layers
+    return CostComponent(
+        name="sliding window",
+        kind=gr.kind.value,
+        page_bytes=0,
+        per_seq_bytes=per_seq,
+        scales_with_dtype=True,
+        derivation=(
+            f"{gr.layers} layers x {gr.per_token:,} B/token x {blocks} blocks of "
+            f"{gr.block} (window {window_tokens} - 1 + {batched} batched tokens, "
+            f"+1 block) = {per_seq:,} B per sequence"
+        ),
+    )
+
+
+def _state_component(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> CostComponent:
+    pages = _state_pages(query)
+    per_seq = gr.layers * layout.page * pages
+    mode = "align (prefix caching)" if query.prefix_caching else "none"
+    padded = f" padded to {layout.page:,} B" if layout.page != gr.state else ""
+    return CostComponent(
+        name="linear-attention state" if gr.kind == LayerKind.LINEAR else "mamba state",
+        kind=gr.kind.value,
+        page_bytes=0,
+        per_seq_bytes=per_seq,
+        scales_with_dtype=False,
+        derivation=(
+            f"{gr.layers} layers x {gr.state:,} B state{padded} x {pages} pages "
+            f"(mamba_cache_mode {mode}) = {per_seq:,} B per sequence"
+        ),
+    )
+
+
+def _component(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> CostComponent:
+    """One group's cost: per page where it grows with the window, else per sequence."""
+    if _full_length(gr, layout):
+        page = gr.layers * gr.per_token * gr.block
+        return CostComponent(
+            name="mla latent" if gr.kind == LayerKind.MLA else "full attention",
+            kind=gr.kind.value,
+            page_bytes=page * layout.block // gr.block,
+            per_seq_bytes=0,
+            scales_with_dtype=True,
+            derivation=_attention_text(query, gr, layout),
+        )
+    if gr.kind == LayerKind.SLIDING:
+        return _sliding_component(query, gr)
+    return _state_component(query, gr, layout)
+
+
+def stage_breakdown(query: KvQuery, layout: StageLayout) -> KvBreakdown:
+    return KvBreakdown(
+        engine="vllm",
+        engine_version=layout.version,
+        dtype=layout.storage if layout.dtype == "auto" else layout.dtype,
+        page_tokens=layout.block,
+        layers=sum(gr.layers for gr in layout.groups),
+        components=tuple(_component(query, gr, layout) for gr in layout.groups),
+        rules=layout.rules,
+    )
+
+
+def _attention_text(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> str:
+    g = query.geometry
+    if gr.kind == LayerKind.MLA:
+        assert g.mla is not None
+        if layout.dtype == "fp8_ds_mla":
+            return f"{gr.layers} layers x {FP8_DS_MLA_BYTES} B (fp8_ds_mla) = {gr.layers * gr.per_token:,} B/token, on every TP rank"
+        width = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+        return (
+            f"{gr.layers} layers x ({g.mla.kv_lora_rank} + {g.mla.qk_rope_head_dim}) x "
+            f"{gr.per_token // width} B = {gr.layers * gr.per_token:,} B/token, on every TP rank"
+        )
+    heads = g.attention
+    assert heads is not None
+    per_rank = max(1, heads.num_kv_heads // query.tp)
+    replicated = (
+        " (replicated: fewer KV heads than TP ranks)" if heads.num_kv_heads < query.tp else ""
+    )
+    b = gr.per_token // (per_rank * (heads.head_dim + heads.v_head_dim))
+    return (
+        f"{gr.layers} layers x {per_rank} KV heads/rank{replicated} x ({heads.head_dim} + "
+        f"{heads.v_head_dim}) x {b} B = {gr.layers * gr.per_token:,} B/token"
+    )
+
+
+def count_pool(query: KvQuery, layout: StageLayout, pool_bytes: int) -> PoolResult:
+    window = query.window
+    if layout.release.logged_tokens == "blocks":
+        per_block = layout.bytes_per_block
+        blocks = pool_bytes // per_block
+        tokens = blocks * layout.block
+        label = layout.release.blocks_label
+        return PoolResult(
+            tokens=tokens,
+            num_blocks=blocks,
+            max_concurrency=tokens / window,
+            derivation=(
+                f"{label} = {pool_bytes:,} B // {per_block:,} B per block "
+                f"({layout.group_size} layers x {layout.page:,} B) = {blocks:,}; "
+                f"tokens = {blocks:,} x {layout.block} = {tokens:,}"
+            ),
+        )
+    per_block = layout.bytes_per_block
+    blocks = pool_bytes // per_block
+    per_request = _blocks_per_request(layout, query)
+    if layout.release.logged_tokens == "groups":
+        groups = layout.num_kv_groups
+        min_block = min(gr.block for gr in layout.groups)
+        tokens = blocks // groups * min_block
+        concurrency = blocks / per_request
+        text = (
+            f"num_blocks = {pool_bytes:,} B // {per_block:,} B = {blocks:,}; logged tokens = "
+            f"{blocks:,} // {groups} groups x {min_block} = {tokens:,} (v0.11.0)"
+        )
+    else:
+        concurrency = blocks / per_request
+        # kv_cache_utils.get_kv_cache_capacity: int(max_concurrency * max_model_len), in floats.
+        tokens = int(concurrency * window)
+        text = (
+            f"num_blocks = {pool_bytes:,} B // {per_block:,} B per block "
+            f"({layout.group_size} layers x {layout.page:,} B) = {blocks:,}; "
+            f"{per_request} blocks per {window:,}-token request; "
+            f"tokens = int({blocks:,} / {per_request} x {window:,}) = {tokens:,}"
+        )
+    return PoolResult(
+        tokens=tokens,
+        num_blocks=blocks,
+        max_concurrency=round(concurrency, 2),
+        derivation=text,
+        extra={"blocks_per_request": per_request, "usable_blocks": blocks - 1},
+    )
+
+
+def heaviest_stage(query: KvQuery) -> tuple[int, StageLayout]:
+    stages = _stage_layers(query.geometry, query.pp)
+    layouts = [_layout(query, stage) for stage in stages]
+    # every worker sizes its own pool; the engine keeps the minimum (get_kv_cache_configs)
+    index = max(range(len(layouts)), key=lambda i: layouts[i].bytes_per_block)
+    return index, layouts[index]

@@ -1,0 +1,116 @@
+"""vLLM's releases as data: the rule sets, what each release's parser takes, the constants.
+
+Each value says where it was read (file, release).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fakplan.engines.choices import Choices
+from fakplan.engines.releases import Release
+
+
+@dataclass(frozen=True)
+class VllmRules(Release):
+    """What differs between the vLLM releases fakplan models, as data."""
+
+    # FlashMLA forces 64-token blocks for MLA caches (V1; "Forcing kv cache block size to
+    # 64", read in v0.11.0); V0 keeps the default 16
+    mla_block_64: bool
+    # hybrid layouts (recurrent state, or several attention kinds) are sized by page
+    # unification (v0.11.0 on); earlier rules are read for uniform models only
+    hybrid: bool
+    # V0 cache_engine.get_cache_block_size sizes every attention layer as a full one
+    sliding_as_full: bool
+    # how the boot line's token count follows from the blocks: "blocks" (blocks x block
+    # size), "groups" (v0.11.0: blocks // KV groups x the smallest block) or "requests"
+    # (v0.33.0 get_kv_cache_capacity: int(blocks / blocks per request x max_model_len))
+    logged_tokens: Literal["blocks", "groups", "requests"]
+    # the word the boot log uses for its block count
+    blocks_label: str
+    # how the pool is given: --kv-cache-memory-bytes (v0.11.0 on) or, before it, a
+    # utilisation fraction of the card
+    pool_in_bytes: bool
+
+
+RELEASES = (
+    VllmRules("v1", (0, 12), "0.33.0", True, True, False, "requests", "num_blocks", True),
+    VllmRules("v1-0.11", (0, 11), "0.11.0", True, True, False, "groups", "num_blocks", True),
+    VllmRules("v1-0.8", (0, 8), "0.8.5.post1", True, False, False, "blocks", "num_blocks", False),
+    VllmRules("v0", (0, 3), "0.6.6.post1", False, False, True, "blocks", "# GPU blocks", False),
+)
+
+# What vLLM's own parser takes, release by release (its CacheDType / ModelDType / BlockSize,
+# or the argparse choices= of V0): engines compare exactly, so a shape must spell them so.
+KV_CACHE_DTYPE_CHOICES = (
+    Choices(
+        (0, 33),
+        "0.33.0",
+        "vllm/config/cache.py:44-67 CacheDType, checked at :172 (no argparse choices)",
+        (
+            "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+            "fp8_ds_mla", "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
+            "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3",
+            "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head",
+            "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+        ),
+    ),
+    Choices(
+        (0, 11),
+        "0.11.0",
+        "vllm/config/cache.py:25-26 CacheDType",
+        ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
+    ),
+    Choices((0, 8), "0.8.5", "vllm/config.py:1291 CacheDType", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")),
+    Choices(
+        (0, 3),
+        "0.6.6.post1",
+        "vllm/engine/arg_utils.py:348 choices=",
+        ("auto", "fp8", "fp8_e5m2", "fp8_e4m3"),
+    ),
+)  # fmt: skip
+_MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MODEL_DTYPE_CHOICES = (
+    Choices((0, 33), "0.33.0", "vllm/config/model.py:100 ModelDType", _MODEL_DTYPES),
+    Choices((0, 11), "0.11.0", "vllm/config/model.py:67 ModelDType", _MODEL_DTYPES),
+    Choices((0, 8), "0.8.5", "vllm/engine/arg_utils.py:466 choices=", _MODEL_DTYPES),
+    Choices((0, 3), "0.6.6.post1", "vllm/engine/arg_utils.py:335 choices=", _MODEL_DTYPES),
+)
+# --block-size: "any" where the field is a positive int (0.33.0 vllm/config/cache.py:187)
+BLOCK_SIZE_CHOICES = (
+    Choices((0, 33), "0.33.0", "vllm/config/cache.py:187 block_size: int, gt=0", ("any",)),
+    Choices((0, 11), "0.11.0", "vllm/config/cache.py:24 BlockSize", ("1", "8", "16", "32", "64", "128")),
+    Choices((0, 8), "0.8.5", "vllm/config.py:1290 BlockSize", ("1", "8", "16", "32", "64", "128")),
+    Choices((0, 3), "0.6.6.post1", "vllm/engine/arg_utils.py:431 choices=", ("8", "16", "32", "64", "128")),
+)  # fmt: skip
+
+# The bytes of the KV dtypes fakplan has read (vllm/utils/torch_utils.py
+# STR_DTYPE_TO_TORCH_DTYPE, v0.33.0: fp8 variants are uint8); the other layouts vLLM
+# takes pack scales in ways not read yet.
+KV_DTYPES: dict[str, str | None] = {
+    "auto": None,
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_inc": "fp8",
+    "fp8_ds_mla": "fp8",
+}
+# _resolve_auto_dtype (v0.32.0): a float32 checkpoint under --dtype auto is served in the
+# platform's first supported dtype
+DOWNCAST = ("bf16", "bf16 on CPUs and bf16 GPUs, fp16 on older GPUs")
+FP8_DS_MLA_BYTES = 656  # per token per layer, fixed (vllm MLAAttentionSpec, v0.11.0/v0.33.0)
+DEFAULT_BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (v0.33.0); CUDA platform default (v0.11.0)
+MLA_BLOCK = 64  # FlashMLA forces 64 (v0.11.0 "Forcing kv cache block size to 64")
+BLOCK_ALIGN = 16  # hybrid attention block sizes are multiples of the kernel alignment
+DEFAULT_BATCHED_TOKENS = 8192  # serve default on large GPUs; only sliding windows depend on it
+GIB = 1 << 30
+CPU_KV_SPACE = "VLLM_CPU_KVCACHE_SPACE"
+RAY_PORT = 6379  # ray start --head's default GCS port
+
+
+CPU_BLOCK = 128  # platforms/cpu.py check_and_update_config (v0.32.0 CPU build)
+CPU_MLA_BLOCK = 16  # "CPU MLA backend requires block_size=16" (v0.32.0 CPU build)
