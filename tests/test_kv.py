@@ -137,7 +137,8 @@ def test_llamacpp_mixed_k_v_types() -> None:
 def test_llamacpp_context_padding_and_slots() -> None:
     # docs/engines.md §3.3: -c 10000 -np 3 --no-kv-unified -> n_ctx_seq 3584, n_ctx 10,752
     q = query(LLAMA8, engine="llamacpp", max_num_seqs=3, kv_unified=False)
-    from fakplan.engines.llamacpp import _cache, _layout_cells
+    from fakplan.engines.llamacpp.cache import cache_for as _cache
+    from fakplan.engines.llamacpp.cache import layout_cells as _layout_cells
 
     assert _layout_cells(q, _cache(q), 10_000) == (3_584, 3, 0)
 

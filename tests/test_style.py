@@ -105,7 +105,10 @@ DEFERRED_IMPORTS = {
     ): "the ledger parsers load only for a shape that reads a log",
     ("fakplan/geometry/__init__.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/probes/run.py", "fakplan.geometry.gguf_header"): "gguf loads only for an EOS id",
-    ("fakplan/engines/llamacpp.py", "gguf"): "gguf loads only for llama-cpp-python's type ids",
+    (
+        "fakplan/engines/llamacpp/launch.py",
+        "gguf",
+    ): "gguf loads only for llama-cpp-python's type ids",
 }
 
 

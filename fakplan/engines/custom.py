@@ -21,6 +21,58 @@ from fakplan.units import MIB, format_bytes
 if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.shape import LoadedShape
+    from fakplan.shape.model import Component
+
+
+def _stated_page(part: Component, page_tokens: int) -> tuple[Fraction, str]:
+    """A component's page as the contract states it, and those words."""
+    if part.per_page is not None:
+        return Fraction(
+            part.per_page
+        ), f"{format_bytes(part.per_page)} per {page_tokens}-token page"
+    assert part.per_token is not None
+    return (
+        Fraction(part.per_token * page_tokens),
+        f"{format_bytes(part.per_token)}/token x {page_tokens} tokens per page",
+    )
+
+
+def _component(loaded: LoadedShape, index: int) -> CostComponent:
+    """Component ``index`` at the shape's dtype: scaled by the element size where it was
+    stated at one dtype, the same at every dtype where it was not; whole bytes a page."""
+    contract = loaded.shape.contract
+    assert contract is not None
+    part, dtype = contract.per_token[index], loaded.shape.serving.kv_cache_dtype
+    loc = ("contract", "per_token", index)
+    page, how = _stated_page(part, contract.page_tokens)
+    if part.dtype is None:
+        how += " at every dtype"
+    else:
+        for name, where in ((part.dtype, (*loc, "dtype")), (dtype, ("serving", "kv_cache_dtype"))):
+            if not known_dtype(name):
+                raise loaded.error(f"unknown KV dtype {name!r}", *where)
+        ratio = element_type(dtype).bytes_per_element / element_type(part.dtype).bytes_per_element
+        page *= ratio
+        how += f" at {part.dtype}" + (
+            f" x {ratio} ({dtype}/{part.dtype} element size)" if ratio != 1 else ""
+        )
+    if page.denominator != 1:
+        raise loaded.error(
+            f"{part.name} at {dtype} comes to {float(page):.3f} B per page, not whole bytes; "
+            "state it per page at a dtype where it is exact",
+            *loc,
+        )
+    return CostComponent(
+        name=part.name,
+        kind="contract",
+        page_bytes=int(page),
+        per_seq_bytes=0,
+        scales_with_dtype=part.dtype is not None,
+        derivation=(
+            f"{how} = {int(page):,} B per page = "
+            f"{exact_number(page / contract.page_tokens):,} B/token"
+        ),
+    )
 
 
 class CustomEngine(Engine):
@@ -54,58 +106,9 @@ class CustomEngine(Engine):
         return loaded.shape.engine_version
 
     def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        shape = loaded.shape
-        contract = shape.contract
+        contract = loaded.shape.contract
         assert contract is not None, "checked when the shape was loaded"
-        dtype = shape.serving.kv_cache_dtype
-        page_tokens = contract.page_tokens
-        components: list[CostComponent] = []
-        for index, part in enumerate(contract.per_token):
-            loc = ("contract", "per_token", index)
-            if part.per_page is not None:
-                stated_page = Fraction(part.per_page)
-                stated = f"{format_bytes(part.per_page)} per {page_tokens}-token page"
-            else:
-                assert part.per_token is not None
-                stated_page = Fraction(part.per_token * page_tokens)
-                stated = f"{format_bytes(part.per_token)}/token x {page_tokens} tokens per page"
-            if part.dtype is None:
-                page = stated_page
-                how = f"{stated} at every dtype"
-            else:
-                for name, where in (
-                    (part.dtype, (*loc, "dtype")),
-                    (dtype, ("serving", "kv_cache_dtype")),
-                ):
-                    if not known_dtype(name):
-                        raise loaded.error(f"unknown KV dtype {name!r}", *where)
-                ratio = (
-                    element_type(dtype).bytes_per_element
-                    / element_type(part.dtype).bytes_per_element
-                )
-                page = stated_page * ratio
-                how = f"{stated} at {part.dtype}"
-                if ratio != 1:
-                    how += f" x {ratio} ({dtype}/{part.dtype} element size)"
-            if page.denominator != 1:
-                raise loaded.error(
-                    f"{part.name} at {dtype} comes to {float(page):.3f} B per page, not whole bytes; "
-                    "state it per page at a dtype where it is exact",
-                    *loc,
-                )
-            components.append(
-                CostComponent(
-                    name=part.name,
-                    kind="contract",
-                    page_bytes=int(page),
-                    per_seq_bytes=0,
-                    scales_with_dtype=part.dtype is not None,
-                    derivation=(
-                        f"{how} = {int(page):,} B per page"
-                        f" = {exact_number(page / page_tokens):,} B/token"
-                    ),
-                )
-            )
+        components = [_component(loaded, index) for index in range(len(contract.per_token))]
         if contract.per_seq:
             components.append(
                 CostComponent(
@@ -118,8 +121,8 @@ class CustomEngine(Engine):
                 )
             )
         return KvCost(
-            dtype=dtype,
-            page_tokens=page_tokens,
+            dtype=loaded.shape.serving.kv_cache_dtype,
+            page_tokens=contract.page_tokens,
             components=tuple(components),
             fixed_bytes=contract.fixed,
         )

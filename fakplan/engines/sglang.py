@@ -108,6 +108,64 @@ def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
     return (storage if name == "auto" else name), element_type(storage).block_bytes, rule
 
 
+def _mla_components(query: KvQuery, b: int, page: int, scale: float) -> list[CostComponent]:
+    """MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank."""
+    g = query.geometry
+    if g.mla is None or LayerKind.MLA not in g.layer_kinds:
+        return []
+    layers = round(g.layer_kinds.count(LayerKind.MLA) * scale)
+    cell = (g.mla.kv_lora_rank + g.mla.qk_rope_head_dim) * layers * b
+    return [
+        CostComponent(
+            "mla latent",
+            "mla",
+            cell * page,
+            0,
+            True,
+            f"({g.mla.kv_lora_rank} + {g.mla.qk_rope_head_dim}) x {layers} layers x {b} B = "
+            f"{cell:,} B/token, not split by TP",
+        )
+    ]
+
+
+def _head_components(
+    query: KvQuery,
+    release: SglangRules,
+    b: int,
+    page: int,
+    scale: float,
+    full_layers: int,
+    swa_layers: int,
+) -> list[CostComponent]:
+    """Full and sliding-window attention cells; the SWA pool at its ratio of the full one."""
+    g, out = query.geometry, []
+    for label, heads, count in (
+        ("full attention", g.attention, full_layers),
+        ("sliding window", g.sliding, swa_layers),
+    ):
+        if not count:
+            continue
+        heads = heads or g.attention
+        assert heads is not None
+        layers = round(count * scale)
+        per_rank = max(1, heads.num_kv_heads // query.tp)
+        dims = heads.head_dim + (heads.v_head_dim if release.own_v_head_dim else heads.head_dim)
+        cell = per_rank * dims * layers * b
+        ratio = SWA_FULL_TOKENS_RATIO if label == "sliding window" else 1
+        out.append(
+            CostComponent(
+                label,
+                "sliding" if label == "sliding window" else "full",
+                round(cell * page * ratio),
+                0,
+                True,
+                f"{per_rank} KV heads/rank x {dims} x {layers} layers x {b} B = {cell:,} B/token"
+                + (f", at {ratio} of the full pool's tokens" if ratio != 1 else ""),
+            )
+        )
+    return out
+
+
 class SglangEngine(ModelledEngine):
     name = "sglang"
     takes_model_dtype = True
@@ -146,63 +204,22 @@ class SglangEngine(ModelledEngine):
             )
         dtype, b, dtype_rule = _dtype(query)
         g = query.geometry
-        tp, page = query.tp, query.block_size or DEFAULT_PAGE
         kinds = g.layer_kinds
-        # PP: the stage with the most layers bounds the pool (min over ranks).
-        per_stage = -(-g.num_layers // query.pp)
-        scale = per_stage / g.num_layers
-        components: list[CostComponent] = []
         rules = [
             f"sglang {release.rule} cell arithmetic (read in {release.read_in})",
             *newer_note("sglang", RELEASES, query.engine_version),
+            *([dtype_rule] if dtype_rule else []),
         ]
-        if dtype_rule:
-            rules.append(dtype_rule)
-        if LayerKind.MLA in kinds:
-            assert g.mla is not None
-            layers = round(kinds.count(LayerKind.MLA) * scale)
-            width = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
-            cell = width * layers * b
-            components.append(
-                CostComponent(
-                    "mla latent",
-                    "mla",
-                    cell * page,
-                    0,
-                    True,
-                    f"({g.mla.kv_lora_rank} + {g.mla.qk_rope_head_dim}) x {layers} layers x {b} B = {cell:,} B/token, not split by TP",
-                )
-            )
-        full_layers = kinds.count(LayerKind.FULL)
-        swa_layers = kinds.count(LayerKind.SLIDING)
+        page = query.block_size or DEFAULT_PAGE
+        # PP: the stage with the most layers bounds the pool (min over ranks).
+        scale = -(-g.num_layers // query.pp) / g.num_layers
+        components = _mla_components(query, b, page, scale)
+        full_layers, swa_layers = kinds.count(LayerKind.FULL), kinds.count(LayerKind.SLIDING)
         if not release.swa_pool:
             full_layers, swa_layers = full_layers + swa_layers, 0
             if kinds.count(LayerKind.SLIDING):
                 rules.append("0.4: sliding-window layers get full-length slots")
-        for label, heads, count in (
-            ("full attention", g.attention, full_layers),
-            ("sliding window", g.sliding, swa_layers),
-        ):
-            if not count:
-                continue
-            heads = heads or g.attention
-            assert heads is not None
-            layers = round(count * scale)
-            per_rank = max(1, heads.num_kv_heads // tp)
-            dims = heads.head_dim + (heads.v_head_dim if release.own_v_head_dim else heads.head_dim)
-            cell = per_rank * dims * layers * b
-            ratio = SWA_FULL_TOKENS_RATIO if label == "sliding window" else 1
-            components.append(
-                CostComponent(
-                    label,
-                    "sliding" if label == "sliding window" else "full",
-                    round(cell * page * ratio),
-                    0,
-                    True,
-                    f"{per_rank} KV heads/rank x {dims} x {layers} layers x {b} B = {cell:,} B/token"
-                    + (f", at {ratio} of the full pool's tokens" if ratio != 1 else ""),
-                )
-            )
+        components += _head_components(query, release, b, page, scale, full_layers, swa_layers)
         if LayerKind.LINEAR in kinds or LayerKind.MAMBA in kinds:
             rules.append("hybrid linear-attention/Mamba: only the attention layers are in the cell")
         if not components:

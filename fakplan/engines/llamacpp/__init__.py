@@ -1,0 +1,212 @@
+"""llama.cpp's KV arithmetic (docs/engines.md §3).
+
+llama.cpp sizes its cache in cells (``-c``), not bytes: a KV budget becomes the
+largest n_ctx whose cache fits it. Rule sets (newest first):
+
+- ``current`` — read in 0c1e57098 (vendored by llama-cpp-python 0.3.36): n_ctx padded
+  to 256; ``--parallel`` slots with or without a unified cache; MLA caches K only;
+  iSWA caches ``pad(min(n_ctx_seq, n_swa × (unified ? n_seq : 1) + n_ubatch), 256)`` cells.
+- ``2024`` — read in 74d73dc (llama-cpp-python 0.3.2, Nov 2024): n_ctx padded to 256
+  with flash attention, else 32; one shared cache.
+The boundary between them was not read; builds from b5000 on take ``current``.
+
+The package is the engine's parts: ``rules`` (builds, cache types, constants, as data),
+``cache`` (the cells a -c gives and their bytes), ``launch`` (the flag tables).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
+from fakplan.engines.base import ModelledEngine
+from fakplan.engines.llamacpp.cache import (
+    build_of,
+    cache_bytes,
+    cache_for,
+    cache_type_refusal,
+    is_unified,
+    layout_cells,
+    pad_step,
+    slot_tokens,
+)
+from fakplan.engines.llamacpp.launch import launch_record
+from fakplan.engines.llamacpp.rules import CACHE_TYPE_CHOICES, CACHE_TYPES, N_UBATCH, PAD, RELEASES
+from fakplan.engines.query import query_for_shape
+from fakplan.engines.releases import select
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+
+if TYPE_CHECKING:
+    from fakplan.figures import Figures
+    from fakplan.launch import LaunchRecord
+    from fakplan.shape import LoadedShape
+
+__all__ = ["CACHE_TYPES", "CACHE_TYPE_CHOICES", "RELEASES", "LlamacppEngine"]
+
+
+class LlamacppEngine(ModelledEngine):
+    name = "llamacpp"
+    binaries = ("llama-server", "llama-cpp-python")
+    ledger_format = "llamacpp"
+    loads_gguf = True
+
+    def check(self, loaded: LoadedShape) -> None:
+        shape = loaded.shape
+        refused = cache_type_refusal(shape.serving.kv_cache_dtype, shape.engine_version)
+        if refused:
+            raise loaded.error(refused, "serving", "kv_cache_dtype")
+        if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
+            raise loaded.error(
+                "llama-cpp-python's server serves one sequence at a time; "
+                "use launch.binary: llama-server for more slots",
+                "serving",
+                "max_num_seqs",
+            )
+
+    def probe_hint(self, loaded: LoadedShape) -> str | None:
+        return loaded.shape.launch.binary or self.binaries[0]
+
+    def breakdown(self, query: KvQuery) -> KvBreakdown:
+        cache = cache_for(query)
+        components = [
+            CostComponent(
+                "full attention" if query.geometry.mla is None else "mla latent (K only)",
+                "full" if query.geometry.mla is None else "mla",
+                cache.cell_bytes(),
+                0,
+                True,
+                (
+                    f"{cache.full_layers} layers x (row({cache.k_name}, {cache.k_elems})"
+                    + (f" + row({cache.v_name}, {cache.v_elems})" if cache.v_elems else ", no V")
+                    + f") = {cache.cell_bytes():,} B per cell"
+                ),
+            )
+        ]
+        if cache.swa_layers:
+            _, _, swa_cells = layout_cells(query, cache, query.window)
+            per_seq = cache.swa_cell_bytes() * swa_cells
+            components.append(
+                CostComponent(
+                    "sliding window",
+                    "sliding",
+                    0,
+                    per_seq,
+                    True,
+                    f"{cache.swa_layers} layers x {cache.swa_cell_bytes() // cache.swa_layers:,} B x "
+                    f"{swa_cells} cells (window {query.geometry.sliding_window} + ubatch {N_UBATCH}, "
+                    f"padded to {PAD}) = {per_seq:,} B per stream",
+                )
+            )
+        if cache.state_per_seq:
+            components.append(
+                CostComponent(
+                    "recurrent state",
+                    "linear",
+                    0,
+                    cache.state_per_seq,
+                    False,
+                    f"R + S of the recurrent layers in f32 = {cache.state_per_seq:,} B per sequence",
+                )
+            )
+        return KvBreakdown(
+            engine="llamacpp",
+            engine_version=cache.version,
+            dtype=f"{cache.k_name}/{cache.v_name}"
+            if cache.k_name != cache.v_name
+            else cache.k_name,
+            page_tokens=1,
+            layers=cache.full_layers + cache.swa_layers,
+            components=tuple(components),
+            rules=(f"llama.cpp {cache.release.rule} arithmetic (read in {cache.release.read_in})",),
+        )
+
+    def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        cache = cache_for(query)
+        step = pad_step(query, cache)
+        streams = 1 if is_unified(query) else query.max_num_seqs
+        unit = step * streams
+        if cache_bytes(query, cache, unit) > pool_bytes:
+            return PoolResult(0, None, 0.0, f"{pool_bytes:,} B holds not even {unit} cells")
+        low, high = unit, unit
+        while cache_bytes(query, cache, high * 2) <= pool_bytes:
+            high *= 2
+        high *= 2
+        while high - low > unit:
+            mid = (low + high) // 2 // unit * unit
+            if cache_bytes(query, cache, mid) <= pool_bytes:
+                low = mid
+            else:
+                high = mid
+        per_stream, streams, _ = layout_cells(query, cache, low)
+        used = cache_bytes(query, cache, low)
+        return PoolResult(
+            tokens=per_stream * streams,
+            num_blocks=None,
+            max_concurrency=per_stream * streams / query.window,
+            derivation=(
+                f"largest -c in steps of {unit} whose cache fits {pool_bytes:,} B: n_ctx {low:,} "
+                f"({per_stream:,} cells x {streams} stream(s)) uses {used:,} B"
+            ),
+            extra={
+                "n_ctx": low,
+                "cells_per_stream": per_stream,
+                "streams": streams,
+                "cache_bytes": used,
+            },
+        )
+
+    # ---- the planner's side
+
+    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+        """The cache llama.cpp allocates for the -c fakplan renders: the slots' windows, no more.
+
+        llama.cpp sizes its cache by -c, not by a pool: a larger -c would give a slot more
+        context than max_model_len (past the trained context, too) and buy no sessions, since
+        each sequence needs a slot. So -c asks for slots x max_model_len; what budget.kv holds
+        beyond that cache is unclaimed. A budget below it gets the largest -c that fits.
+        """
+        query = query_for_shape(loaded)
+        cache = cache_for(query)
+        seqs, window = query.max_num_seqs, query.window
+        wanted = seqs * window
+        if cache_bytes(query, cache, wanted) <= pool_bytes:
+            n_ctx = wanted
+            how = f"-c {wanted:,} = {seqs} slot(s) x max_model_len {window:,}"
+        else:
+            breakdown = cost if isinstance(cost, KvBreakdown) else self.breakdown(query)
+            fitted = self.pool(query, breakdown, pool_bytes)
+            n_ctx = int(fitted.extra.get("n_ctx", 0))
+            how = f"{fitted.derivation}, short of {seqs} slot(s) x max_model_len {window:,}"
+        if not n_ctx:
+            return Capacity(0, 0, pool_bytes, how, sessions=0, slot_tokens=0, used_bytes=0)
+        per_stream, streams, _ = layout_cells(query, cache, n_ctx)
+        used = cache_bytes(query, cache, n_ctx)
+        derivation = (
+            f"{how}; llama.cpp pads to {pad_step(query, cache)}: {per_stream:,} cells x "
+            f"{streams} stream(s) "
+            f"take {used:,} B of budget.kv's {pool_bytes:,} B"
+            + (
+                f", {pool_bytes - used:,} B unclaimed (the cache is sized by -c)"
+                if used < pool_bytes
+                else ""
+            )
+        )
+        return Capacity(
+            per_stream * streams,
+            per_stream * streams,
+            pool_bytes,
+            derivation,
+            sessions=windows_held(per_stream, streams, seqs, window),
+            slot_tokens=slot_tokens(query, cache, per_stream, streams),
+            slots_share=streams == 1 and seqs > 1 and cache.release.split_streams,
+            used_bytes=used,
+        )
+
+    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+        return launch_record(loaded, figures)
+
+    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
+        return ("auto", *CACHE_TYPES)
+
+    def version_used(self, loaded: LoadedShape) -> str | None:
+        return select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)[1]

@@ -1,0 +1,176 @@
+"""llama.cpp's cache in cells: the K/V types, the layout a -c gives, and its bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fakplan.dtypes import ElementType, element_type
+from fakplan.engines.choices import check_choice
+from fakplan.engines.llamacpp.rules import (
+    CACHE_TYPE_CHOICES,
+    N_UBATCH,
+    PAD,
+    RELEASES,
+    STATE_BYTES,
+    UNQUANTIZED,
+    LlamacppRules,
+)
+from fakplan.engines.releases import select
+from fakplan.errors import FakplanError
+from fakplan.geometry import LayerKind
+from fakplan.kv import KvQuery
+
+
+def padded(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    k: ElementType
+    v: ElementType
+    k_name: str
+    v_name: str
+    full_layers: int
+    swa_layers: int
+    k_elems: int  # n_embd_k_gqa of full layers
+    v_elems: int  # n_embd_v_gqa (0 for MLA: no V tensor in 0c1e57098)
+    swa_k_elems: int
+    swa_v_elems: int
+    state_per_seq: int  # recurrent R + S, f32, all recurrent layers
+    release: LlamacppRules
+    version: str
+
+    def cell_bytes(self) -> int:
+        k = self.k.row_bytes(self.k_elems) if self.k_elems else 0
+        v = self.v.row_bytes(self.v_elems) if self.v_elems else 0
+        return self.full_layers * (k + v)
+
+    def swa_cell_bytes(self) -> int:
+        if not self.swa_layers:
+            return 0
+        return self.swa_layers * (
+            self.k.row_bytes(self.swa_k_elems) + self.v.row_bytes(self.swa_v_elems)
+        )
+
+
+def split_types(text: str) -> tuple[str, str]:
+    """K and V cache types of a kv_cache_dtype: ``auto``, ``TYPE``, or ``K/V``."""
+    if text == "auto":
+        return "f16", "f16"
+    k, _, v = text.partition("/")
+    return k, v or k
+
+
+def cache_type_refusal(text: str, version: str | None) -> str | None:
+    """Why llama.cpp refuses a kv_cache_dtype (either side of ``K/V``), or None."""
+    for name in split_types(text):
+        refused = check_choice(
+            "llama.cpp", "--cache-type-k/-v", name, CACHE_TYPE_CHOICES, build_of(version)
+        )
+        if refused:
+            return refused + " (or K/V, e.g. f16/q8_0)"
+    return None
+
+
+def cache_types(query: KvQuery) -> tuple[str, str]:
+    refused = cache_type_refusal(query.kv_dtype, query.engine_version)
+    if refused:
+        raise FakplanError(refused)
+    return split_types(query.kv_dtype)
+
+
+def cache_for(query: KvQuery) -> CacheLayout:
+    release, version = select("llamacpp", RELEASES, build_of(query.engine_version), build=True)
+    k_name, v_name = cache_types(query)
+    if v_name not in UNQUANTIZED and not query.flash_attn:
+        raise FakplanError("llama.cpp: a quantized V cache requires flash attention")
+    g = query.geometry
+    kinds = g.layer_kinds
+    full = kinds.count(LayerKind.FULL) + kinds.count(LayerKind.MLA)
+    swa = kinds.count(LayerKind.SLIDING)
+    if g.mla is not None:
+        k_elems = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
+        # 0c1e57098 allocates no V tensor for MLA (has_v = !is_mla)
+        v_elems = 0 if release.mla_k_only else g.mla.kv_lora_rank
+    elif g.attention is not None:
+        k_elems = g.attention.num_kv_heads * g.attention.head_dim
+        v_elems = g.attention.num_kv_heads * g.attention.v_head_dim
+    else:
+        k_elems = v_elems = 0
+    sl = g.sliding
+    state = 0
+    if g.linear is not None:
+        d = g.linear
+        # llama-hparams.cpp n_embd_r / n_embd_s for Gated DeltaNet, kept in f32
+        conv = (d.conv_kernel - 1) * (
+            d.head_v_dim * d.num_v_heads + 2 * d.num_k_heads * d.head_k_dim
+        )
+        ssm = d.head_k_dim * d.head_v_dim * d.num_v_heads
+        state = kinds.count(LayerKind.LINEAR) * (conv + ssm) * STATE_BYTES
+    if g.mamba is not None:
+        m = g.mamba
+        conv = (m.conv_kernel - 1) * (m.intermediate_size + 2 * m.n_groups * m.state_size)
+        ssm = m.state_size * m.intermediate_size
+        state += kinds.count(LayerKind.MAMBA) * (conv + ssm) * STATE_BYTES
+    return CacheLayout(
+        k=element_type(k_name),
+        v=element_type(v_name),
+        k_name=k_name,
+        v_name=v_name,
+        full_layers=full,
+        swa_layers=swa,
+        k_elems=k_elems,
+        v_elems=v_elems,
+        swa_k_elems=sl.num_kv_heads * sl.head_dim if sl else 0,
+        swa_v_elems=sl.num_kv_heads * sl.v_head_dim if sl else 0,
+        state_per_seq=state,
+        release=release,
+        version=version,
+    )
+
+
+def build_of(version: str | None) -> str | None:
+    return None if version is None else version.lstrip("bB")
+
+
+def pad_step(query: KvQuery, cache: CacheLayout) -> int:
+    """The cells n_ctx is padded to: 256 in current builds; in 2024, 256 with flash attention
+    and 32 without (fakplan's launch turns it on only for a quantized V, which needs it)."""
+    flash = query.flash_attn and cache.v_name not in UNQUANTIZED
+    return PAD if cache.release.pad_always_256 or flash else 32
+
+
+def is_unified(query: KvQuery) -> bool:
+    # llama-server: auto -np (4 slots) is unified; an explicit -np N is split unless -kvu.
+    return query.kv_unified if query.kv_unified is not None else query.max_num_seqs == 1
+
+
+def layout_cells(query: KvQuery, cache: CacheLayout, n_ctx: int) -> tuple[int, int, int]:
+    """(cells per stream, streams, SWA cells per stream) for a requested -c."""
+    seqs = query.max_num_seqs
+    pad = pad_step(query, cache)
+    n_ctx = padded(n_ctx, pad)
+    if is_unified(query) or seqs == 1 or not cache.release.split_streams:
+        streams, per_stream = 1, n_ctx
+    else:
+        streams, per_stream = seqs, padded(n_ctx // seqs, pad)
+    swa = 0
+    if cache.swa_layers and query.geometry.sliding_window:
+        window = query.geometry.sliding_window * (seqs if is_unified(query) else 1)
+        swa = padded(min(per_stream, window + N_UBATCH), PAD)
+    return per_stream, streams, swa
+
+
+def slot_tokens(query: KvQuery, cache: CacheLayout, per_stream: int, streams: int) -> int:
+    """The context one slot reaches: its stream's cells; with a unified cache the whole of
+    it (tools/server n_ctx_slot = n_ctx_seq); the 2024 server gave each n_ctx / n_parallel."""
+    if streams == 1 and query.max_num_seqs > 1 and not cache.release.split_streams:
+        return per_stream // query.max_num_seqs
+    return per_stream
+
+
+def cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
+    per_stream, streams, swa = layout_cells(query, cache, n_ctx)
+    kv = cache.cell_bytes() * per_stream * streams + cache.swa_cell_bytes() * swa * streams
+    return kv + cache.state_per_seq * max(1, query.max_num_seqs)

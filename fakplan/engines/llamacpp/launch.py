@@ -1,0 +1,97 @@
+"""llama.cpp's launch: llama-server's and llama-cpp-python's flags as ordered tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fakplan.engines.llamacpp.cache import CacheLayout, cache_for
+from fakplan.engines.llamacpp.rules import ALL_LAYERS, UNQUANTIZED
+from fakplan.engines.query import query_for_shape
+from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag
+
+if TYPE_CHECKING:
+    from fakplan.figures import Figures
+    from fakplan.shape import LoadedShape, Shape
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What the servers' flags are read from: the shape, its cache, -c and the GPU layers."""
+
+    shape: Shape
+    cache: CacheLayout
+    n_ctx: int
+    gpu_layers: int | None  # None: every layer (the server's own spelling of "all")
+
+    @property
+    def model(self) -> str:
+        return self.shape.launch.weights or self.shape.model
+
+    @property
+    def quantized_v(self) -> bool:
+        # a quantized V cache requires flash attention (src/llama-context.cpp, 0c1e57098)
+        return self.cache.v_name not in UNQUANTIZED
+
+
+def _ggml_type(name: str) -> int:
+    # gguf (and numpy behind it) loads only for llama-cpp-python's numeric type ids
+    from gguf import GGMLQuantizationType
+
+    return int(GGMLQuantizationType[name.upper()])
+
+
+# llama-server's flags (tools/server, common/arg.cpp), in the order the argv carries them
+SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("-m", lambda i: i.model),
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("-c", lambda i: i.n_ctx),
+    flag("-np", lambda i: i.shape.serving.max_num_seqs),
+    flag("--cache-type-k", lambda i: i.cache.k_name),
+    flag("--cache-type-v", lambda i: i.cache.v_name),
+    flag("-ngl", lambda i: ALL_LAYERS if i.gpu_layers is None else i.gpu_layers),
+    flag("-fa", lambda i: "on" if i.quantized_v else None),
+    flag("--kv-unified", lambda i: bool(i.shape.serving.kv_unified)),
+    flag("--alias", lambda i: i.shape.launch.served_model_name),
+)
+# llama-cpp-python's server (llama_cpp/server/settings.py, 0.3.36): ggml type ids for types
+PYTHON_FLAGS: tuple[FlagRow[_Launch], ...] = (
+    flag("--model", lambda i: i.model),
+    flag("--host", lambda i: i.shape.launch.host),
+    flag("--port", lambda i: i.shape.launch.port),
+    flag("--n_ctx", lambda i: i.n_ctx),
+    flag("--type_k", lambda i: _ggml_type(i.cache.k_name)),
+    flag("--type_v", lambda i: _ggml_type(i.cache.v_name)),
+    flag("--n_gpu_layers", lambda i: -1 if i.gpu_layers is None else i.gpu_layers),
+    flag("--flash_attn", lambda i: "true" if i.quantized_v else None),
+)
+
+
+def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    """``llama-server`` (or llama-cpp-python's server) with the -c the slots' windows take."""
+    shape = loaded.shape
+    cache = cache_for(query_for_shape(loaded))
+    binary = shape.launch.binary or "llama-server"
+    derivations = {"-c": figures.tokens_derivation}
+    gpu_layers = None if shape.launch.gpu_layers in (None, -1) else shape.launch.gpu_layers
+    if shape.card.device == "cpu":
+        gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
+        derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
+    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers)
+    if binary == "llama-server":
+        argv = ["llama-server", *argv_of(SERVER_FLAGS, inputs)]
+    else:
+        argv = ["python3", "-m", "llama_cpp.server", *argv_of(PYTHON_FLAGS, inputs)]
+        derivations["--type_k/--type_v"] = (
+            f"ggml type ids of {cache.k_name}/{cache.v_name} (gguf GGMLQuantizationType)"
+        )
+    env = {
+        "MODEL": inputs.model,
+        "N_CTX": str(inputs.n_ctx),
+        "N_PARALLEL": str(shape.serving.max_num_seqs),
+        "CACHE_TYPE_K": cache.k_name,
+        "CACHE_TYPE_V": cache.v_name,
+    }
+    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *shape.launch.extra_args))
+    return LaunchRecord(binary=binary, env=env, roles=(role,), derivations=derivations)
