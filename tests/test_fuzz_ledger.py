@@ -384,6 +384,7 @@ def test_a_thousand_mangled_logs(tmp_path: Path, capsys: pytest.CaptureFixture[s
     finally:
         worker.stdin.close()
         last = worker.stdout.readline()
+        worker.stdout.close()  # else the pipe's wrapper is left to the collector (a warning)
         worker.wait(timeout=60)
     total = time.monotonic() - begun
     peak = json.loads(last)["peak_mb"]
