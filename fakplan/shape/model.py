@@ -29,7 +29,8 @@ PositiveInt = Annotated[int, Strict(), Field(gt=0)]
 # What hardware can be, with headroom: a count past these is a typo or an attack, and a
 # figure built from it would cost minutes and gigabytes before any gate could refuse it.
 MAX_CARDS_PER_NODE = 64  # the largest nodes hold 8-16 accelerators
-MAX_PARALLEL = 4096  # TP x PP x nodes of the largest published deployments is in the hundreds
+MAX_PARALLEL = 4096  # TP x PP of the largest published deployments is in the hundreds
+MAX_NODES = 512  # multi-node deployments span tens of nodes; each renders a script of its own
 MAX_SEQS = 1 << 20  # engines schedule thousands of sequences, not millions
 MAX_TOKENS = 1 << 27  # 134 million tokens: past the longest served context windows
 MAX_SPEC_TOKENS = 128  # speculative proposals per step are a handful
@@ -97,7 +98,9 @@ class Card(Strict_):
 class Parallel(Strict_):
     tensor: ParallelSize = 1
     pipeline: ParallelSize = 1
-    nodes: ParallelSize = Field(1, description="nodes the parallel group spans")
+    nodes: Annotated[int, Strict(), Field(gt=0, le=MAX_NODES)] = Field(
+        1, description="nodes the parallel group spans"
+    )
 
 
 class Budget(Strict_):
