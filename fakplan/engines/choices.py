@@ -10,10 +10,15 @@ exactly, so ``FP8`` is not ``fp8``).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fakplan.dtypes import ALIASES
 from fakplan.engines.releases import parse_version
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
 
 
 @dataclass(frozen=True)
@@ -81,3 +86,34 @@ def check_choice(
     if value in row.values:
         return None
     return refusal(engine, option, value, row, table[0] if table[0] is not row else None)
+
+
+def unsized(engine: str, name: str, sized: Collection[str]) -> str:
+    """A KV dtype the engine takes whose layout fakplan has not read: said so, not guessed."""
+    return (
+        f"{engine} takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's "
+        f"bytes (it packs scales); fakplan sizes {', '.join(sized)}"
+    )
+
+
+def check_dtypes(
+    loaded: LoadedShape,
+    engine: str,
+    kv_table: tuple[Choices, ...],
+    model_table: tuple[Choices, ...],
+    sized: Collection[str],
+) -> None:
+    """The shape's KV and model dtypes as the engine's parser takes them, and a KV dtype
+    fakplan can size: each refusal at its field of ``serving``."""
+    serving, version = loaded.shape.serving, loaded.shape.engine_version
+    for value, option, table, loc in (
+        (serving.kv_cache_dtype, "--kv-cache-dtype", kv_table, "kv_cache_dtype"),
+        (serving.dtype, "--dtype", model_table, "dtype"),
+    ):
+        refused = check_choice(engine, option, value, table, version)
+        if refused:
+            raise loaded.error(refused, "serving", loc)
+    if serving.kv_cache_dtype not in sized:
+        raise loaded.error(
+            unsized(engine, serving.kv_cache_dtype, sized), "serving", "kv_cache_dtype"
+        )

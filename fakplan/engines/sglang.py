@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.base import ModelledEngine
-from fakplan.engines.choices import Choices, check_choice, choices_for
+from fakplan.engines.choices import Choices, check_choice, check_dtypes, choices_for, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.errors import FakplanError
@@ -83,13 +83,6 @@ SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
 
-def _unsized(name: str) -> str:
-    return (
-        f"sglang takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's bytes "
-        f"(it packs scales); fakplan sizes {', '.join(KV_DTYPES)}"
-    )
-
-
 def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
     """The dtype as reported (auto resolved), its bytes per element, and the rule applied."""
     name = query.kv_dtype
@@ -97,7 +90,7 @@ def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
         refused = check_choice(
             "sglang", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
-        raise FakplanError(refused or _unsized(name))
+        raise FakplanError(refused or unsized("sglang", name, KV_DTYPES))
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
@@ -176,17 +169,7 @@ class SglangEngine(ModelledEngine):
 
     def check(self, loaded: LoadedShape) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""
-        shape = loaded.shape
-        version, serving = shape.engine_version, shape.serving
-        for value, option, table, loc in (
-            (serving.kv_cache_dtype, "--kv-cache-dtype", KV_CACHE_DTYPE_CHOICES, "kv_cache_dtype"),
-            (serving.dtype, "--dtype", MODEL_DTYPE_CHOICES, "dtype"),
-        ):
-            refused = check_choice("sglang", option, value, table, version)
-            if refused:
-                raise loaded.error(refused, "serving", loc)
-        if serving.kv_cache_dtype not in KV_DTYPES:
-            raise loaded.error(_unsized(serving.kv_cache_dtype), "serving", "kv_cache_dtype")
+        check_dtypes(loaded, "sglang", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
         if loaded.shape.card.device == "cpu":
             raise loaded.error(
                 "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "

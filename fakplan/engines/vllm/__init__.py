@@ -20,10 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fakplan.engines.base import ModelledEngine
-from fakplan.engines.choices import check_choice, choices_for
+from fakplan.engines.choices import check_dtypes, choices_for
 from fakplan.engines.releases import select
 from fakplan.engines.vllm.launch import launch_record
-from fakplan.engines.vllm.layout import count_pool, heaviest_stage, stage_breakdown, unsized
+from fakplan.engines.vllm.layout import count_pool, heaviest_stage, stage_breakdown
 from fakplan.engines.vllm.rules import (
     BLOCK_SIZE_CHOICES,
     DOWNCAST,
@@ -82,19 +82,9 @@ class VllmEngine(ModelledEngine):
 
     def check(self, loaded: LoadedShape) -> None:
         """What vLLM's parser would refuse, refused where the shape says it."""
-        shape = loaded.shape
-        version, serving = shape.engine_version, shape.serving
-        for value, option, table, loc in (
-            (serving.kv_cache_dtype, "--kv-cache-dtype", KV_CACHE_DTYPE_CHOICES, "kv_cache_dtype"),
-            (serving.dtype, "--dtype", MODEL_DTYPE_CHOICES, "dtype"),
-        ):
-            refused = check_choice("vllm", option, value, table, version)
-            if refused:
-                raise loaded.error(refused, "serving", loc)
-        if serving.kv_cache_dtype not in KV_DTYPES:
-            raise loaded.error(unsized(serving.kv_cache_dtype), "serving", "kv_cache_dtype")
+        check_dtypes(loaded, "vllm", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
+        version, size = loaded.shape.engine_version, loaded.shape.serving.block_size
         blocks = choices_for(BLOCK_SIZE_CHOICES, version)
-        size = serving.block_size
         if size is not None and "any" not in blocks.values and str(size) not in blocks.values:
             raise loaded.error(
                 f"vllm --block-size {size} is refused by the engine: vllm {blocks.read_in} "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
-from fakplan.engines.choices import check_choice
+from fakplan.engines.choices import check_choice, unsized
 from fakplan.engines.releases import newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import (
@@ -29,20 +29,13 @@ from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 
-def unsized(name: str) -> str:
-    return (
-        f"vllm takes --kv-cache-dtype {name!r}, but fakplan has not read its layout's bytes "
-        f"(it packs scales); fakplan sizes {', '.join(KV_DTYPES)}"
-    )
-
-
 def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
     name = query.kv_dtype
     if name not in KV_DTYPES:
         refused = check_choice(
             "vllm", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
-        raise FakplanError(refused or unsized(name))
+        raise FakplanError(refused or unsized("vllm", name, KV_DTYPES))
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
