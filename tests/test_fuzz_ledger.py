@@ -17,7 +17,6 @@ import io
 import itertools
 import json
 import re
-import resource
 import select
 import shutil
 import subprocess
@@ -44,6 +43,7 @@ from fakplan.units import GIB
 from fakplan.verify import ledger_verdicts
 
 from .conftest import PUBLIC
+from .peakrss import peak_mib
 from .test_ledger_hardening import NoAnswer, answers_within
 
 HERE = Path(__file__).resolve().parent
@@ -333,8 +333,7 @@ def serve() -> None:
             result = {"outcome": "traceback", "traceback": traceback.format_exc()}
         result["took"] = time.monotonic() - started
         print(json.dumps(result), flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 10**6
-    print(json.dumps({"peak_mb": peak}), flush=True)
+    print(json.dumps({"peak_mb": peak_mib() * 2**20 / 10**6}), flush=True)
 
 
 @pytest.mark.fuzz

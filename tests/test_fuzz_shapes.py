@@ -10,7 +10,6 @@ and memory the worst case took.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from fakplan.render import render_plan
 from fakplan.shape import load_shape_text
 
 from .conftest import ROOT, SHAPES
+from .peakrss import peak_mib
 
 BUNDLED = {path.name: path.read_text() for path in sorted(SHAPES.glob("*.yaml"))}
 PARSED = {name: yaml.safe_load(text) for name, text in BUNDLED.items()}
@@ -149,7 +149,7 @@ def fuzz_run(count: int, folder: Path) -> dict[str, float]:
         "count": count,
         "seconds": time.monotonic() - begun,
         "slowest": slowest[0],
-        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mib": peak_mib(),
     }
 
 

@@ -42,6 +42,8 @@ from fakplan.probes.flavours import FLAVOURS
 from fakplan.probes.http import Answer
 from fakplan.shape import load_shape
 
+from .conftest import ROOT
+from .peakrss import RUN_FAKPLAN
 from .tinymodels import write_tiny_llama
 
 DATA = Path(__file__).resolve().parent / "data" / "probes"
@@ -375,14 +377,14 @@ def probe_in_child(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, kill_after_s: float = 90
 ) -> Ran:
     """``fakplan probe ARGS`` in a child process; its wall time and its own peak RSS."""
-    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    stdout, stderr, peak = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "peak"
     start = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         child = subprocess.Popen(
-            [sys.executable, "-m", "fakplan", "probe", *args],
+            [sys.executable, "-c", RUN_FAKPLAN, str(peak), "probe", *args],
             stdout=out,
             stderr=err,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
             cwd=tmp_path,
         )
         killer = threading.Timer(kill_after_s, child.kill)
@@ -392,7 +394,9 @@ def probe_in_child(
         finally:
             killer.cancel()
         child.returncode = os.waitstatus_to_exitcode(status)
-    return Ran(child.returncode, time.monotonic() - start, usage.ru_maxrss / 1024, stdout, stderr)
+    # the child's own peak (ru_maxrss would carry this test process's, kept across exec)
+    own = float(peak.read_text()) if peak.exists() else usage.ru_maxrss / 1024
+    return Ran(child.returncode, time.monotonic() - start, own, stdout, stderr)
 
 
 def test_the_cli_ends_a_trickling_stream_within_its_timeout(
