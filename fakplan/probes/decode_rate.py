@@ -215,7 +215,7 @@ def _decode_notes(reps: list[DecodeRep], engine: Summary | None) -> tuple[bool, 
     return short, notes
 
 
-def _decode_basis(streamed: Summary | None, diff: Summary | None, e2e: Summary | None) -> Basis:
+def decode_basis(streamed: Summary | None, diff: Summary | None, e2e: Summary | None) -> Basis:
     """The figure decode is judged on, and what bounds the streamed one when it is not that.
 
     The streamed rate unless it misses the non-streamed one by more than the
@@ -271,7 +271,7 @@ def decode(
     engine = summary_of([r.engine_tps for r in reps])
     short, more = _decode_notes(reps, engine)
     notes += more
-    basis = _decode_basis(streamed, diff, e2e)
+    basis = decode_basis(streamed, diff, e2e)
     if e2e and _fixed_cost_dominates(reps):
         notes.append(
             "a 1-token request takes over half of a full one: fixed per-request cost dominates; "
