@@ -5,6 +5,7 @@
     ├── ShapeError               a shape file: file, line, field, expected form
     ├── GeometryError            a model fakplan cannot read or does not know
     ├── ReleaseError             an engine version older than fakplan models, or not a number
+    ├── RuleError                an engine's rule a query breaks, with the shape field that states it
     ├── LedgerError              a boot log that states nothing fakplan recognises
     ├── RecordError              a compiled record (plan.json) that is missing or damaged
     ├── GatesError               an operator gates file that cannot be imported or clashes
@@ -78,3 +79,12 @@ class GatesError(FakplanError):
 
 class ProbeError(FakplanError):
     """An endpoint that cannot be probed at all (bad URL, missing key)."""
+
+
+class RuleError(FakplanError):
+    """An engine's rule the query breaks; ``field`` is the shape's path to what states it,
+    so a plan reports it at that line (``fakplan kv`` has no shape: the message alone)."""
+
+    def __init__(self, message: str, *field: str) -> None:
+        super().__init__(message)
+        self.field = field

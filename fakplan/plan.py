@@ -21,7 +21,7 @@ from fakplan.contract import (
 )
 from fakplan.engines import ENGINES, ModelledEngine, shape_geometry
 from fakplan.engines.served import served_weights
-from fakplan.errors import LedgerError
+from fakplan.errors import LedgerError, RuleError
 from fakplan.figures import Figures, ModelFacts
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
@@ -272,8 +272,16 @@ def _derivations(
 def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
     """Shape in, plan out (no files written).
 
-    ``ledger_path`` reads the ceiling from that boot log instead of the shape's.
+    ``ledger_path`` reads the ceiling from that boot log instead of the shape's. An
+    engine rule the shape breaks is reported at the shape's line that states it.
     """
+    try:
+        return _compiled(loaded, ledger_path)
+    except RuleError as exc:
+        raise loaded.error(str(exc), *exc.field) from None
+
+
+def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
     f = derive_figures(loaded, ledger_path)

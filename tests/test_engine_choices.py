@@ -202,3 +202,19 @@ def test_a_block_size_vllm_0_11_refuses(tmp_path: Path) -> None:
         tmp_path, "example.yaml", "  max_num_seqs: 2", "  max_num_seqs: 2\n  block_size: 24"
     )
     assert "serving.block_size: vllm --block-size 24 is refused" in _refusal(path)
+
+
+def test_an_engine_rule_a_shape_breaks_is_reported_at_its_line(tmp_path: Path) -> None:
+    """vLLM before 0.11 is read for uniform models only: Gemma 3's sliding windows are a
+    hybrid layout, refused at the engine_version line (was a bare line, no file or field)."""
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: h\nengine: vllm\nengine_version: 0.8.5\nmodel: google/gemma-3-27b-it\n"
+        "card: {total: 80 GiB}\nbudget: {weights: 60 GiB, kv: 10 GiB}\n"
+        "serving: {max_num_seqs: 2, max_model_len: 8192}\nceiling: 75 GiB\n"
+    )
+    from fakplan.plan import compile_plan
+
+    with pytest.raises(ShapeError) as info:
+        compile_plan(load_shape(path))
+    assert str(info.value).startswith(f"{path}:3: engine_version: vllm 0.8.5: hybrid layouts")

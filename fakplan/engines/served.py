@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
 from fakplan.engines.query import query_for_shape
-from fakplan.errors import FakplanError, GeometryError
+from fakplan.errors import FakplanError, GeometryError, RuleError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.kv import KvQuery
 
@@ -32,17 +32,21 @@ def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
     engine = query.engine
     name = query.model_dtype.lower()
     if name not in MODEL_DTYPES:
-        raise FakplanError(
-            f"{engine} --dtype {query.model_dtype!r}: expected one of {', '.join(MODEL_DTYPES)}"
+        raise RuleError(
+            f"{engine} --dtype {query.model_dtype!r}: expected one of {', '.join(MODEL_DTYPES)}",
+            "serving",
+            "dtype",
         )
     stated = MODEL_DTYPES[name]
     if stated is not None:
         return stated, None
     model = query.geometry.dtype
     if model not in {"bf16", "fp16", "fp32"}:
-        raise FakplanError(
+        raise RuleError(
             f"{engine} --kv-cache-dtype auto follows the model dtype, which is {model!r} "
-            f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)"
+            f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)",
+            "serving",
+            "kv_cache_dtype",
         )
     if model == "fp32":
         storage, which = downcast

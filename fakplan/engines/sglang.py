@@ -20,7 +20,7 @@ from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import Choices, check_choice, check_dtypes, choices_for, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
-from fakplan.errors import FakplanError
+from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
@@ -90,7 +90,7 @@ def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
         refused = check_choice(
             "sglang", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
-        raise FakplanError(refused or unsized("sglang", name, KV_DTYPES))
+        raise RuleError(refused or unsized("sglang", name, KV_DTYPES), "serving", "kv_cache_dtype")
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
@@ -181,9 +181,11 @@ class SglangEngine(ModelledEngine):
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         release, version = select("sglang", RELEASES, query.engine_version)
         if query.device == "cpu":
-            raise FakplanError(
+            raise RuleError(
                 "sglang on a CPU: its CPU backend's pool is not modelled; fakplan models "
-                "SGLang on GPUs"
+                "SGLang on GPUs",
+                "card",
+                "device",
             )
         dtype, b, dtype_rule = _dtype(query)
         g = query.geometry
@@ -206,7 +208,7 @@ class SglangEngine(ModelledEngine):
         if LayerKind.LINEAR in kinds or LayerKind.MAMBA in kinds:
             rules.append("hybrid linear-attention/Mamba: only the attention layers are in the cell")
         if not components:
-            raise FakplanError(f"{g.source}: no layer holds a KV cache")
+            raise RuleError(f"{g.source}: no layer holds a KV cache", "model")
         return KvBreakdown(
             engine="sglang",
             engine_version=version,

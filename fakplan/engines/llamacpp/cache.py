@@ -16,7 +16,7 @@ from fakplan.engines.llamacpp.rules import (
     LlamacppRules,
 )
 from fakplan.engines.releases import select
-from fakplan.errors import FakplanError
+from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvQuery
 
@@ -76,7 +76,7 @@ def cache_type_refusal(text: str, version: str | None) -> str | None:
 def cache_types(query: KvQuery) -> tuple[str, str]:
     refused = cache_type_refusal(query.kv_dtype, query.engine_version)
     if refused:
-        raise FakplanError(refused)
+        raise RuleError(refused, "serving", "kv_cache_dtype")
     return split_types(query.kv_dtype)
 
 
@@ -84,7 +84,9 @@ def cache_for(query: KvQuery) -> CacheLayout:
     release, version = select("llamacpp", RELEASES, build_of(query.engine_version), build=True)
     k_name, v_name = cache_types(query)
     if v_name not in UNQUANTIZED and not query.flash_attn:
-        raise FakplanError("llama.cpp: a quantized V cache requires flash attention")
+        raise RuleError(
+            "llama.cpp: a quantized V cache requires flash attention", "serving", "kv_cache_dtype"
+        )
     g = query.geometry
     kinds = g.layer_kinds
     full = kinds.count(LayerKind.FULL) + kinds.count(LayerKind.MLA)

@@ -24,7 +24,7 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
-from fakplan.errors import FakplanError
+from fakplan.errors import RuleError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
@@ -35,13 +35,17 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
         refused = check_choice(
             "vllm", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
-        raise FakplanError(refused or unsized("vllm", name, KV_DTYPES))
+        raise RuleError(refused or unsized("vllm", name, KV_DTYPES), "serving", "kv_cache_dtype")
     storage = KV_DTYPES[name]
     rule = None
     if storage is None:
         storage, rule = served_dtype(query, DOWNCAST)
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
-        raise FakplanError("vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers")
+        raise RuleError(
+            "vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers",
+            "serving",
+            "kv_cache_dtype",
+        )
     return name, element_type(storage).block_bytes, storage, rule
 
 
@@ -207,7 +211,7 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> StageLayout:
     dtype, b, storage, dtype_rule = _dtype_bytes(query)
     groups = _specs(query, stage, b, dtype)
     if not groups:
-        raise FakplanError(f"{query.geometry.source}: no layer holds a KV cache")
+        raise RuleError(f"{query.geometry.source}: no layer holds a KV cache", "model")
     rules = [
         f"vllm {release.rule} arithmetic (read in {release.read_in})",
         *newer_note("vllm", RELEASES, query.engine_version),
@@ -217,9 +221,10 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> StageLayout:
     block = _default_block(query, release, is_mla, rules)
     attention = [gr for gr in groups if gr.per_token]
     if not release.hybrid and (len(attention) < len(groups) or len(attention) > 1):
-        raise FakplanError(
+        raise RuleError(
             f"vllm {version}: hybrid layouts ({', '.join(gr.kind.value for gr in groups)}) "
-            "are modelled from v0.11 on; state engine_version 0.11.0 or later"
+            "are modelled from v0.11 on; state engine_version 0.11.0 or later",
+            "engine_version",
         )
     if release.sliding_as_full:
         rules.append("V0: sliding windows were allocated as full layers")
