@@ -80,7 +80,8 @@ def test_gpt_oss_alternating_windows() -> None:
         LayerKind.FULL,
     )
     assert g.count(LayerKind.SLIDING) == 12 and g.sliding_window == 128
-    assert g.dtype == "unknown"  # the published config states no torch_dtype
+    assert g.dtype == "unstated" and g.dtype_origin == "none"  # no torch_dtype or dtype
+    assert g.quant_method == "mxfp4"
 
 
 def test_mimo_swa_heads_differ_from_full() -> None:
@@ -91,9 +92,26 @@ def test_mimo_swa_heads_differ_from_full() -> None:
     assert (g.attention.head_dim, g.attention.v_head_dim) == (192, 128)
 
 
-def test_gemma4_is_refused_with_a_reason() -> None:
-    with pytest.raises(GeometryError, match="attention_k_eq_v"):
-        load_geometry(config("nvidia--Gemma-4-31B-IT-NVFP4"))
+def test_gemma4_full_layers_have_heads_of_their_own() -> None:
+    # text_config: 60 layers, every 6th full; sliding layers 16 KV heads x 256; full
+    # layers global_head_dim 512 and, as attention_k_eq_v holds, num_global_key_value_heads 4
+    g = load_geometry(config("nvidia--Gemma-4-31B-IT-NVFP4"))
+    assert g.count(LayerKind.FULL) == 10 and g.count(LayerKind.SLIDING) == 50
+    assert g.attention is not None and g.sliding is not None
+    assert (g.attention.num_kv_heads, g.attention.head_dim, g.attention.v_head_dim) == (4, 512, 512)
+    assert (g.sliding.num_kv_heads, g.sliding.head_dim) == (16, 256)
+    assert g.sliding_window == 1024
+    assert (g.dtype, g.dtype_origin) == ("bf16", "config")
+
+
+def test_gemma4_shared_kv_layers_cache_nothing() -> None:
+    cfg = json.loads(Path(config("nvidia--Gemma-4-31B-IT-NVFP4")).read_text())
+    cfg["text_config"]["num_kv_shared_layers"] = 20
+    g = geometry_from_config(cfg, source="shared")
+    # the last 20 layers read earlier layers' caches: 40 own caches, 6 or 7 of them full
+    assert g.count(LayerKind.NONE) == 20
+    assert g.count(LayerKind.FULL) + g.count(LayerKind.SLIDING) == 40
+    assert g.count(LayerKind.FULL) == 40 // 6
 
 
 def test_unknown_architecture_names_what_is_missing() -> None:
@@ -218,7 +236,7 @@ def test_every_catalog_entry_reads_or_is_refused_with_a_reason() -> None:
             continue
         assert g is not None and g.num_layers > 0
         assert g.source.startswith(f"catalog:{model_id} (")
-    assert refused == ["nvidia/Gemma-4-31B-IT-NVFP4"]
+    assert refused == []
 
 
 def test_catalog_lookup_is_case_insensitive() -> None:

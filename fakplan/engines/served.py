@@ -6,6 +6,12 @@ vLLM to its platform's first supported dtype (``_resolve_auto_dtype``, v0.32.0:
 bf16 on x86/aarch64 CPUs and GPUs with bf16, fp16 on older GPUs), SGLang to
 fp16, or bf16 for Gemma (python/sglang/srt/configs/model_config.py). Two bytes
 either way, which is all a KV size needs.
+
+A checkpoint that states no dtype (quantized ones often do not) is float32 to both
+(vLLM after reading the safetensors dtypes, fakplan.geometry.checkpoint_dtype); one
+stating a dtype neither serves activations in (fp8, uint8) is served in vLLM's preferred
+dtype (``_resolve_auto_dtype``) and, as SGLang's ``_STR_DTYPE_TO_TORCH_DTYPE`` knows only
+the 16/32-bit floats, in SGLang's float32 downcast: 16 bits in every case.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ Downcast = tuple[str, str]
 
 def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
     """The weights' served dtype (what KV ``auto`` follows), and the rule that chose it;
-    ``downcast`` is the engine's own for a float32 checkpoint under ``--dtype auto``."""
+    ``downcast`` is the engine's 16-bit dtype for what ``--dtype auto`` does not keep."""
     engine = query.engine
     name = query.model_dtype.lower()
     if name not in MODEL_DTYPES:
@@ -40,21 +46,31 @@ def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
     stated = MODEL_DTYPES[name]
     if stated is not None:
         return stated, None
-    model = query.geometry.dtype
-    if model not in {"bf16", "fp16", "fp32"}:
+    g = query.geometry
+    model = g.dtype
+    found = g.dtype_source or f"{g.source} states {model}"
+    if model in {"bf16", "fp16"}:
+        return model, None if g.dtype_origin == "config" else f"served in {model}: {found}"
+    if g.dtype_origin == "gguf":
         raise RuleError(
-            f"{engine} --kv-cache-dtype auto follows the model dtype, which is {model!r} "
-            f"for {query.geometry.source}; state the KV dtype (bfloat16, fp8, ...)",
+            f"{engine} --kv-cache-dtype auto follows the model dtype, and {g.source} is a "
+            f"GGUF ({model}) whose served dtype fakplan has not read; state the KV dtype "
+            "(bfloat16, fp8, ...) or serving.dtype",
             "serving",
             "kv_cache_dtype",
         )
+    storage, which = downcast
     if model == "fp32":
-        storage, which = downcast
-        return storage, (
-            f"--dtype auto serves a float32 checkpoint in 16 bits ({which}: 2 B either "
-            "way); state serving.dtype: float32 to keep 4 B"
+        why = f"{found}: --dtype auto serves a float32 checkpoint in 16 bits"
+    elif model == "unstated":
+        why = (
+            f"{found}; {engine} then takes the safetensors dtypes (vLLM) or float32, "
+            "which --dtype auto serves in 16 bits"
         )
-    return model, None
+    else:
+        why = f"{found}, not a dtype {engine} serves activations in: --dtype auto uses 16 bits"
+    pin = "serving.dtype: float32 to keep 4 B" if model == "fp32" else "serving.dtype to pin it"
+    return storage, f"{why} ({which}: 2 B either way); state {pin}"
 
 
 def served_weights(

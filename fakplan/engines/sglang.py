@@ -83,6 +83,16 @@ SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
 
 
+def _gpt_oss_override(query: KvQuery) -> tuple[str, str] | None:
+    """SGLang serves GptOssForCausalLM with an mxfp4 quantization_config in bfloat16
+    (server_args.py:2489 at v0.5.2; srt/arg_groups/model_overrides/gpt_oss.py:63 at
+    v0.5.23), whatever its config states."""
+    g = query.geometry
+    if query.model_dtype != "auto" or g.architecture != "gpt_oss" or g.quant_method != "mxfp4":
+        return None
+    return "bf16", "SGLang's GPT-OSS override serves an mxfp4 checkpoint in bfloat16"
+
+
 def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
     """The dtype as reported (auto resolved), its bytes per element, and the rule applied."""
     name = query.kv_dtype
@@ -97,7 +107,7 @@ def _dtype(query: KvQuery) -> tuple[str, int, str | None]:
         # auto: the checkpoint's kv_cache_quant_algo FP8 wins, else the served dtype
         storage = query.geometry.kv_cache_quant
         if storage is None:
-            storage, rule = served_dtype(query, DOWNCAST)
+            storage, rule = _gpt_oss_override(query) or served_dtype(query, DOWNCAST)
     return (storage if name == "auto" else name), element_type(storage).block_bytes, rule
 
 

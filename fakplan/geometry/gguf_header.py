@@ -295,6 +295,8 @@ def geometry_from_header(header: GgufHeader) -> Geometry:
         context_length=int(k.need("context_length")),
         rope_scaling=str(scaling) if scaling and scaling != "none" else None,
         dtype=_FILE_TYPES.get(int(ftype), f"file_type {ftype}") if ftype is not None else "unknown",
+        dtype_origin="gguf",
+        dtype_source="GGUF general.file_type",
         num_experts=int(k.get("expert_count")) if k.get("expert_count") else None,
         experts_per_token=int(k.get("expert_used_count")) if k.get("expert_used_count") else None,
         num_nextn_layers=nextn,

@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 from fakplan.errors import GeometryError
-from fakplan.geometry.hf_layouts import READERS, Config, Fields, dtype_name
-from fakplan.geometry.model import Geometry
+from fakplan.geometry.checkpoint_dtype import checkpoint_dtype
+from fakplan.geometry.hf_layouts import READERS, Config, Fields
+from fakplan.geometry.model import Geometry, KvQuantDecl
 from fakplan.geometry.params import counted_weight_bytes
-from fakplan.geometry.safetensors import safetensors_bytes
+from fakplan.geometry.safetensors import safetensors_bytes, safetensors_dtypes
 
 
 def _text_config(config: Config) -> Config:
@@ -62,12 +63,49 @@ def _kv_cache_quant(config: Config) -> str | None:
     return None
 
 
+def _kv_quant_decl(config: Config) -> KvQuantDecl | None:
+    """The KV-cache entries of a quantization config (ModelOpt nests them under
+    ``quantization``), or None where it states none."""
+    quant = config.get("quantization_config") or config.get("compression_config")
+    if not isinstance(quant, dict):
+        return None
+    nested = quant.get("quantization")
+    inner: Config = nested if isinstance(nested, dict) else {}
+    scheme = inner.get("kv_cache_scheme") or quant.get("kv_cache_scheme")
+    algo = inner.get("kv_cache_quant_algo") or quant.get("kv_cache_quant_algo")
+    if scheme is None and algo is None:
+        return None
+    scheme = scheme if isinstance(scheme, dict) else {}
+    bits, kind, dynamic = scheme.get("num_bits"), scheme.get("type"), scheme.get("dynamic")
+    return KvQuantDecl(
+        quant_method=_quant_method(config) or "unnamed",
+        algo=str(algo).lower() if isinstance(algo, str) else None,
+        scheme_bits=bits if isinstance(bits, int) and not isinstance(bits, bool) else None,
+        scheme_type=str(kind) if isinstance(kind, str) else None,
+        scheme_dynamic=dynamic if isinstance(dynamic, bool) else None,
+        has_scheme=bool(scheme),
+    )
+
+
+def _quant_method(config: Config) -> str | None:
+    """The checkpoint's quantization format (compressed-tensors may call it compression)."""
+    for key in ("quantization_config", "compression_config"):
+        quant = config.get(key)
+        if isinstance(quant, dict):
+            method = quant.get("quant_method") or quant.get("quant_algo")
+            if method is None and isinstance(quant.get("quantization"), dict):
+                method = quant["quantization"].get("quant_algo")  # legacy ModelOpt
+            return str(method).lower() if method else "unnamed"
+    return None
+
+
 def geometry_from_config(
     config: Config,
     *,
     source: str,
     weight_bytes: int | None = None,
     weight_source: str | None = None,
+    header_dtypes: frozenset[str] | None = None,
 ) -> Geometry:
     """The pure reader: a parsed config.json in, a Geometry out."""
     if not isinstance(config, dict):
@@ -89,6 +127,7 @@ def geometry_from_config(
     notes = []
     if f.used_defaults:
         notes.append(f"{', '.join(f.used_defaults)} from {f.default_source}")
+    dtype = checkpoint_dtype(config, header_dtypes)
     experts = f.get("num_local_experts", "num_experts", "n_routed_experts")
     weight_params = None
     if weight_bytes is None and text is config:
@@ -104,8 +143,12 @@ def geometry_from_config(
         hidden_size=int(f.need("hidden_size")),
         context_length=int(f.need("max_position_embeddings")),
         rope_scaling=_rope_scaling(f),
-        dtype=dtype_name(f.get("torch_dtype", "dtype")) or "unknown",
+        dtype=dtype.name,
+        dtype_origin=dtype.origin,
+        dtype_source=dtype.source,
+        quant_method=_quant_method(config),
         kv_cache_quant=_kv_cache_quant(text),
+        kv_quant_decl=_kv_quant_decl(text),
         num_experts=int(experts) if experts else None,
         experts_per_token=f.get("num_experts_per_tok", "experts_per_token"),
         weight_bytes=weight_bytes,
@@ -126,6 +169,13 @@ def read_hf(path: Path) -> Geometry:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GeometryError(f"{config_path}: not a readable config.json ({exc})") from None
     weights, weight_source = safetensors_bytes(config_path.parent)
+    headers = None
+    if isinstance(config, dict) and checkpoint_dtype(config).origin == "none":
+        headers = safetensors_dtypes(config_path.parent)  # vLLM's last place to look
     return geometry_from_config(
-        config, source=str(path), weight_bytes=weights, weight_source=weight_source
+        config,
+        source=str(path),
+        weight_bytes=weights,
+        weight_source=weight_source,
+        header_dtypes=headers,
     )

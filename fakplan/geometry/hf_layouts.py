@@ -184,6 +184,41 @@ def _gpt_oss(f: Fields) -> dict[str, Any]:
     return _windowed(f, None)
 
 
+def _gemma4(f: Fields) -> dict[str, Any]:
+    """Gemma 4: full-attention layers have heads of their own, and the last
+    ``num_kv_shared_layers`` layers read an earlier layer's cache.
+
+    transformers models/gemma4/configuration_gemma4.py (5.19) gives every full layer
+    ``global_head_dim`` (default 512) and, where ``attention_k_eq_v`` holds,
+    ``num_global_key_value_heads``; vLLM loads a K=V layer's K weights into both the K
+    and the V slot (vllm/model_executor/models/gemma4.py:421, v0.33.0), so the cache
+    still holds K and V. Shared layers allocate nothing (``kv_sharing_target_layer_name``).
+    """
+    layers = int(f.need("num_hidden_layers"))
+    kinds = _from_layer_types(f, layers)
+    if kinds is None:
+        raise GeometryError(f"{f.where}: gemma4 needs layer_types (alternating windows)")
+    shared = int(f.get("num_kv_shared_layers") or 0)
+    first_shared = layers - shared
+    kinds = tuple(k if i < first_shared else LayerKind.NONE for i, k in enumerate(kinds))
+    sliding = _heads(f)
+    global_dim = int(f.get("global_head_dim") or 512)
+    global_kv = f.get("num_global_key_value_heads")
+    k_eq_v = f.get("attention_k_eq_v")
+    full = AttentionHeads(
+        num_kv_heads=int(global_kv) if global_kv and k_eq_v is not False else sliding.num_kv_heads,
+        head_dim=global_dim,
+        v_head_dim=global_dim,
+    )
+    return {
+        "num_layers": layers,
+        "layer_kinds": kinds,
+        "attention": full,
+        "sliding": sliding,
+        "sliding_window": int(f.need("sliding_window")),
+    }
+
+
 def _mimo_v2(f: Fields) -> dict[str, Any]:
     """MiMo-V2: its sliding layers have heads of their own (swa_*)."""
     layers = int(f.need("num_hidden_layers"))
@@ -349,9 +384,7 @@ READERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
     ),
     "nemotron_h": _nemotron_h,
     "jamba": _jamba,
-    "gemma4_text": _refuse(
-        "Gemma 4 caches K=V layers (attention_k_eq_v) and per-layer head sizes in a way "
-        "fakplan does not model yet"
-    ),
+    "gemma4_text": _gemma4,
+    "gemma4": _gemma4,
     "falcon_h1": _refuse("parallel attention + Mamba in every layer is not modelled yet"),
 }

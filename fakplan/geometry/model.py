@@ -28,6 +28,18 @@ class AttentionHeads(_Frozen):
     v_head_dim: int
 
 
+class KvQuantDecl(_Frozen):
+    """What a checkpoint's quantization config says of its KV cache, as written: each
+    engine reads it by its own rule (vLLM, SGLang differ on which forms count)."""
+
+    quant_method: str = Field(description="the quantization_config's quant_method")
+    algo: str | None = Field(None, description="kv_cache_quant_algo, lowercased")
+    scheme_bits: int | None = Field(None, description="kv_cache_scheme.num_bits")
+    scheme_type: str | None = Field(None, description="kv_cache_scheme.type")
+    scheme_dynamic: bool | None = Field(None, description="kv_cache_scheme.dynamic")
+    has_scheme: bool = Field(False, description="a kv_cache_scheme is stated at all")
+
+
 class MlaDims(_Frozen):
     kv_lora_rank: int
     qk_rope_head_dim: int
@@ -72,8 +84,16 @@ class Geometry(_Frozen):
     mamba: MambaDims | None = None
     context_length: int = Field(description="trained context (max_position_embeddings)")
     rope_scaling: str | None = Field(None, description="rope scaling the checkpoint declares")
-    dtype: str = Field(description="the weights' dtype, which 'auto' KV caches follow")
-    kv_cache_quant: str | None = Field(None, description="a KV dtype the checkpoint prescribes")
+    dtype: str = Field(
+        description="the checkpoint's dtype where vLLM finds it ('unstated' where nowhere)"
+    )
+    dtype_origin: str = Field("config", description="where the dtype was found")
+    dtype_source: str | None = Field(None, description="the dtype's source, in words")
+    quant_method: str | None = Field(None, description="the checkpoint's quantization format")
+    kv_cache_quant: str | None = Field(
+        None, description="fp8 where kv_cache_quant_algo FP8 or an 8-bit float kv_cache_scheme"
+    )
+    kv_quant_decl: KvQuantDecl | None = Field(None, description="the KV quantization as stated")
     num_experts: int | None = None
     experts_per_token: int | None = None
     num_nextn_layers: int = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 from fakplan.errors import GeometryError
 
@@ -31,8 +32,23 @@ def safetensors_bytes(folder: Path) -> tuple[int | None, str | None]:
     return total, f"headers of {len(files)} safetensors file(s)"
 
 
-def _header_bytes(path: Path) -> int:
-    """Sum of tensor extents from the 8-byte length + JSON header; tensors are never read."""
+def safetensors_dtypes(folder: Path) -> frozenset[str] | None:
+    """The dtypes the folder's tensors are stored in (headers only); None without files."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    seen: set[str] = set()
+    for file in files:
+        seen.update(
+            str(info.get("dtype"))
+            for name, info in _header(file).items()
+            if name != "__metadata__" and isinstance(info, dict)
+        )
+    return frozenset(seen)
+
+
+def _header(path: Path) -> dict[str, Any]:
+    """The 8-byte length + JSON header of one file; tensors are never read."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(8)
@@ -46,10 +62,20 @@ def _header_bytes(path: Path) -> int:
             header = json.loads(handle.read(length))
     except (OSError, ValueError) as exc:
         raise GeometryError(f"{path}: unreadable safetensors header ({exc})") from None
+    if not isinstance(header, dict):
+        raise GeometryError(f"{path}: safetensors header is not a JSON object")
+    return header
+
+
+def _header_bytes(path: Path) -> int:
+    """Sum of tensor extents from one file's header."""
     total = 0
-    for name, info in header.items():
+    for name, info in _header(path).items():
         if name == "__metadata__":
             continue
-        start, end = info["data_offsets"]
-        total += int(end) - int(start)
+        try:
+            start, end = info["data_offsets"]
+            total += int(end) - int(start)
+        except (KeyError, TypeError, ValueError):
+            raise GeometryError(f"{path}: tensor {name!r} has no data_offsets pair") from None
     return total

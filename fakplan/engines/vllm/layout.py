@@ -12,6 +12,7 @@ from fakplan.engines.releases import newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import (
     BLOCK_ALIGN,
+    CHECKPOINT_KV,
     CPU_BLOCK,
     CPU_MLA_BLOCK,
     DEFAULT_BATCHED_TOKENS,
@@ -29,17 +30,60 @@ from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 
+def _checkpoint_kv(query: KvQuery) -> tuple[str, str] | None:
+    """The KV dtype the checkpoint's quantization config sets for this release, and why."""
+    decl = query.geometry.kv_quant_decl
+    if decl is None:
+        return None
+    rules, _ = select("vllm", CHECKPOINT_KV, query.engine_version)
+    stated = query.kv_dtype != "auto"
+    if decl.quant_method == "compressed-tensors" and decl.has_scheme:
+        if rules.compressed == "always" or (rules.compressed == "auto" and not stated):
+            over = f" over the stated {query.kv_dtype}" if stated else ""
+            why = f"a compressed-tensors kv_cache_scheme makes the cache fp8{over}"
+            return "fp8", f"{why} ({rules.source})"
+        return None
+    if stated or not decl.quant_method.startswith("modelopt"):
+        return None
+    form = decl.algo
+    if decl.scheme_bits is not None or decl.scheme_type is not None:
+        if decl.scheme_dynamic is False and decl.scheme_bits == 8 and decl.scheme_type == "float":
+            form = "fp8"
+        elif decl.scheme_bits == 4 and decl.scheme_type == "float":
+            form = "nvfp4"
+        else:
+            form = None
+    if form not in rules.modelopt:
+        return None
+    name = "fp8_e4m3" if form == "fp8" else form
+    return name, f"the ModelOpt checkpoint's KV scheme makes auto {name} ({rules.source})"
+
+
 def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
     name = query.kv_dtype
+    checkpoint = _checkpoint_kv(query)
+    if checkpoint is not None:
+        name = checkpoint[0]
+        if name not in KV_DTYPES:
+            raise RuleError(
+                f"vllm --kv-cache-dtype auto is {name} for {query.geometry.source} "
+                f"({checkpoint[1]}), a layout fakplan has not sized yet",
+                "serving",
+                "kv_cache_dtype",
+            )
+        storage = KV_DTYPES[name] or "fp8"
+        return name, element_type(storage).block_bytes, storage, checkpoint[1]
     if name not in KV_DTYPES:
         refused = check_choice(
             "vllm", "--kv-cache-dtype", name, KV_CACHE_DTYPE_CHOICES, query.engine_version
         )
         raise RuleError(refused or unsized("vllm", name, KV_DTYPES), "serving", "kv_cache_dtype")
-    storage = KV_DTYPES[name]
+    stated = KV_DTYPES[name]
     rule = None
-    if storage is None:
+    if stated is None:
         storage, rule = served_dtype(query, DOWNCAST)
+    else:
+        storage = stated
     if name == "fp8_ds_mla" and LayerKind.MLA not in query.geometry.layer_kinds:
         raise RuleError(
             "vllm fp8_ds_mla is an MLA cache layout; this model has no MLA layers",

@@ -42,6 +42,35 @@ RELEASES = (
     VllmRules("v0", (0, 3), "0.6.6.post1", False, False, True, "blocks", "# GPU blocks", False),
 )
 
+
+@dataclass(frozen=True)
+class CheckpointKvRules(Release):
+    """Which KV dtype a checkpoint's quantization config makes of ``--kv-cache-dtype auto``."""
+
+    # ModelOpt kv_cache_scheme / kv_cache_quant_algo forms mapped (get_kv_cache_quant_algo_
+    # string, vllm/utils/torch_utils.py): "fp8" -> fp8_e4m3; "nvfp4" from 0.20
+    modelopt: tuple[str, ...]
+    # a compressed-tensors kv_cache_scheme makes the cache fp8 (Attention.__init__):
+    # "never" before 0.15, "always" (even over a stated dtype) 0.15-0.21, "auto" from 0.22
+    compressed: Literal["never", "always", "auto"]
+    source: str
+
+
+_CT = "vllm/model_executor/layers/attention/attention.py"
+CHECKPOINT_KV = (
+    CheckpointKvRules("ckpt-kv-0.22", (0, 22), "0.33.0", ("fp8", "nvfp4"), "auto",
+                      f"utils/torch_utils.py:443 (v0.33.0); {_CT}:287 (v0.33.0), :238 (v0.22.0)"),
+    CheckpointKvRules("ckpt-kv-0.20", (0, 20), "0.20.0", ("fp8", "nvfp4"), "always",
+                      f"utils/torch_utils.py (v0.20.0); {_CT}:232 (v0.20.0)"),
+    CheckpointKvRules("ckpt-kv-0.15", (0, 15), "0.15.0", ("fp8",), "always",
+                      "utils/torch_utils.py (v0.15.0); vllm/attention/layer.py:199 (v0.15.0)"),
+    CheckpointKvRules("ckpt-kv-0.14", (0, 14), "0.14.0", ("fp8",), "never",
+                      "utils/torch_utils.py:239 resolve_kv_cache_dtype_string, called in "
+                      "engine/arg_utils.py:1398 (v0.14.0)"),
+    CheckpointKvRules("ckpt-kv-none", (0, 3), "0.13.0", (), "never",
+                      "no checkpoint KV rule in 0.13.0 and before: auto follows the model dtype"),
+)  # fmt: skip
+
 # What vLLM's own parser takes, release by release (its CacheDType / ModelDType / BlockSize,
 # or the argparse choices= of V0): engines compare exactly, so a shape must spell them so.
 KV_CACHE_DTYPE_CHOICES = (
