@@ -30,7 +30,7 @@ class KvQuery:
     max_model_len: int | None = None
     max_num_seqs: int = 1
     max_num_batched_tokens: int | None = None
-    prefix_caching: bool = True
+    prefix_caching: bool | None = None  # None: the engine's default
     spec_tokens: int = 0
     kv_unified: bool | None = None  # llama.cpp
     flash_attn: bool = True  # llama.cpp

@@ -84,14 +84,23 @@ def test_deepseek_v3_llamacpp_caches_k_only() -> None:
 
 def test_gemma3_sliding_window_vllm_and_llamacpp() -> None:
     # gemma-3-27b: 62 layers, 10 global; 16 KV heads x (128 + 128) x 2 B = 8,192 B per layer
-    q = query(
-        "google--gemma-3-27b-it", engine="vllm", max_model_len=32768, max_num_batched_tokens=8192
-    )
-    b = kv_breakdown(q)
-    assert b.rate == 10 * 8_192 == 81_920
-    swa = next(c for c in b.components if c.kind == "sliding")
-    # cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577 blocks of 16 tokens, 52 layers
-    assert swa.per_seq_bytes == 52 * 8_192 * 577 * 16
+    def sliding(version: str) -> int:
+        q = query(
+            "google--gemma-3-27b-it",
+            engine="vllm",
+            engine_version=version,
+            max_model_len=32768,
+            max_num_batched_tokens=8192,
+        )
+        b = kv_breakdown(q)
+        assert b.rate == 10 * 8_192 == 81_920
+        return next(c for c in b.components if c.kind == "sliding").per_seq_bytes
+
+    # 0.25: cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577 blocks of 16 tokens, 52 layers
+    assert sliding("0.25.0") == 52 * 8_192 * 577 * 16
+    # 0.26 on: 2 batches in flight under async scheduling at PP 1 (config/vllm.py:512):
+    # cdiv(min(1023 + 2 x 8192, 32768), 16) + 1 = 1089 blocks
+    assert sliding("0.33.0") == 52 * 8_192 * 1089 * 16
     # llama.cpp, -c 8192, one slot: SWA cells = pad(min(8192, 1024 + 512), 256) = 1536
     lq = query("google--gemma-3-27b-it", engine="llamacpp", max_model_len=8192)
     lb = kv_breakdown(lq)
@@ -205,6 +214,7 @@ def test_ledger_vllm_018_hybrid_exact() -> None:
         kv_dtype="fp8",
         max_model_len=131_072,
         max_num_batched_tokens=8192,
+        prefix_caching=True,  # stated among the log's non-default args: align mode, 2 pages
     )
     r = pool_tokens(q, round(5.98 * GIB))
     assert r.tokens == 567_978

@@ -112,7 +112,7 @@ def write_shape(folder: Path, ceiling: str | None = None) -> Path:
         "card: {total: 31.5 GiB, count: 1}",
         "budget: {weights: 20 GiB, kv: 5.98 GiB}",
         "serving: {max_num_seqs: 1, max_model_len: 131072, kv_cache_dtype: fp8, "
-        "max_num_batched_tokens: 8192}",
+        "max_num_batched_tokens: 8192, prefix_caching: true}",
     ]
     if ceiling is not None:
         lines += ["ceiling:", f"  ledger: {ceiling}"]

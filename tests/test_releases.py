@@ -56,7 +56,7 @@ def test_the_newest_release_read_and_an_unstated_one_say_nothing_extra(
         )
         assert "newer than" not in plan["derivations"]["engine_rules"], version
     result = runner.invoke(main, ["kv", LLAMA8, "--json"])
-    assert json.loads(result.output)["rules"] == ["vllm v1 arithmetic (read in 0.33.0)"]
+    assert json.loads(result.output)["rules"] == ["vllm v1-0.28 arithmetic (read in 0.33.0)"]
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_an_older_release_is_refused_at_the_shapes_engine_version_line(tmp_path:
     assert err.field == "engine_version"
     # the four rule sets of fakplan/engines/vllm.py, each with the release it was read in
     for known in (
-        "from 0.12 (read in 0.33.0)",
+        "from 0.28 (read in 0.33.0)",
         "from 0.11 (read in 0.11.0)",
         "from 0.8 (read in 0.8.5.post1)",
         "from 0.3 (read in 0.6.6.post1)",

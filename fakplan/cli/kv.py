@@ -79,9 +79,9 @@ def _pool_bytes(text: str | None) -> int | None:
 )
 @click.option(
     "--prefix-caching/--no-prefix-caching",
-    default=True,
-    show_default=True,
-    help="vLLM prefix caching (hybrid state pages).",
+    default=None,
+    help="vLLM prefix caching (hybrid state pages); default: the release's own (on, but "
+    "off for hybrid models before 0.28).",
 )
 @click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option(

@@ -128,8 +128,12 @@ class Serving(Strict_):
     max_num_batched_tokens: Tokens | None = Field(
         None, description="vLLM: tokens per scheduler step (sizes sliding-window blocks)"
     )
-    prefix_caching: bool = Field(
-        True, description="vLLM: prefix caching (hybrid models keep 2 state pages per sequence)"
+    prefix_caching: bool | None = Field(
+        None,
+        description=(
+            "vLLM: prefix caching (hybrid models then keep 2 state pages per sequence); "
+            "unset: the release's default (on, but off for hybrid models before 0.28)"
+        ),
     )
     kv_unified: bool | None = Field(
         None, description="llama.cpp: one KV cache shared by all slots (-kvu)"

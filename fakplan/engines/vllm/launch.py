@@ -47,7 +47,8 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
     lambda i: i.pool,
     flag("--max-num-batched-tokens", lambda i: i.shape.serving.max_num_batched_tokens),
-    flag("--no-enable-prefix-caching", lambda i: not i.shape.serving.prefix_caching),
+    flag("--enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is True),
+    flag("--no-enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is False),
     flag("--speculative-config", _speculative),
 )
 

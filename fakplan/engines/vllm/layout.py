@@ -208,15 +208,19 @@ def _default_block(query: KvQuery, release: VllmRules, is_mla: bool, rules: list
     return query.block_size or default
 
 
-def _raised_block(groups: list[LayerGroup], block: int, rules: list[str]) -> int:
-    """vllm/platforms/interface.py (v0.33.0): raise the attention block until one attention
-    page holds one state page (the state page is then padded to match)."""
+def _raised_block(
+    groups: list[LayerGroup], block: int, release: VllmRules, rules: list[str]
+) -> int:
+    """Raise the attention block until one attention page holds one state page (the state
+    page is then padded to match): in steps of 16 (0.11.0 models/config.py:367), from
+    0.20.0 of max(16, the block) (platforms/interface.py:577)."""
     states = [gr.state for gr in groups if gr.state]
     per_layer = max((gr.per_token for gr in groups if gr.per_token), default=0)
     if not states or not per_layer:
         return block
     largest = max(states)
-    needed = BLOCK_ALIGN * -(-largest // (BLOCK_ALIGN * per_layer))
+    step = max(BLOCK_ALIGN, block) if release.align_to_block else BLOCK_ALIGN
+    needed = step * -(-largest // (step * per_layer))
     if needed <= block:
         return block
     rules.append(
@@ -241,13 +245,14 @@ def _unified(groups: list[LayerGroup], block: int) -> tuple[list[LayerGroup], in
     return unified, page
 
 
-def _group_size(groups: list[LayerGroup]) -> int:
-    """get_kv_cache_groups (v0.33.0 kv_cache_planning.py): one group size for all types."""
+def _group_size(groups: list[LayerGroup], release: VllmRules) -> int:
+    """get_kv_cache_groups: one group size for all types (VllmRules.group_ratio)."""
     if len(groups) == 1:
         return groups[0].layers
     counts = [gr.layers for gr in groups]
     smallest, largest = min(counts), max(counts)
-    return largest if largest < 1.5 * smallest else smallest
+    ratio = release.group_ratio
+    return largest if ratio is not None and largest < ratio * smallest else smallest
 
 
 def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> StageLayout:
@@ -272,11 +277,11 @@ def _layout(query: KvQuery, stage: tuple[LayerKind, ...]) -> StageLayout:
         )
     if release.sliding_as_full:
         rules.append("V0: sliding windows were allocated as full layers")
-    block = _raised_block(groups, block, rules)
+    block = _raised_block(groups, block, release, rules)
     unified, page = _unified(groups, block)
     return StageLayout(
-        release, version, dtype, storage, tuple(unified), _group_size(unified), page, block,
-        tuple(rules),
+        release, version, dtype, storage, tuple(unified), _group_size(unified, release), page,
+        block, tuple(rules),
     )  # fmt: skip
 
 
@@ -287,18 +292,40 @@ def _full_length(gr: LayerGroup, layout: StageLayout) -> bool:
     )
 
 
-def _sliding_blocks(query: KvQuery, gr: LayerGroup) -> int:
-    """Blocks a sliding-window group holds per request: the window less one token plus a
-    scheduler step's batch, capped at max_model_len, and one more (SlidingWindowSpec)."""
-    window = query.window
+def _in_flight(query: KvQuery, release: VllmRules) -> tuple[int, str]:
+    """Tokens a sliding window must hold beyond itself: one scheduler step's batch, from
+    0.26.0 times the batches in flight (2 under async scheduling at PP 1, else PP)."""
     batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    if not release.batches_in_flight:
+        return batched, f"{batched} batched tokens"
+    batches = 2 if query.pp == 1 else query.pp
+    return batches * batched, f"{batches} x {batched} batched tokens in flight"
+
+
+def _sliding_blocks(query: KvQuery, gr: LayerGroup, release: VllmRules) -> int:
+    """Blocks a sliding-window group holds per request: the window less one token plus the
+    tokens in flight, capped at max_model_len, and one more (SlidingWindowSpec)."""
+    window = query.window
     window_tokens = query.geometry.sliding_window or window
-    return -(-min(window_tokens - 1 + batched, window) // gr.block) + 1
+    extra, _ = _in_flight(query, release)
+    return -(-min(window_tokens - 1 + extra, window) // gr.block) + 1
 
 
-def _state_pages(query: KvQuery) -> int:
-    """MambaSpec: "none" keeps 1 page; "align" (prefix caching) keeps 2, plus checkpoints."""
-    return (2 if query.prefix_caching else 1) + query.spec_tokens
+def _prefix_caching(query: KvQuery, release: VllmRules) -> bool:
+    """Whether a hybrid model runs with prefix caching: as stated, else the release's default."""
+    if not release.hybrid_prefix_possible:
+        return False
+    stated = query.prefix_caching
+    return release.hybrid_prefix_default if stated is None else stated
+
+
+def _state_pages(query: KvQuery, release: VllmRules) -> tuple[int, str]:
+    """MambaSpec pages a request keeps, and the mode in words (VllmRules.state_modes)."""
+    if not release.state_modes:
+        return 1, "one page (no mamba_cache_mode before 0.15)"
+    if _prefix_caching(query, release):
+        return 2 + query.spec_tokens, "mamba_cache_mode align (prefix caching)"
+    return 1 + query.spec_tokens, "mamba_cache_mode none"
 
 
 def _blocks_per_request(layout: StageLayout, query: KvQuery) -> int:
@@ -308,17 +335,17 @@ def _blocks_per_request(layout: StageLayout, query: KvQuery) -> int:
         if _full_length(gr, layout):
             need = -(-query.window // gr.block)
         elif gr.kind == LayerKind.SLIDING:
-            need = _sliding_blocks(query, gr)
+            need = _sliding_blocks(query, gr, layout.release)
         else:
-            need = _state_pages(query)
+            need, _ = _state_pages(query, layout.release)
         total += copies * need
     return total
 
 
-def _sliding_component(query: KvQuery, gr: LayerGroup) -> CostComponent:
+def _sliding_component(query: KvQuery, gr: LayerGroup, release: VllmRules) -> CostComponent:
     window_tokens = query.geometry.sliding_window or query.window
-    batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
-    blocks = _sliding_blocks(query, gr)
+    _, batched = _in_flight(query, release)
+    blocks = _sliding_blocks(query, gr, release)
     per_seq = blocks * gr.block * gr.per_token * gr.layers
     return CostComponent(
         name="sliding window",
@@ -328,16 +355,15 @@ def _sliding_component(query: KvQuery, gr: LayerGroup) -> CostComponent:
         scales_with_dtype=True,
         derivation=(
             f"{gr.layers} layers x {gr.per_token:,} B/token x {blocks} blocks of "
-            f"{gr.block} (window {window_tokens} - 1 + {batched} batched tokens, "
+            f"{gr.block} (window {window_tokens} - 1 + {batched}, "
             f"+1 block) = {per_seq:,} B per sequence"
         ),
     )
 
 
 def _state_component(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> CostComponent:
-    pages = _state_pages(query)
+    pages, mode = _state_pages(query, layout.release)
     per_seq = gr.layers * layout.page * pages
-    mode = "align (prefix caching)" if query.prefix_caching else "none"
     padded = f" padded to {layout.page:,} B" if layout.page != gr.state else ""
     return CostComponent(
         name="linear-attention state" if gr.kind == LayerKind.LINEAR else "mamba state",
@@ -347,7 +373,7 @@ def _state_component(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> Cos
         scales_with_dtype=False,
         derivation=(
             f"{gr.layers} layers x {gr.state:,} B state{padded} x {pages} pages "
-            f"(mamba_cache_mode {mode}) = {per_seq:,} B per sequence"
+            f"({mode}) = {per_seq:,} B per sequence"
         ),
     )
 
@@ -365,7 +391,7 @@ def _component(query: KvQuery, gr: LayerGroup, layout: StageLayout) -> CostCompo
             derivation=_attention_text(query, gr, layout),
         )
     if gr.kind == LayerKind.SLIDING:
-        return _sliding_component(query, gr)
+        return _sliding_component(query, gr, layout.release)
     return _state_component(query, gr, layout)
 
 

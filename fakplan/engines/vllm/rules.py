@@ -14,7 +14,14 @@ from fakplan.engines.releases import Release
 
 @dataclass(frozen=True)
 class VllmRules(Release):
-    """What differs between the vLLM releases fakplan models, as data."""
+    """What differs between the vLLM releases fakplan models, as data.
+
+    Each V1 row was read release by release in vllm/v1/core/kv_cache_utils.py (from
+    0.33.0 kv_cache_planning.py), v1/kv_cache_interface.py, model_executor/models/config.py
+    and, from 0.20.0, platforms/interface.py; the row's ``read_in`` is the release whose
+    code the figures below cite, and every release from ``first`` to the next row agrees
+    with it on what decides the printed numbers.
+    """
 
     # FlashMLA forces 64-token blocks for MLA caches (V1; "Forcing kv cache block size to
     # 64", read in v0.11.0); V0 keeps the default 16
@@ -25,22 +32,76 @@ class VllmRules(Release):
     # V0 cache_engine.get_cache_block_size sizes every attention layer as a full one
     sliding_as_full: bool
     # how the boot line's token count follows from the blocks: "blocks" (blocks x block
-    # size), "groups" (v0.11.0: blocks // KV groups x the smallest block) or "requests"
-    # (v0.33.0 get_kv_cache_capacity: int(blocks / blocks per request x max_model_len))
+    # size), "groups" (0.11-0.20: num_blocks // KV groups x the smallest block) or
+    # "requests" (0.21 on: int(max_concurrency x max_model_len); 0.21.0
+    # kv_cache_utils.py:1708, get_kv_cache_capacity from 0.24.0)
     logged_tokens: Literal["blocks", "groups", "requests"]
     # the word the boot log uses for its block count
     blocks_label: str
     # how the pool is given: --kv-cache-memory-bytes (v0.11.0 on) or, before it, a
     # utilisation fraction of the card
     pool_in_bytes: bool
+    # get_kv_cache_groups: the layers per KV group are the largest type's count when it
+    # is under ratio x the smallest's, else the smallest's (None: always the smallest;
+    # 0.11.0 :977; 1.25 from 0.12.0 :1017; 1.5 from 0.18.0 :1043)
+    group_ratio: float | None = None
+    # mamba_cache_mode (0.15.0 kv_cache_interface.py:293): "none" keeps 1 + spec state
+    # pages a request, "align" (prefix caching) 2 + spec; before 0.15 one page, spec ignored
+    state_modes: bool = False
+    # prefix caching on by default for hybrid (state) models (0.28.0 arg_utils.py:2650);
+    # before, off unless --enable-prefix-caching (0.11-0.14: impossible, forced off)
+    hybrid_prefix_default: bool = False
+    hybrid_prefix_possible: bool = True
+    # sliding windows hold window - 1 + T tokens, T = max_num_batched_tokens x the batches
+    # in flight (0.26.0 config/vllm.py:512: 2 with async scheduling at PP 1, else PP)
+    batches_in_flight: bool = False
+    # the attention block is raised in steps of max(16, --block-size) (0.20.0
+    # platforms/interface.py:577), before in steps of 16 (0.11.0 models/config.py:367)
+    align_to_block: bool = False
+
+
+def _v1(
+    rule: str,
+    first: tuple[int, ...],
+    read_in: str,
+    logged_tokens: Literal["groups", "requests"],
+    *,
+    group_ratio: float | None = None,
+    state_modes: bool = False,
+    hybrid_prefix_default: bool = False,
+    hybrid_prefix_possible: bool = True,
+    batches_in_flight: bool = False,
+    align_to_block: bool = False,
+) -> VllmRules:
+    """A V1 row from 0.11 on: FlashMLA's 64 blocks, hybrid layouts, the pool in bytes."""
+    return VllmRules(
+        rule, first, read_in, True, True, False, logged_tokens, "num_blocks", True,
+        group_ratio, state_modes, hybrid_prefix_default, hybrid_prefix_possible,
+        batches_in_flight, align_to_block,
+    )  # fmt: skip
 
 
 RELEASES = (
-    VllmRules("v1", (0, 12), "0.33.0", True, True, False, "requests", "num_blocks", True),
-    VllmRules("v1-0.11", (0, 11), "0.11.0", True, True, False, "groups", "num_blocks", True),
+    _v1("v1-0.28", (0, 28), "0.33.0", "requests",
+        group_ratio=1.5, state_modes=True, hybrid_prefix_default=True,
+        batches_in_flight=True, align_to_block=True),
+    _v1("v1-0.26", (0, 26), "0.27.0", "requests",
+        group_ratio=1.5, state_modes=True, batches_in_flight=True, align_to_block=True),
+    _v1("v1-0.21", (0, 21), "0.25.0", "requests",
+        group_ratio=1.5, state_modes=True, align_to_block=True),
+    _v1("v1-0.20", (0, 20), "0.20.0", "groups",
+        group_ratio=1.5, state_modes=True, align_to_block=True),
+    _v1("v1-0.18", (0, 18), "0.19.0", "groups",
+        group_ratio=1.5, state_modes=True),
+    _v1("v1-0.15", (0, 15), "0.17.0", "groups",
+        group_ratio=1.25, state_modes=True),
+    _v1("v1-0.12", (0, 12), "0.14.0", "groups",
+        group_ratio=1.25, hybrid_prefix_possible=False),
+    _v1("v1-0.11", (0, 11), "0.11.0", "groups",
+        hybrid_prefix_possible=False),
     VllmRules("v1-0.8", (0, 8), "0.8.5.post1", True, False, False, "blocks", "num_blocks", False),
     VllmRules("v0", (0, 3), "0.6.6.post1", False, False, True, "blocks", "# GPU blocks", False),
-)
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
