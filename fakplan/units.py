@@ -97,6 +97,32 @@ def parse_bytes(text: str) -> int:
     return result
 
 
+PRINTED_DECIMALS = 2  # vLLM format_gib/round(x, 2), SGLang :.2f, llama.cpp %7.2f
+
+
+def printed_interval(text: str) -> tuple[int, int, int]:
+    """The whole-byte pools whose printed figure reads ``text``: (low, nominal, high).
+
+    An engine prints sizes rounded to two decimals (vLLM drops trailing zeros: "57.5 GiB"
+    is 57.50), so "1166.62 MiB" is any pool from 1166.615 to 1166.625 MiB. A figure
+    without a decimal point ("8 GiB", "7488 B") is no engine's print: it is exact.
+    """
+    nominal = parse_bytes(text)
+    match = _QUANTITY.match(text)
+    assert match is not None  # parse_bytes accepted it
+    unit = match["unit"]
+    unit = unit if unit in UNITS else _UNIT_BY_FOLD[unit.casefold()]
+    number = match["number"].replace(",", "").replace("_", "")
+    if unit == "B" or "." not in number:
+        return nominal, nominal, nominal
+    shown = len(number.partition(".")[2])
+    half = Decimal(UNITS[unit]) / 2 / Decimal(10) ** max(shown, PRINTED_DECIMALS)
+    value = Decimal(number) * UNITS[unit]
+    low = int((value - half).to_integral_value(rounding="ROUND_CEILING"))
+    high = int((value + half).to_integral_value(rounding="ROUND_FLOOR"))
+    return max(low, 0), nominal, high
+
+
 def format_bytes(n: int) -> str:
     """Exact text for ``n`` bytes that ``parse_bytes`` reads back to ``n``.
 

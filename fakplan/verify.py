@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.contract import windows_held
-from fakplan.errors import LedgerError
+from fakplan.errors import LedgerError, UnitsError
 from fakplan.ledger import Ledger, LedgerFigure
 from fakplan.ledger.model import spread
 from fakplan.plan import Plan
@@ -31,7 +31,7 @@ from fakplan.predict import (
     judge,
     miss,
 )
-from fakplan.units import human
+from fakplan.units import human, printed_interval
 
 
 @dataclass(frozen=True)
@@ -165,17 +165,49 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
 }
 
 
+# the tokens fakplan's arithmetic gives for a pool anywhere in [low, high] bytes
+PoolCounts = Callable[[int, int], tuple[int, int]]
+
+
 def ledger_verdicts(
-    plan: Plan, ledger: Ledger, engine_floor: int | None = None, now: datetime | None = None
+    plan: Plan,
+    ledger: Ledger,
+    engine_floor: int | None = None,
+    now: datetime | None = None,
+    at_printed_pool: PoolCounts | None = None,
 ) -> dict[str, PredictionVerdict]:
-    """A verdict for every prediction of ``plan`` that the ledger closes."""
+    """A verdict for every prediction of ``plan`` that the ledger closes; with
+    ``at_printed_pool``, the KV-token verdict also says what the arithmetic gives for the
+    pool the log printed, read as the interval its digits allow."""
     at = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     verdicts: dict[str, PredictionVerdict] = {}
     for prediction in plan.predictions:
         if prediction.closed_by != "ledger":
             continue
         verdicts[prediction.id] = _verdict(prediction, plan, ledger, engine_floor, at)
+    tokens = verdicts.get(KV_TOKENS)
+    note = _printed_pool_note(ledger, at_printed_pool) if at_printed_pool else ""
+    if tokens is not None and note:
+        verdicts[KV_TOKENS] = tokens.model_copy(update={"note": _joined(tokens.note, note)})
     return verdicts
+
+
+def _printed_pool_note(ledger: Ledger, counts: PoolCounts) -> str:
+    """What the arithmetic gives for the printed pool, and whether the printed count is it."""
+    figure = ledger.figure("kv_bytes")
+    if figure is None or figure.printed is None or ledger.kv_tokens is None:
+        return ""
+    try:
+        low, _, high = printed_interval(figure.printed)
+    except UnitsError:
+        return ""
+    first, last = counts(low, high)
+    got = f"{first:,}" if first == last else f"{first:,}..{last:,}"
+    agrees = "the printed count" if first <= ledger.kv_tokens <= last else "not the printed count"
+    return (
+        f"at the printed pool {figure.printed} (any of {low:,}..{high:,} B) the arithmetic "
+        f"gives {got} tokens: {agrees}"
+    )
 
 
 def _verdict(

@@ -329,3 +329,51 @@ def test_ledger_llamacpp_001_qwen25_coder_q8_0() -> None:
     assert 2176 * MIB == 32_768 * 64 * (1024 // 32 * 34)
     r = pool_tokens(q, 4352 * MIB)  # "KV self size = 4352.00 MiB"
     assert r.tokens == 32_768
+
+
+# ------------------------------------------------------------ a printed pool is rounded
+
+
+def test_printed_sizes_are_intervals() -> None:
+    from fakplan.units import printed_interval
+
+    # two decimals of MiB: +-0.005 MiB = +-5,242.88 B, rounded inwards to whole bytes
+    assert printed_interval("1166.62 MiB") == (1_223_284_491, 1_223_289_733, 1_223_294_976)
+    # vLLM drops trailing zeros: "57.5 GiB" is 57.50 GiB +- 0.005 GiB
+    low, nominal, high = printed_interval("57.5 GiB")
+    assert (low, high) == (57_495 * GIB // 1000 + 1, 57_505 * GIB // 1000)
+    assert nominal == 57 * GIB + GIB // 2
+    # no decimal point: no engine prints so, the figure is exact
+    assert printed_interval("7488 B") == (7488, 7488, 7488)
+    assert printed_interval("8 GiB") == (8 * GIB, 8 * GIB, 8 * GIB)
+
+
+def test_llamacpp_printed_cache_gives_the_printed_cells(runner: CliRunner) -> None:
+    # DeepSeek-V3 at q8_0, -c 32768: 61 layers x 612 B (576 elements in 18 blocks of 34 B)
+    # x 32,768 cells = 1,223,294,976 B = 1166.625 MiB, printed "1166.62" (%.2f, half to
+    # even). Floored to 1166.62 MiB it would hold a padding step less (32,512 cells).
+    model = str(CONFIGS / "deepseek-ai--DeepSeek-V3" / "config.json")
+    args = ["kv", model, "--engine", "llamacpp", "--kv-dtype", "q8_0", "--max-model-len", "32768"]
+    out = json.loads(runner.invoke(main, [*args, "--pool", "1166.62 MiB", "--json"]).output)
+    assert out["tokens"] == 32_768 and out["cache_bytes"] == 61 * 612 * 32_768
+    assert out["pool_interval"] == [1_223_284_491, 1_223_294_976]
+    assert "any of 1,223,284,491..1,223,294,976 B" in out["pool_derivation"]
+    exact = json.loads(runner.invoke(main, [*args, "--pool", "1223289733 B", "--json"]).output)
+    assert exact["tokens"] == 32_512
+
+
+def test_vllm_printed_pool_gives_the_range_its_digits_allow(runner: CliRunner) -> None:
+    # 0.8.5, Llama-3.1-8B: blocks of 16 tokens x 128 KiB = 2 MiB; 19.37 GiB +- 0.005 GiB
+    # spans 20,793,010,422..20,803,747,840 B = blocks 9,915..9,920 -> 158,640..158,720
+    out = json.loads(
+        runner.invoke(
+            main,
+            [
+                "kv", LLAMA8.replace("--", "/"), "--engine-version", "0.8.5",
+                "--max-model-len", "32768", "--pool", "19.37 GiB", "--json",
+            ],
+        ).output
+    )  # fmt: skip
+    assert (out["tokens_low"], out["tokens_high"]) == (20_793_010_422 // (2 * MIB) * 16, 158_720)
+    # the log printed 158,656 tokens: inside the range
+    assert out["tokens_low"] <= 158_656 <= out["tokens_high"]

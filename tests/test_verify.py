@@ -56,6 +56,10 @@ def test_vllm_018_kv_tokens_held_exactly(runner: CliRunner, tmp_path: Path) -> N
     assert kv["status"] == "held"
     assert kv["observed"] == 567_978  # "GPU KV cache size: 567,978 tokens", line 2
     assert kv["source"].startswith(f"{LEDGERS / 'vllm-018.log'}:2:")
+    # the printed "5.98 GiB" is any pool from 5.975 to 5.985 GiB; the arithmetic gives
+    # a range of counts for it, and the printed 567,978 is in it
+    assert "at the printed pool 5.98 GiB (any of 6,415,607,399..6,426,344,816 B)" in kv["note"]
+    assert kv["note"].endswith("567,978 tokens: the printed count")
     # 567,978 // 131,072 = 4 whole sessions; the plan predicted the same from its own arithmetic
     assert verdicts["sessions-at-window"] == {
         **verdicts["sessions-at-window"],

@@ -11,22 +11,23 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.contract import exact_number
-from fakplan.engines import kv_breakdown, modelled, pool_tokens
+from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.geometry.catalog import catalog_ids
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.plan import ComponentRecord
-from fakplan.units import parse_bytes
+from fakplan.units import printed_interval
 
 KV_SCHEMA = "fakplan.kv/1"
 
 
-def _pool_bytes(text: str | None) -> int | None:
+def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
+    """The printed pool as (low, nominal, high) bytes: its digits allow an interval."""
     if text is None:
         return None
     try:
-        return parse_bytes(text)
+        return printed_interval(text)
     except UnitsError as exc:
         raise FakplanError(f"--pool: {exc}") from None
 
@@ -133,10 +134,16 @@ def kv(
         )
     kv_query = KvQuery(geometry=load_geometry(model), **query)
     breakdown = _breakdown(kv_query)
-    pool_bytes = _pool_bytes(pool)
-    result = pool_tokens(kv_query, pool_bytes) if pool_bytes is not None else None
+    interval = _pool_bytes(pool)
+    result = None
+    pool_bytes = None
+    if interval is not None:
+        low, pool_bytes, high = interval
+        result = printed_pool_tokens(kv_query, low, high)
     if as_json:
         report = kv_json(kv_query, breakdown, pool_bytes, result)
+        if interval is not None:
+            report["pool_interval"] = [interval[0], interval[2]]
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
         _print(kv_query, breakdown, pool_bytes, result)

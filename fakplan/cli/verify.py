@@ -15,13 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
-from fakplan.engines import ENGINES
+from fakplan.engines import ENGINES, printed_pool_tokens, query_for_shape
 from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, PredictionVerdict, amount, describe, miss
 from fakplan.record import record_verdicts
-from fakplan.shape import load_shape
-from fakplan.verify import ledger_verdicts
+from fakplan.shape import LoadedShape, load_shape
+from fakplan.verify import PoolCounts, ledger_verdicts
 
 
 @click.command()
@@ -68,7 +68,9 @@ def verify(
     ledger = parse_ledger(ledger_path, engine)
 
     floor = loaded.shape.ceiling.engine_floor if loaded.shape.ceiling else None
-    verdicts = ledger_verdicts(compile_plan(loaded), ledger, floor)
+    verdicts = ledger_verdicts(
+        compile_plan(loaded), ledger, floor, at_printed_pool=_pool_counts(loaded, ledger)
+    )
     recorded = record_verdicts(loaded, out_dir, verdicts, templates)
     plan = recorded.plan
     claims = {p.id: p for p in plan.predictions}
@@ -79,6 +81,23 @@ def verify(
         _report(ledger, ledger_path, verdicts, claims, recorded.already, out_dir / plan.name)
     killed = any(v.status == "killed" for v in verdicts.values())
     sys.exit(EXIT_FAILED if killed else EXIT_OK)
+
+
+def _pool_counts(loaded: LoadedShape, ledger: Ledger) -> PoolCounts | None:
+    """vLLM prints the pool it divides ("Available KV cache memory"): the shape's own
+    arithmetic, applied to it, shows whether a missed count is the pool or the rule."""
+    if loaded.shape.engine != "vllm" or ledger.engine != "vllm":
+        return None
+    query = query_for_shape(loaded)
+
+    def counts(low: int, high: int) -> tuple[int, int]:
+        result = printed_pool_tokens(query, low, high)
+        return (
+            int(result.extra.get("tokens_low", result.tokens)),
+            int(result.extra.get("tokens_high", result.tokens)),
+        )
+
+    return counts
 
 
 def _verify_json(

@@ -8,6 +8,8 @@ outside the package (a plug-in, or a test's toy engine): nothing else changes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fakplan.engines.base import Engine, ModelledEngine
 from fakplan.engines.custom import CustomEngine
 from fakplan.engines.llamacpp import LlamacppEngine
@@ -30,6 +32,7 @@ __all__ = [
     "modelled",
     "modelled_engine",
     "pool_tokens",
+    "printed_pool_tokens",
     "query_for_shape",
     "register",
     "shape_geometry",
@@ -68,3 +71,40 @@ def pool_tokens(query: KvQuery, pool_bytes: int) -> PoolResult:
     """The tokens (and blocks) a pool of ``pool_bytes`` becomes on the query's engine."""
     engine = modelled_engine(query.engine)
     return engine.pool(query, engine.breakdown(query), pool_bytes)
+
+
+def printed_pool_tokens(query: KvQuery, low: int, high: int) -> PoolResult:
+    """The count an engine printed beside a pool it printed rounded, as ``[low, high]``.
+
+    Where the printed figure is the cache itself (llama.cpp's ``size =``), the engine's
+    cache is the largest the interval's top holds. Where it is memory the engine then
+    divides (vLLM's available memory), every pool in the interval is possible: one count
+    where they agree, else the range (``tokens_low``/``tokens_high``) with ``tokens`` at
+    the interval's top.
+    """
+    engine = modelled_engine(query.engine)
+    breakdown = engine.breakdown(query)
+    top = engine.pool(query, breakdown, high)
+    span = f"the printed pool is any of {low:,}..{high:,} B"
+    if low == high:
+        return top
+    if engine.printed_pool_is_cache:
+        used = top.extra.get("cache_bytes", high)
+        fits = "" if used >= low else f" (no cache of this layout prints so: {used:,} B is below)"
+        return replace(
+            top,
+            derivation=f"{span}: the cache is the largest its top holds{fits}; {top.derivation}",
+        )
+    bottom = engine.pool(query, breakdown, low)
+    if bottom.tokens == top.tokens:
+        return replace(
+            top, derivation=f"{span}, which all give {top.tokens:,} tokens; {top.derivation}"
+        )
+    return replace(
+        top,
+        derivation=(
+            f"{span}: {bottom.tokens:,}..{top.tokens:,} tokens (the digits do not tell which); "
+            f"at the top: {top.derivation}"
+        ),
+        extra={**top.extra, "tokens_low": bottom.tokens, "tokens_high": top.tokens},
+    )

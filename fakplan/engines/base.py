@@ -36,6 +36,9 @@ class Engine:
     needs_contract: ClassVar[bool] = False
     # it loads a GGUF (launch.weights), never the model's published checkpoint
     loads_gguf: ClassVar[bool] = False
+    # the pool the boot log prints is the cache allocated (llama.cpp's "size ="), not
+    # memory the engine then divides into blocks
+    printed_pool_is_cache: ClassVar[bool] = False
     # what --dtype auto serves a float32 checkpoint in, where it downcasts: (dtype, rule)
     auto_downcast: ClassVar[tuple[str, str] | None] = None
     # what `fakplan verify` reads the boot log as by default (None: detect it)

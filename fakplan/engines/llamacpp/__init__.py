@@ -49,6 +49,7 @@ class LlamacppEngine(ModelledEngine):
     binaries = ("llama-server", "llama-cpp-python")
     ledger_format = "llamacpp"
     loads_gguf = True
+    printed_pool_is_cache = True
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape
