@@ -94,7 +94,7 @@ class LlamacppEngine(ModelledEngine):
                     per_seq,
                     True,
                     f"{cache.swa_layers} layers x {cache.swa_cell_bytes() // cache.swa_layers:,} B x "
-                    f"{swa_cells} cells (window {query.geometry.sliding_window} + ubatch {N_UBATCH}, "
+                    f"{swa_cells} cells (window {query.geometry.sliding_window} + ubatch {query.ubatch or N_UBATCH}, "
                     f"padded to {PAD}) = {per_seq:,} B per stream",
                 )
             )

@@ -160,7 +160,7 @@ def layout_cells(query: KvQuery, cache: CacheLayout, n_ctx: int) -> tuple[int, i
     swa = 0
     if cache.swa_layers and query.geometry.sliding_window:
         window = query.geometry.sliding_window * (seqs if is_unified(query) else 1)
-        swa = padded(min(per_stream, window + N_UBATCH), PAD)
+        swa = padded(min(per_stream, window + (query.ubatch or N_UBATCH)), PAD)
     return per_stream, streams, swa
 
 

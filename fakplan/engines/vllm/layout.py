@@ -298,7 +298,11 @@ def _in_flight(query: KvQuery, release: VllmRules) -> tuple[int, str]:
     batched = query.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
     if not release.batches_in_flight:
         return batched, f"{batched} batched tokens"
-    batches = 2 if query.pp == 1 else query.pp
+    # max_concurrent_batches: PP batches fill the pipeline; async scheduling (on unless
+    # stated off) overlaps 2 at PP 1 on the V1 runner
+    batches = 2 if query.pp == 1 and query.async_scheduling is not False else query.pp
+    if batches == 1:
+        return batched, f"{batched} batched tokens (1 batch in flight)"
     return batches * batched, f"{batches} x {batched} batched tokens in flight"
 
 
