@@ -106,7 +106,11 @@ def _cache_outcomes(case: dict[str, Any], query: KvQuery, printed: dict[str, Any
     if "swa_cells" in printed:
         out.append(Outcome(case["id"], "swa_cells", int(printed["swa_cells"]), swa, swa))
     if "swa_size" in printed:
-        out.append(_size(case["id"], "swa_size", printed["swa_size"], cache.swa_cell_bytes() * swa * streams))
+        out.append(
+            _size(
+                case["id"], "swa_size", printed["swa_size"], cache.swa_cell_bytes() * swa * streams
+            )
+        )
     if "recurrent_size" in printed:
         state = cache.state_per_seq * max(1, query.max_num_seqs)
         out.append(_size(case["id"], "recurrent_size", printed["recurrent_size"], state))
