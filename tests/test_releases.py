@@ -144,5 +144,5 @@ def test_llamacpp_rules_name_the_commit_they_were_read_in(runner: CliRunner) -> 
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["rules"] == [
-        "llama.cpp current arithmetic (read in 0c1e57098)"
+        "llama.cpp b7836 arithmetic (read in b10573)"
     ]

@@ -8,6 +8,7 @@ from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.choices import check_choice
 from fakplan.engines.llamacpp.rules import (
     CACHE_TYPE_CHOICES,
+    N_BATCH,
     N_UBATCH,
     PAD,
     RELEASES,
@@ -91,10 +92,16 @@ def cache_for(query: KvQuery) -> CacheLayout:
     kinds = g.layer_kinds
     full = kinds.count(LayerKind.FULL) + kinds.count(LayerKind.MLA)
     swa = kinds.count(LayerKind.SLIDING)
-    if g.mla is not None:
+    if g.mla is not None and release.mla == "expanded":
+        # before b5137 the converter wrote DeepSeek as plain attention: every head's K of
+        # qk_nope + qk_rope and V of v_head_dim
+        heads = g.num_attention_heads
+        k_elems = heads * (g.mla.qk_nope_head_dim + g.mla.qk_rope_head_dim)
+        v_elems = heads * g.mla.v_head_dim
+    elif g.mla is not None:
         k_elems = g.mla.kv_lora_rank + g.mla.qk_rope_head_dim
-        # 0c1e57098 allocates no V tensor for MLA (has_v = !is_mla)
-        v_elems = 0 if release.mla_k_only else g.mla.kv_lora_rank
+        # b7836 on allocates no V tensor for MLA (has_v = !is_mla)
+        v_elems = 0 if release.mla == "k_only" else g.mla.kv_lora_rank
     elif g.attention is not None:
         k_elems = g.attention.num_kv_heads * g.attention.head_dim
         v_elems = g.attention.num_kv_heads * g.attention.v_head_dim
@@ -137,10 +144,15 @@ def build_of(version: str | None) -> str | None:
 
 
 def pad_step(query: KvQuery, cache: CacheLayout) -> int:
-    """The cells n_ctx is padded to: 256 in current builds; in 2024, 256 with flash attention
-    and 32 without (fakplan's launch turns it on only for a quantized V, which needs it)."""
-    flash = query.flash_attn and cache.v_name not in UNQUANTIZED
-    return PAD if cache.release.pad_always_256 or flash else 32
+    """The cells n_ctx is padded to (LlamacppRules.pad); before b6325 flash attention is
+    on only where fakplan's launch passes -fa (a quantized V cache needs it)."""
+    rule = cache.release.pad
+    if rule == "256":
+        return PAD
+    if rule == "none":
+        return 1
+    flash = query.flash_attn and (cache.release.fa_auto or cache.v_name not in UNQUANTIZED)
+    return PAD if flash else 32
 
 
 def is_unified(query: KvQuery) -> bool:
@@ -148,19 +160,42 @@ def is_unified(query: KvQuery) -> bool:
     return query.kv_unified if query.kv_unified is not None else query.max_num_seqs == 1
 
 
+def _stream_cells(query: KvQuery, cache: CacheLayout, n_ctx: int, pad: int) -> tuple[int, int]:
+    """(cells per stream, streams) of the base cache for a requested -c."""
+    seqs, rule = query.max_num_seqs, cache.release.streams
+    if rule == "none" or is_unified(query) or seqs == 1:
+        return padded(n_ctx, pad), 1
+    if rule == "pad":
+        return padded(padded(n_ctx, pad) // seqs, pad), seqs
+    if rule == "floor":
+        return n_ctx // seqs, seqs
+    ceiling = -(-n_ctx // seqs)
+    return (ceiling if rule == "ceil" else padded(ceiling, pad)), seqs
+
+
 def layout_cells(query: KvQuery, cache: CacheLayout, n_ctx: int) -> tuple[int, int, int]:
     """(cells per stream, streams, SWA cells per stream) for a requested -c."""
-    seqs = query.max_num_seqs
     pad = pad_step(query, cache)
-    n_ctx = padded(n_ctx, pad)
-    if is_unified(query) or seqs == 1 or not cache.release.split_streams:
-        streams, per_stream = 1, n_ctx
-    else:
-        streams, per_stream = seqs, padded(n_ctx // seqs, pad)
+    per_stream, streams = _stream_cells(query, cache, n_ctx, pad)
     swa = 0
-    if cache.swa_layers and query.geometry.sliding_window:
-        window = query.geometry.sliding_window * (seqs if is_unified(query) else 1)
-        swa = padded(min(per_stream, window + (query.ubatch or N_UBATCH)), PAD)
+    window = query.geometry.sliding_window
+    if cache.swa_layers and window:
+        rule = cache.release.swa
+        seqs = query.max_num_seqs
+        ubatch = min(query.ubatch or N_UBATCH, N_BATCH, n_ctx)
+        if rule == "none":
+            swa = per_stream
+        elif rule == "batch":
+            swa = min(per_stream, padded(window * seqs + min(n_ctx, N_BATCH), pad))
+        elif rule == "ubatch":
+            swa = min(per_stream, padded(window * seqs + ubatch, pad))
+        else:
+            held = window * (seqs if is_unified(query) else 1) + ubatch
+            swa = (
+                padded(min(per_stream, held), PAD)
+                if rule == "outside"
+                else min(per_stream, padded(held, pad))
+            )
     return per_stream, streams, swa
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from fakplan.dtypes import element_type
 from fakplan.engines.choices import Choices
@@ -11,21 +12,53 @@ from fakplan.engines.releases import Release
 
 @dataclass(frozen=True)
 class LlamacppRules(Release):
-    """What differs between the llama.cpp builds fakplan models, as data."""
+    """What differs between the llama.cpp builds fakplan models, as data.
 
-    # n_ctx is padded to 256 cells always (0c1e57098 llama-context.cpp); the 2024 build
-    # padded to 256 with flash attention and to 32 without
-    pad_always_256: bool
-    # an MLA cache holds K only (0c1e57098: has_v = !is_mla); 2024 kept a V of kv_lora_rank
-    mla_k_only: bool
-    # slots with a cache of their own each (-np without -kvu, 0c1e57098); 2024: one cache
-    split_streams: bool
+    Read in ggml-org/llama.cpp (the ngxson/llama.cpp mirror's upstream tags) at b10573
+    (d775b8967): src/llama-context.cpp, llama-kv-cache.cpp, llama-kv-cache-iswa.cpp,
+    llama-model.cpp; each boundary is the build of the upstream commit that changed it,
+    read there: b7836 d9c6ce46f (#19067), b6981 16bcc1259 (#17046), b6931 cd5e3b575
+    (#16736), b6869 85a7d8677 (#16812), b6325 e81b8e4b7, b5913 225e7a143 (#14363), b5554
+    3600cc288, b5429 e298d2fbd, b5137 daa422881 (#12801).
+    """
+
+    # the cells n_ctx is padded to: "256" (b6981, #17046: llama-context.cpp:288), "none"
+    # (b6869, #16812: n_pad = 1), "fa" (256 with flash attention, 32 without)
+    pad: Literal["256", "none", "fa"]
+    # a non-unified stream's cells from n_ctx: "pad" (b6981: pad(n_ctx // n_seq, 256),
+    # llama-context.cpp:293), "floor" (b6931, #16736), "ceil" (b6869), "pad_ceil"
+    # (b5913: pad(ceil(n_ctx / n_seq))), "none" (before b5913, #14363: one cache for all)
+    streams: Literal["pad", "floor", "ceil", "pad_ceil", "none"]
+    # the SWA cache: "outside" (b6981: pad(min(base, n_swa x (unified ? n_seq : 1) +
+    # n_ubatch), 256), llama-kv-cache-iswa.cpp:73), "inside" (b5913: min(base,
+    # pad(n_swa x (unified ? n_seq : 1) + n_ubatch))), "ubatch" (b5554: n_swa x n_seq +
+    # n_ubatch), "batch" (b5429: + n_batch), "none" (before b5429: every layer full)
+    swa: Literal["outside", "inside", "ubatch", "batch", "none"]
+    # an MLA cache: "k_only" (b7836, #19067: has_v = !is_mla), "kv" (b5137, #12801: K of
+    # kv_lora_rank + rope, V of kv_lora_rank), "expanded" (before: per-head K and V)
+    mla: Literal["k_only", "kv", "expanded"]
+    # flash attention on unless stated off (b6325: -fa auto); before, only with -fa
+    fa_auto: bool
+
+    @property
+    def split_streams(self) -> bool:
+        return self.streams != "none"
 
 
+_TAG = "b10573"  # d775b8967
 RELEASES = (
-    LlamacppRules("current", (5000,), "0c1e57098", True, True, True),
-    LlamacppRules("2024", (1,), "74d73dc", False, False, False),
-)
+    LlamacppRules("b7836", (7836,), _TAG, "256", "pad", "outside", "k_only", True),
+    LlamacppRules("b6981", (6981,), _TAG, "256", "pad", "outside", "kv", True),
+    LlamacppRules("b6931", (6931,), "b6931", "none", "floor", "inside", "kv", True),
+    LlamacppRules("b6869", (6869,), "b6869", "none", "ceil", "inside", "kv", True),
+    LlamacppRules("b6325", (6325,), "b6325", "fa", "pad_ceil", "inside", "kv", True),
+    LlamacppRules("b5913", (5913,), "b5913", "fa", "pad_ceil", "inside", "kv", False),
+    LlamacppRules("b5554", (5554,), "b5554", "fa", "none", "ubatch", "kv", False),
+    LlamacppRules("b5429", (5429,), "b5429", "fa", "none", "batch", "kv", False),
+    LlamacppRules("b5137", (5137,), "b5137", "fa", "none", "none", "kv", False),
+    LlamacppRules("2024", (1,), "74d73dc", "fa", "none", "none", "expanded", False),
+)  # fmt: skip
+N_BATCH = 2048  # default logical batch (common/common.h), capped at n_ctx
 # --cache-type-k / --cache-type-v as llama.cpp's own parser takes them (matched exactly);
 # default f16 (common/common.h). fakplan adds "auto" (the default) and "K/V" for a split.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
