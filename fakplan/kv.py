@@ -32,6 +32,7 @@ class KvQuery:
     max_num_batched_tokens: int | None = None
     prefix_caching: bool | None = None  # None: the engine's default
     spec_tokens: int = 0
+    spec_method: str | None = None  # vLLM --speculative-config method; None: mtp
     async_scheduling: bool | None = None  # vLLM; None: the release's default (on from 0.26)
     kv_unified: bool | None = None  # llama.cpp
     flash_attn: bool = True  # llama.cpp

@@ -19,6 +19,7 @@ report on these specs, and agree with this hand derivation:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,34 @@ def test_prefix_caching_reaches_the_argv_only_where_stated(
     assert result.exit_code == 0, result.output
     (role,) = json.loads(result.output)["launch"]["roles"]
     assert [w for w in role["argv"] if "prefix-caching" in w] == flags
+
+
+def test_an_mtp_draft_caches_in_the_same_pool() -> None:
+    """Qwen3.6-27B (16 full + 48 GDN layers, mtp_num_hidden_layers 1) at TP 2, fp8, with
+    3 MTP tokens on 0.24: the draft's attention layer joins the pool.
+
+    - attention: 4/2 KV heads x (256 + 256) x 1 B = 1,024 B a token a layer;
+    - GDN state: conv (2*128*16 + 128*48)/2 x (4 - 1 + 3) x 2 B = 61,440 B plus temporal
+      48/2 x 128 x 128 x 4 B (mamba_ssm_dtype float32) = 1,572,864 B: 1,634,304 B;
+    - block raised to 16 x cdiv(1,634,304, 16 x 1,024) = 1,600 tokens, page 1,638,400 B;
+    - 17 full layers (16 + 1 draft) and 48 GDN: group size 17, 4 groups; 10 GiB //
+      (17 x 1,638,400) = 385 blocks;
+    - a request: cdiv(262,144, 1,600) = 164 + 3 GDN groups x (1 + 3) pages = 176;
+    - printed: int(385 / 176 x 262,144) = 573,440.
+    """
+    config = PUBLIC / "configs" / "nvidia--Qwen3.6-27B-NVFP4" / "config.json"
+    q = KvQuery(
+        geometry=load_geometry(str(config)),
+        engine="vllm",
+        engine_version="0.24.0",
+        tp=2,
+        kv_dtype="fp8",
+        spec_tokens=3,
+        max_model_len=262_144,
+    )
+    assert kv_breakdown(q).page_tokens == 1600
+    r = pool_tokens(q, 10 * 2**30)
+    assert (r.num_blocks, r.tokens, r.extra["blocks_per_request"]) == (385, 573_440, 176)
+    # an EAGLE draft is a model of its own, not the checkpoint's nextn layer
+    eagle = pool_tokens(replace(q, spec_method="eagle3"), 10 * 2**30)
+    assert eagle.num_blocks == 10 * 2**30 // (16 * 1_638_400)

@@ -61,5 +61,6 @@ def query_for_shape(loaded: LoadedShape) -> KvQuery:
         max_num_batched_tokens=serving.max_num_batched_tokens,
         prefix_caching=serving.prefix_caching,
         spec_tokens=serving.spec_tokens,
+        spec_method=shape.launch.speculative.method if shape.launch.speculative else None,
         kv_unified=serving.kv_unified,
     )

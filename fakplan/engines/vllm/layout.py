@@ -483,8 +483,20 @@ def count_pool(query: KvQuery, layout: StageLayout, pool_bytes: int) -> PoolResu
     )
 
 
+def _with_mtp(query: KvQuery, stages: list[tuple[LayerKind, ...]]) -> list[tuple[LayerKind, ...]]:
+    """An MTP draft (the checkpoint's own nextn layers) caches in the same pool: each of
+    its layers is one more attention layer of the model's kind, on the last PP stage
+    (vLLM registers the draft's attention layers in the one KV cache config)."""
+    g = query.geometry
+    method = query.spec_method
+    if not query.spec_tokens or not g.num_nextn_layers or (method and "mtp" not in method):
+        return stages
+    kind = LayerKind.MLA if LayerKind.MLA in g.layer_kinds else LayerKind.FULL
+    return [*stages[:-1], stages[-1] + (kind,) * g.num_nextn_layers]
+
+
 def heaviest_stage(query: KvQuery) -> tuple[int, StageLayout]:
-    stages = _stage_layers(query.geometry, query.pp)
+    stages = _with_mtp(query, _stage_layers(query.geometry, query.pp))
     layouts = [_layout(query, stage) for stage in stages]
     # every worker sizes its own pool; the engine keeps the minimum (get_kv_cache_configs)
     index = max(range(len(layouts)), key=lambda i: layouts[i].bytes_per_block)
