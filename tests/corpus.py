@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from fakplan.engines import printed_pool_tokens
-from fakplan.engines.llamacpp.cache import cache_for, layout_cells
+from fakplan.engines import pool_tokens, printed_pool_tokens
+from fakplan.engines.llamacpp.cache import cache_for, layout_cells, state_bytes
 from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery
 from fakplan.units import MIB, printed_interval
@@ -77,15 +77,27 @@ def outcomes(case: dict[str, Any]) -> list[Outcome]:
     printed = case["printed"]
     if case["engine"] == "llamacpp":
         return _cache_outcomes(case, query, printed)
-    low, _, high = printed_interval(str(printed["pool"]))
+    low, high = _pool_interval(printed)
     result = printed_pool_tokens(query, low, high)
     first = int(result.extra.get("tokens_low", result.tokens))
     last = int(result.extra.get("tokens_high", result.tokens))
     out = [Outcome(case["id"], "tokens", int(printed["tokens"]), first, last)]
     if "swa_tokens" in printed:
-        swa = int(result.extra["swa_tokens"])
-        out.append(Outcome(case["id"], "swa_tokens", int(printed["swa_tokens"]), swa, swa))
+        swa_low = int(pool_tokens(query, low).extra["swa_tokens"])
+        swa_high = int(pool_tokens(query, high).extra["swa_tokens"])
+        out.append(Outcome(case["id"], "swa_tokens", int(printed["swa_tokens"]), swa_low, swa_high))
     return out
+
+
+def _pool_interval(printed: dict[str, Any]) -> tuple[int, int]:
+    """The printed pool as bytes: one figure, or SGLang's K and V each rounded (their
+    intervals add)."""
+    if "pool" in printed:
+        low, _, high = printed_interval(str(printed["pool"]))
+        return low, high
+    k_low, _, k_high = printed_interval(str(printed["k"]))
+    v_low, _, v_high = printed_interval(str(printed["v"]))
+    return k_low + v_low, k_high + v_high
 
 
 def _mib_range(text: str) -> tuple[int, int]:
@@ -95,9 +107,13 @@ def _mib_range(text: str) -> tuple[int, int]:
 
 def _cache_outcomes(case: dict[str, Any], query: KvQuery, printed: dict[str, Any]) -> list[Outcome]:
     cache = cache_for(query)
-    n_ctx = int(case["query"]["n_ctx"])
-    per_stream, streams, swa = layout_cells(query, cache, n_ctx)
     out = []
+    if "recurrent_size" in printed:
+        state = state_bytes(query, cache)
+        out.append(_size(case["id"], "recurrent_size", printed["recurrent_size"], state))
+    if "n_ctx" not in case["query"]:  # a boot whose -c the source does not give
+        return out
+    per_stream, streams, swa = layout_cells(query, cache, int(case["query"]["n_ctx"]))
     if "cells" in printed:
         out.append(Outcome(case["id"], "cells", int(printed["cells"]), per_stream, per_stream))
     if "size" in printed:
@@ -111,9 +127,6 @@ def _cache_outcomes(case: dict[str, Any], query: KvQuery, printed: dict[str, Any
                 case["id"], "swa_size", printed["swa_size"], cache.swa_cell_bytes() * swa * streams
             )
         )
-    if "recurrent_size" in printed:
-        state = cache.state_per_seq * max(1, query.max_num_seqs)
-        out.append(_size(case["id"], "recurrent_size", printed["recurrent_size"], state))
     return out
 
 

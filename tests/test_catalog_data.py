@@ -56,8 +56,23 @@ def by_id(catalog: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {entry["id"]: entry for entry in catalog["models"]}
 
 
+# configs the dev corpus needs that the catalog does not carry (tests/data/public/corpus)
+CORPUS_ONLY = frozenset(
+    {
+        "Qwen--Qwen3-14B",
+        "Qwen--Qwen3.5-397B-A17B",
+        "deepseek-ai--DeepSeek-V2-Lite",
+        "mistralai--Mistral-Nemo-Base-2407",
+    }
+)
+
+
 def _public_dirs() -> list[Path]:
-    return sorted(p for p in PUBLIC_CONFIGS.iterdir() if (p / "config.json").is_file())
+    return sorted(
+        p
+        for p in PUBLIC_CONFIGS.iterdir()
+        if (p / "config.json").is_file() and p.name not in CORPUS_ONLY
+    )
 
 
 def _text(entry: dict[str, Any]) -> dict[str, Any]:

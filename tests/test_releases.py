@@ -143,4 +143,4 @@ def test_llamacpp_rules_name_the_commit_they_were_read_in(runner: CliRunner) -> 
         ],
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["rules"] == ["llama.cpp b7836 arithmetic (read in b10573)"]
+    assert json.loads(result.output)["rules"] == ["llama.cpp b9191 arithmetic (read in b10573)"]

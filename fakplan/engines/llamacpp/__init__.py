@@ -99,14 +99,18 @@ class LlamacppEngine(ModelledEngine):
                 )
             )
         if cache.state_per_seq:
+            snapshots = query.spec_tokens if cache.release.rs_seq else 0
+            per_seq = cache.state_per_seq * (1 + snapshots)
+            kept = f" x (1 + {snapshots} draft snapshots, n_rs_seq)" if snapshots else ""
             components.append(
                 CostComponent(
                     "recurrent state",
                     "linear",
                     0,
-                    cache.state_per_seq,
+                    per_seq,
                     False,
-                    f"R + S of the recurrent layers in f32 = {cache.state_per_seq:,} B per sequence",
+                    f"R + S of the recurrent layers in f32 = {cache.state_per_seq:,} B{kept} "
+                    "per sequence",
                 )
             )
         return KvBreakdown(

@@ -210,4 +210,11 @@ def slot_tokens(query: KvQuery, cache: CacheLayout, per_stream: int, streams: in
 def cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
     per_stream, streams, swa = layout_cells(query, cache, n_ctx)
     kv = cache.cell_bytes() * per_stream * streams + cache.swa_cell_bytes() * swa * streams
-    return kv + cache.state_per_seq * max(1, query.max_num_seqs)
+    return kv + state_bytes(query, cache)
+
+
+def state_bytes(query: KvQuery, cache: CacheLayout) -> int:
+    """The recurrent memory: a row per sequence (mem_size = max(1, n_seq_max)), times
+    1 + n_rs_seq from b9191 where a speculative draft keeps snapshots (spec_tokens)."""
+    rows = max(1, query.max_num_seqs) * (1 + (query.spec_tokens if cache.release.rs_seq else 0))
+    return cache.state_per_seq * rows

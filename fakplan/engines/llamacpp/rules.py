@@ -19,7 +19,7 @@ class LlamacppRules(Release):
     llama-model.cpp; each boundary is the build of the upstream commit that changed it,
     read there: b7836 d9c6ce46f (#19067), b6981 16bcc1259 (#17046), b6931 cd5e3b575
     (#16736), b6869 85a7d8677 (#16812), b6325 e81b8e4b7, b5913 225e7a143 (#14363), b5554
-    3600cc288, b5429 e298d2fbd, b5137 daa422881 (#12801).
+    3600cc288, b5429 e298d2fbd, b5137 daa422881 (#12801), b9191 255582687 (#22673).
     """
 
     # the cells n_ctx is padded to: "256" (b6981, #17046: llama-context.cpp:288), "none"
@@ -39,6 +39,9 @@ class LlamacppRules(Release):
     mla: Literal["k_only", "kv", "expanded"]
     # flash attention on unless stated off (b6325: -fa auto); before, only with -fa
     fa_auto: bool
+    # recurrent rows per sequence are 1 + n_rs_seq, the speculative draft's n_max (b9191,
+    # 255582687: llama-memory-recurrent.cpp:99); before, 1
+    rs_seq: bool = False
 
     @property
     def split_streams(self) -> bool:
@@ -47,6 +50,7 @@ class LlamacppRules(Release):
 
 _TAG = "b10573"  # d775b8967
 RELEASES = (
+    LlamacppRules("b9191", (9191,), _TAG, "256", "pad", "outside", "k_only", True, True),
     LlamacppRules("b7836", (7836,), _TAG, "256", "pad", "outside", "k_only", True),
     LlamacppRules("b6981", (6981,), _TAG, "256", "pad", "outside", "kv", True),
     LlamacppRules("b6931", (6931,), "b6931", "none", "floor", "inside", "kv", True),

@@ -5,7 +5,7 @@
 #
 # Derivation (per card, per rank)
 #   rate       full attention 139,264 = 139,264 B/token/rank at q8_0
-#   rules      llama.cpp b7836 arithmetic (read in b10573)
+#   rules      llama.cpp b9191 arithmetic (read in b10573)
 #   contract   2 seqs x 32,768 tokens x 139,264 B/token = 9,126,805,504 B (8,704.00 MiB)
 #   tokens     -c 65,536 = 2 slot(s) x max_model_len 32,768; llama.cpp pads to 256: 32,768 cells x 2 stream(s) take 9,126,805,504 B of budget.kv's 9,126,805,504 B
 #   sessions   65,536 tokens / 32,768 = 2.00 sessions at the full window; 2 of 2 slot(s) hold a full window (32,768 cells each; a sequence needs a slot)

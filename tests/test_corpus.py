@@ -1,0 +1,61 @@
+"""The dev corpus (tests/data/public/corpus): every boot reproduced to the printed count.
+
+Each case names its public source, its log (verbatim lines), the model config it served
+and its launch; tests/corpus.py holds what is compared. The printed figures in
+cases.yaml are checked against the log itself, so the expectation is the engine's own.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from .bench.accuracy import END, START, block
+from .corpus import CORPUS, PUBLIC, cases, outcomes
+
+CASES = cases()
+ROOT = PUBLIC.parent.parent.parent
+
+
+def _printed_texts(case: dict[str, Any]) -> list[str]:
+    """The printed figures as the log spells them (counts with or without thousands commas)."""
+    texts = []
+    for value in case["printed"].values():
+        if isinstance(value, int):
+            texts.append(rf"(?:{value}|{value:,})")
+        else:
+            number = str(value).split()[0]
+            texts.append(re.escape(number))
+    return texts
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_the_printed_figures_are_in_the_log(case: dict[str, Any]) -> None:
+    log = (CORPUS / case["log"]).read_text(encoding="utf-8")
+    for pattern in _printed_texts(case):
+        assert re.search(rf"(?<![\d.]){pattern}(?![\d])", log), (case["id"], pattern)
+    assert case["source"].startswith("https://")
+    assert (PUBLIC / "configs" / case["config"] / "config.json").exists()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_fakplan_gives_the_printed_count(case: dict[str, Any]) -> None:
+    for o in outcomes(case):
+        assert o.low <= o.printed <= o.high, (
+            f"{case['id']} {o.figure}: printed {o.printed:,}, fakplan {o.low:,}..{o.high:,} "
+            f"({o.error:+.3f} %)"
+        )
+
+
+def test_the_corpus_is_large_and_spans_the_engines() -> None:
+    engines = {c["engine"] for c in CASES}
+    assert engines == {"vllm", "sglang", "llamacpp"}
+    assert len({c["id"] for c in CASES}) == len(CASES) >= 25
+
+
+def test_the_readme_accuracy_table_is_generated_from_the_corpus() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = readme.index(START), readme.index(END) + len(END)
+    assert readme[start:end] == block(), "run: python tests/bench/accuracy.py --write README.md"
