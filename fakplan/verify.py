@@ -203,7 +203,16 @@ def _printed_pool_note(ledger: Ledger, counts: PoolCounts) -> str:
         return ""
     first, last = counts(low, high)
     got = f"{first:,}" if first == last else f"{first:,}..{last:,}"
-    agrees = "the printed count" if first <= ledger.kv_tokens <= last else "not the printed count"
+    if first <= ledger.kv_tokens <= last:
+        agrees = "the printed count"
+    elif ledger.kv_tokens < first:
+        # get_kv_cache_configs keeps the smallest block count over the workers
+        agrees = (
+            "the printed count is below: vLLM sizes every rank by the smallest pool over the "
+            "workers and a log may show one rank's, so another rank's pool was smaller"
+        )
+    else:
+        agrees = "not the printed count"
     return (
         f"at the printed pool {figure.printed} (any of {low:,}..{high:,} B) the arithmetic "
         f"gives {got} tokens: {agrees}"

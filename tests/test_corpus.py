@@ -59,3 +59,25 @@ def test_the_readme_accuracy_table_is_generated_from_the_corpus() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start, end = readme.index(START), readme.index(END) + len(END)
     assert readme[start:end] == block(), "run: python tests/bench/accuracy.py --write README.md"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_fakplan_ledger_reads_every_cache_line(case: dict[str, Any]) -> None:
+    """`fakplan ledger` finds the figures the case checks: counts exactly, sizes within
+    their printed rounding (full, SWA and recurrent caches alike)."""
+    from fakplan.ledger import parse_ledger
+    from fakplan.units import printed_interval
+
+    ledger = parse_ledger(CORPUS / case["log"], "auto")
+    assert ledger.engine == case["engine"]
+    printed = case["printed"]
+    counts = {"tokens": "kv_tokens", "cells": "kv_cells", "swa_cells": "swa_kv_tokens"}
+    sizes = {"size": "kv_bytes", "swa_size": "swa_kv_bytes", "recurrent_size": "recurrent_bytes"}
+    for key, name in counts.items():
+        if key in printed:
+            assert getattr(ledger, name) == printed[key], (case["id"], name)
+    for key, name in {**sizes, "k": "k_bytes", "v": "v_bytes"}.items():
+        if key in printed:
+            low, _, high = printed_interval(str(printed[key]))
+            value = getattr(ledger, name)
+            assert value is not None and low <= value <= high, (case["id"], name, value)

@@ -496,3 +496,21 @@ def test_verify_refuses_a_ledger_ceiling_above_the_card(
         assert result.exit_code == 2, result.output
         assert "is above the card's 30,720 MiB" in result.output
     assert not (tmp_path / "frank-archon" / "plan.json").exists()
+
+
+def test_a_count_below_the_printed_pool_points_at_another_rank(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # the same boot, with rank 0 printing a larger pool than the one the count came from:
+    # vLLM keeps the smallest pool over the workers, so the count sits below rank 0's
+    text = (LEDGERS / "vllm-018.log").read_text().replace("5.98 GiB", "6.10 GiB")
+    assert "6.10 GiB" in text
+    log = tmp_path / "boot.log"
+    log.write_text(text)
+    shape = write_shape(tmp_path / "s.yaml")
+    result = runner.invoke(
+        main, ["verify", str(shape), "--ledger", str(log), "-o", str(tmp_path / "o"), "--json"]
+    )
+    note = json.loads(result.output)["verdicts"]["kv-tokens"]["note"]
+    assert "at the printed pool 6.10 GiB" in note
+    assert "another rank's pool was smaller" in note

@@ -53,6 +53,8 @@ class Boot:
         default_factory=dict
     )
     series_count: dict[tuple[str | None, str, str | None], int] = field(default_factory=dict)
+    # per (rank, series): the occurrence its next line has at least (Row.opens)
+    series_floor: dict[tuple[str | None, str], int] = field(default_factory=dict)
     second_model: dict[str | None, int] = field(default_factory=dict)
     serving_from: int | None = None  # the line saying the server is up
     request_errors: int = 0  # failure lines after it: requests', not the boot's

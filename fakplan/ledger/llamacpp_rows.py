@@ -208,6 +208,7 @@ ROWS: tuple[Row, ...] = (
         "SWA KV cache, size = ",
         r"creating\s+SWA KV cache, size = (?P<swa_kv_tokens>\d+) cells",
         (fig("swa_kv_tokens", count),),
+        opens=(("kv_summary", 1), ("kv_buffer", 1)),
     ),
     _device_buffer("kv_buffer", "KV", "kv_bytes", ALL, series="kv_buffer"),
     _device_buffer(

@@ -178,6 +178,9 @@ class Row:
     ``server``: still read while a second model loads (server-wide lines).
     ``series``/``occurrence``: the row applies to the n-th line of its series in a boot
     and rank (llama.cpp prints one KV summary per cache: non-SWA first, then SWA).
+    ``opens``: series whose next line is at least the given occurrence once this line is
+    seen (llama.cpp's "creating SWA KV cache": what follows is the SWA cache's, even in an
+    excerpt that lacks the non-SWA cache's lines).
     ``failure``: the line says the boot failed (``error`` group: the message).
     ``serving``: the line says the server is up: the boot is over, and a failure line
     after it is a request's error, not the boot's.
@@ -199,6 +202,7 @@ class Row:
     server: bool = False
     series: str | None = None
     occurrence: int = 0
+    opens: tuple[tuple[str, int], ...] = ()
     failure: bool = False
     serving: bool = False
     signature: bool = True

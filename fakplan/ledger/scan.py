@@ -78,15 +78,20 @@ class EngineScan:
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             if row.series is not None:
                 key = (rank, row.series, groups.get("device"))
-                if self.current.series_count.get(key, 0) != row.occurrence:
+                floor = self.current.series_floor.get((rank, row.series), 0)
+                if max(self.current.series_count.get(key, 0), floor) != row.occurrence:
                     continue
                 series_hit.add(key)
+            for series, at_least in row.opens:
+                floors = self.current.series_floor
+                floors[(rank, series)] = max(floors.get((rank, series), 0), at_least)
             self._apply(row, groups, number, text, rank)
             if self.overflow is not None:
                 return
         for key in series_hit:
             count = self.current.series_count
-            count[key] = count.get(key, 0) + 1
+            floor = self.current.series_floor.get((key[0], key[1]), 0)
+            count[key] = max(count.get(key, 0), floor) + 1
         self.matched += matched
         self.recognised += signature
 
