@@ -161,3 +161,41 @@ def test_an_mtp_draft_caches_in_the_same_pool() -> None:
     # an EAGLE draft is a model of its own, not the checkpoint's nextn layer
     eagle = pool_tokens(replace(q, spec_method="eagle3"), 10 * 2**30)
     assert eagle.num_blocks == 10 * 2**30 // (16 * 1_638_400)
+
+
+@pytest.mark.parametrize(
+    ("version", "temporal_bytes"),
+    [
+        # 0.16: both GDN states follow the model dtype (bf16); 0.17 on: the checkpoint's
+        # mamba_ssm_dtype float32 (gated_delta_net_state_dtype takes mamba_ssm_cache_dtype)
+        ("0.16.0", 2),
+        ("0.17.0", 4),
+    ],
+)
+def test_gdn_ssm_dtype_from_the_checkpoint_from_0_17(version: str, temporal_bytes: int) -> None:
+    config = PUBLIC / "configs" / "nvidia--Qwen3.6-27B-NVFP4" / "config.json"
+    q = KvQuery(geometry=load_geometry(str(config)), engine="vllm", engine_version=version, tp=2)
+    state = next(c for c in kv_breakdown(q).components if c.kind == "linear")
+    # per layer and rank: conv 5,120 x 3 x 2 B + temporal 24 x 128 x 128 x b, 48 layers
+    unpadded = 5_120 * 3 * 2 + 24 * 128 * 128 * temporal_bytes
+    assert f"{unpadded:,} B state" in state.derivation
+
+
+@pytest.mark.parametrize(
+    ("version", "ssm_bytes"),
+    [
+        ("0.12.0", 2),  # no NemotronH rule yet: the model dtype
+        ("0.13.0", 4),  # the checkpoint's mamba_ssm_cache_dtype (float32 here)
+        ("0.20.0", 4),
+    ],
+)
+def test_nemotron_h_ssm_dtype_per_release(version: str, ssm_bytes: int) -> None:
+    from fakplan.geometry import load_geometry as load
+
+    g = load("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert g.mamba is not None and g.mamba.ssm_dtype == "fp32"
+    q = KvQuery(geometry=g, engine="vllm", engine_version=version, max_model_len=8192)
+    state = next(c for c in kv_breakdown(q).components if c.kind == "mamba")
+    # conv (4096 + 2 x 8 x 128) x 3 x 2 B + ssm 64 x 64 x 128 x b
+    unpadded = (4_096 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * ssm_bytes
+    assert f"{unpadded:,} B state" in state.derivation

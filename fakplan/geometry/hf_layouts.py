@@ -308,6 +308,7 @@ def _nemotron_h(f: Fields) -> dict[str, Any]:
         num_heads=heads,
         head_dim=head_dim,
         conv_kernel=int(f.need("conv_kernel")),
+        ssm_dtype=dtype_name(f.get("mamba_ssm_cache_dtype")),
     )
     return {"num_layers": layers, "layer_kinds": kinds, "attention": _heads(f), "mamba": mamba}
 

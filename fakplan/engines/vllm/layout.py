@@ -23,6 +23,7 @@ from fakplan.engines.vllm.rules import (
     KV_DTYPES,
     MLA_BLOCK,
     RELEASES,
+    STATE_DTYPES,
     VllmRules,
 )
 from fakplan.errors import RuleError
@@ -170,20 +171,28 @@ def _specs(query: KvQuery, stage: tuple[LayerKind, ...], b: int, dtype: str) -> 
 
 
 def _state_bytes(query: KvQuery, kind: LayerKind) -> int:
-    """Recurrent state of one sequence in one layer on one rank (mamba_utils.py, v0.33.0)."""
+    """Recurrent state of one sequence in one layer on one rank (mamba_utils.py, v0.33.0);
+    the SSM part's dtype per release (STATE_DTYPES)."""
     g, tp, spec = query.geometry, query.tp, query.spec_tokens
     model = element_type(g.dtype if g.dtype in {"bf16", "fp16", "fp32"} else "bf16").block_bytes
+    states, _ = select("vllm", STATE_DTYPES, query.engine_version)
     if kind == LayerKind.LINEAR:
         d = g.linear
         assert d is not None
         conv_dim = 2 * d.head_k_dim * d.num_k_heads + d.head_v_dim * d.num_v_heads
         conv = conv_dim // tp * (d.conv_kernel - 1 + spec) * model
-        ssm_b = element_type(d.ssm_dtype).block_bytes if d.ssm_dtype else model
+        stated = d.ssm_dtype if states.gdn_ssm_dtype else None
+        ssm_b = element_type(stated).block_bytes if stated else model
         temporal = d.num_v_heads // tp * d.head_v_dim * d.head_k_dim * ssm_b
         return conv + temporal
     m = g.mamba
     assert m is not None
-    ssm_b = element_type(m.ssm_dtype).block_bytes if m.ssm_dtype else model
+    ssm_name = m.ssm_dtype
+    if g.architecture == "nemotron_h":
+        # the checkpoint's mamba_ssm_cache_dtype counts only where the release reads it
+        default = states.nemotron_h_default
+        ssm_name = None if default is None else (ssm_name or default)
+    ssm_b = element_type(ssm_name).block_bytes if ssm_name else model
     if m.version == 1:
         return m.intermediate_size // tp * (m.conv_kernel - 1) * model + (
             m.intermediate_size // tp * m.state_size * ssm_b

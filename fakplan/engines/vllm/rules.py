@@ -117,6 +117,27 @@ class CheckpointKvRules(Release):
     source: str
 
 
+@dataclass(frozen=True)
+class StateDtypeRules(Release):
+    """The dtype of a recurrent state's SSM part when nothing is stated on the command line."""
+
+    # Gated DeltaNet honours the checkpoint's mamba_ssm_dtype (0.17.0
+    # mamba_utils.gated_delta_net_state_dtype takes mamba_ssm_cache_dtype); before, both
+    # of its states follow mamba_cache_dtype, the model dtype
+    gdn_ssm_dtype: bool
+    # NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype: the checkpoint's
+    # mamba_ssm_cache_dtype, else this (float16 from 0.13.0, float32 from 0.20.0
+    # models/config.py:410); None: the model dtype
+    nemotron_h_default: str | None
+
+
+STATE_DTYPES = (
+    StateDtypeRules("state-0.20", (0, 20), "0.20.0", True, "fp32"),
+    StateDtypeRules("state-0.17", (0, 17), "0.17.0", True, "fp16"),
+    StateDtypeRules("state-0.13", (0, 13), "0.13.0", False, "fp16"),
+    StateDtypeRules("state-0.11", (0, 3), "0.12.0", False, None),
+)
+
 _CT = "vllm/model_executor/layers/attention/attention.py"
 CHECKPOINT_KV = (
     CheckpointKvRules("ckpt-kv-0.22", (0, 22), "0.33.0", ("fp8", "nvfp4"), "auto",
