@@ -119,12 +119,13 @@ MODELS = [f"catalog:{m}" for m in catalog_ids()] + sorted(
 )
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llamacpp"])
 @pytest.mark.parametrize("model", MODELS)
 def test_every_model_resolves_auto(model: str, engine: str) -> None:
     g = load_geometry(model.removeprefix("catalog:"))
     b = kv_breakdown(KvQuery(geometry=g, engine=engine, max_model_len=4096))
-    assert b.dtype in {"bf16", "fp16", "fp8", "fp8_e4m3"}
+    # llama.cpp's auto is its f16 default for K and V
+    assert b.dtype in {"bf16", "fp16", "fp8", "fp8_e4m3", "f16/f16", "f16"}
     assert b.rate > 0 or b.components
 
 
