@@ -1,14 +1,14 @@
 """llama.cpp's KV arithmetic (docs/engines.md §3).
 
 llama.cpp sizes its cache in cells (``-c``), not bytes: a KV budget becomes the
-largest n_ctx whose cache fits it. Rule sets (newest first):
-
-- ``current`` — read in 0c1e57098 (vendored by llama-cpp-python 0.3.36): n_ctx padded
-  to 256; ``--parallel`` slots with or without a unified cache; MLA caches K only;
-  iSWA caches ``pad(min(n_ctx_seq, n_swa × (unified ? n_seq : 1) + n_ubatch), 256)`` cells.
-- ``2024`` — read in 74d73dc (llama-cpp-python 0.3.2, Nov 2024): n_ctx padded to 256
-  with flash attention, else 32; one shared cache.
-The boundary between them was not read; builds from b5000 on take ``current``.
+largest n_ctx whose cache fits it. The rule sets are rows of ``rules.RELEASES``, one per
+build where the layout changed (read at b10573 and at the commits that changed it;
+0c1e57098, the copy llama-cpp-python 0.3.36 vendors, agrees with b10573): from b6981 n_ctx
+and each stream padded to 256 and iSWA caches
+``pad(min(n_ctx_seq, n_swa × (unified ? n_seq : 1) + n_ubatch), 256)`` cells; MLA caches
+K only from b7836; recurrent rows × (1 + n_rs_seq) from b9191; streams per slot from
+b5913; no SWA cache before b5429; the 2024 row (74d73dc) pads to 256 with flash
+attention, else 32, in one shared cache.
 
 The package is the engine's parts: ``rules`` (builds, cache types, constants, as data),
 ``cache`` (the cells a -c gives and their bytes), ``launch`` (the flag tables).
