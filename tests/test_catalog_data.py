@@ -63,6 +63,7 @@ CORPUS_ONLY = frozenset(
         "Qwen--Qwen3.5-397B-A17B",
         "deepseek-ai--DeepSeek-V2-Lite",
         "mistralai--Mistral-Nemo-Base-2407",
+        "meta-llama--Meta-Llama-3.1-405B",
     }
 )
 

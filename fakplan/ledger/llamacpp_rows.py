@@ -75,7 +75,7 @@ def _device_buffer(
 
 _KV_SUMMARY = (
     rf"(?:llama_kv_cache|llama_kv_cache_unified): size = \s*(?P<size>{_MIB}) MiB "
-    r"\(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/(?P<streams>\d+))? "
+    r"\(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/\s*(?P<streams>\d+))? "
     rf"seqs\), K \((?P<k_type>\w+)\):\s*(?P<k>{_MIB}) MiB, V \((?P<v_type>\w+)\):\s*(?P<v>{_MIB}) MiB"
 )
 
