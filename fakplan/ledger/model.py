@@ -127,6 +127,9 @@ class Ledger(_Record):
     compute_bytes: int | None = None
     output_bytes: int | None = None
     graph_bytes: int | None = None
+    graph_estimate_bytes: int | None = Field(
+        None, description="vLLM's CUDA-graph memory estimate before capture"
+    )
     free_before_load_bytes: int | None = None
     free_after_weights_bytes: int | None = None
     free_after_pool_bytes: int | None = None

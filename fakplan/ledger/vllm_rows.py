@@ -170,7 +170,8 @@ ROWS: tuple[Row, ...] = (
         "blocks_override",
         "vLLM v0.33.0 kv_cache_planning.py",
         "num_gpu_blocks_override",
-        r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_blocks>\d+)",
+        # num_gpu_blocks=0 is the profiling run's dummy pool, not the pool the engine keeps
+        r"Overriding num_gpu_blocks=[1-9]\d* with num_gpu_blocks_override=(?P<num_blocks>\d+)",
         (fig("num_blocks", count),),
         priority=1,
     ),
@@ -208,6 +209,42 @@ ROWS: tuple[Row, ...] = (
         priority=2,
     ),
     # ---- the profiler
+    Row(
+        "profile",
+        "vLLM v0.19.0 gpu_worker.py:284 (DEBUG) worker init memory snapshot",
+        "worker init memory snapshot",
+        rf"worker init memory snapshot: .*\btotal_memory=(?P<total>{_GIB})GiB",
+        (fig("total_gpu_bytes", IN_GIB, "total"), fig("card_total_bytes", IN_GIB, "total")),
+    ),
+    Row(
+        "profile",
+        "vLLM v0.19.0 gpu_worker.py:424 (DEBUG) requested memory",
+        "Requested memory:",
+        rf"Requested memory: (?P<util>[\d.]+) \(util\), (?P<usable>{_GIB}) GiB",
+        (fig("gpu_memory_utilization", ratio, "util"), fig("usable_bytes", IN_GIB, "usable")),
+        phase=2,
+    ),
+    Row(
+        "profile",
+        "vLLM v0.19.0 gpu_model_runner.py:5955 CUDA graph estimate",
+        "Estimated CUDA graph memory:",
+        rf"Estimated CUDA graph memory: (?P<graph_estimate_bytes>{_GIB}) GiB total",
+        (fig("graph_estimate_bytes", IN_GIB),),
+    ),
+    Row(
+        "profile",
+        "vLLM v0.6.5 model_runner.py:1527, v0.19.0 gpu_model_runner.py:6046 graph capture",
+        "Graph capturing finished in",
+        rf"Graph capturing finished in \d+ secs?, took (?P<graph_bytes>{_GIB}) GiB",
+        (fig("graph_bytes", IN_GIB),),
+    ),
+    Row(
+        "profile",
+        "vLLM v0.19.0 gpu_worker.py:597 CUDA graph pool",
+        "CUDA graph pool memory:",
+        rf"CUDA graph pool memory: (?P<graph_bytes>{_GIB}) GiB \(actual\)",
+        (fig("graph_bytes", IN_GIB),),
+    ),
     Row(
         "profile",
         "vLLM v0.6.4.post1 worker.py (one line)",
