@@ -64,6 +64,7 @@ CORPUS_ONLY = frozenset(
         "deepseek-ai--DeepSeek-V2-Lite",
         "mistralai--Mistral-Nemo-Base-2407",
         "meta-llama--Meta-Llama-3.1-405B",
+        "mistralai--Mixtral-8x7B-v0.1",
     }
 )
 
