@@ -71,7 +71,7 @@ def counted_weight_bytes(text: dict[str, Any], model_type: str) -> CountedWeight
     dense_mlp = 3 * hidden * inter + (2 * inter + hidden if text.get("mlp_bias") else 0)
     mlps, mlp_text = [dense_mlp] * layers, f"mlp 3x{hidden:,}x{inter:,}"
     if model_type in MOE_FAMILIES:
-        experts = _moe(text, model_type)
+        experts = moe_layout(text, model_type)
         if experts is None:
             return None
         count, moe_inter, sparse = experts
@@ -93,7 +93,7 @@ def counted_weight_bytes(text: dict[str, Any], model_type: str) -> CountedWeight
     return CountedWeights(total * size, text_out, total)
 
 
-def _moe(text: dict[str, Any], model_type: str) -> tuple[int, int, frozenset[int]] | None:
+def moe_layout(text: dict[str, Any], model_type: str) -> tuple[int, int, frozenset[int]] | None:
     """(experts, expert intermediate size, the sparse layers), as transformers builds them."""
     layers = int(text["num_hidden_layers"])
     try:

@@ -1,0 +1,105 @@
+"""The weights vLLM holds on one rank ("Model loading took X GiB"), counted from config.json.
+
+The first term of the memory a rank spends before its KV pool (issue 17; research notes in
+docs/vllm-memory.md). For the plain decoders whose every tensor follows from the config
+(fakplan.geometry.params: llama, mistral, qwen2, qwen3 and the qwen3_moe / mixtral
+mixtures), vLLM's parallel layers shard them so (v0.19.0 model_executor/layers):
+
+- the embedding and lm_head: vocab padded to 64 (``pad_vocab_size``,
+  vocab_parallel_embedding.py:75), rows split over TP; the embedding on the first PP
+  stage, lm_head on the last (also the embedding there when tied);
+- q/k/v and gate/up column-parallel, o and down row-parallel: split over TP; KV heads
+  fewer than TP ranks are replicated (``QKVParallelLinear``); a row-parallel bias whole;
+- norms, q/k norms and MoE routers replicated; an expert's intermediate split over TP;
+- one rotary cos/sin cache per process: max_position × rotary_dim in the model dtype
+  (rotary_embedding/base.py:59, shared through ``_ROPE_DICT``).
+
+A quantized checkpoint, or any other architecture, has no count here (None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fakplan.dtypes import element_type
+from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
+
+VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    bytes: int
+    derivation: str
+
+
+def _stage_layers(layers: int, pp: int) -> list[int]:
+    """get_pp_indices: equal shares, the remainder going to the stages before the last."""
+    parts = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def _layer_params(text: dict[str, Any], model_type: str, tp: int, sparse: bool) -> int:
+    hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
+    kv = int(text.get("num_key_value_heads") or heads)
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    q, kv_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
+    attention = hidden * (q + 2 * kv_rank) + q * hidden
+    if model_type == "qwen2":
+        attention += q + 2 * kv_rank  # q, k, v biases, split with their columns
+    elif text.get("attention_bias"):
+        attention += q + 2 * kv_rank + hidden  # o's bias whole on every rank
+    if model_type in ("qwen3", "qwen3_moe"):
+        attention += 2 * head_dim  # q_norm, k_norm
+    if sparse:
+        count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
+        mlp = count * 3 * hidden * (moe_inter // tp) + hidden * count
+    else:
+        mlp = 3 * hidden * (int(text["intermediate_size"]) // tp)
+    return attention + mlp + 2 * hidden
+
+
+def vllm_rank_weights(
+    text: dict[str, Any], model_type: str, *, tp: int = 1, pp: int = 1, stage: int = 0
+) -> RankWeights | None:
+    """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
+    the config alone does not give them."""
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
+        return None
+    dtype = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    if dtype is None:
+        return None
+    size = element_type(dtype).block_bytes
+    layers = int(text["num_hidden_layers"])
+    sparse: frozenset[int] = frozenset()
+    if model_type in MOE_FAMILIES:
+        found = moe_layout(text, model_type)
+        if found is None:
+            return None
+        sparse = found[2]
+    shares = _stage_layers(layers, pp)
+    first = sum(shares[:stage])
+    own = range(first, first + shares[stage])
+    hidden = int(text["hidden_size"])
+    rows = -(-int(text["vocab_size"]) // VOCAB_PAD) * VOCAB_PAD // tp
+    tied = bool(text.get("tie_word_embeddings", False))
+    last = stage == pp - 1
+    embeds = (stage == 0) + (last and (not tied or pp > 1))
+    body = sum(_layer_params(text, model_type, tp, i in sparse) for i in own)
+    params = embeds * rows * hidden + body + (hidden if last else 0)
+    heads = int(text["num_attention_heads"])
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
+    positions = int(text["max_position_embeddings"])
+    rope = positions * rotary * size
+    total = params * size + rope
+    return RankWeights(
+        total,
+        f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
+        f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters "
+        f"x {size} B ({dtype}) + rotary cache {positions:,} x {rotary} x {size} B "
+        f"= {total:,} B",
+    )
