@@ -80,3 +80,16 @@ def test_what_the_config_cannot_give_is_none() -> None:
     assert vllm_rank_weights(config, "qwen3_moe") is None  # quantized
     gemma = json.loads((PUBLIC / "configs" / "google--gemma-3-27b-it" / "config.json").read_text())
     assert vllm_rank_weights(gemma, "gemma3") is None  # a vision tower beside the text model
+
+
+def test_served_in_float32() -> None:
+    # --dtype float32 (corpus vllm-409): every parameter and the rotary cache at 4 B
+    printed = "29.98 GiB"
+    assert f"Model loading took {printed}" in (PUBLIC / "corpus" / "vllm-409.log").read_text()
+    config = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    found = vllm_rank_weights(config, "llama", served="fp32")
+    assert found is not None
+    low, _, high = printed_interval(printed)
+    assert low <= found.bytes <= high

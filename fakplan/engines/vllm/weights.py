@@ -63,13 +63,21 @@ def _layer_params(text: dict[str, Any], model_type: str, tp: int, sparse: bool) 
 
 
 def vllm_rank_weights(
-    text: dict[str, Any], model_type: str, *, tp: int = 1, pp: int = 1, stage: int = 0
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    stage: int = 0,
+    served: str | None = None,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
-    the config alone does not give them."""
+    the config alone does not give them. ``served``: the dtype the weights are served in
+    (``--dtype``), else the checkpoint's."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
-    dtype = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    stated = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    dtype = served or stated
     if dtype is None:
         return None
     size = element_type(dtype).block_bytes
