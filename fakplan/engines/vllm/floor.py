@@ -1,0 +1,174 @@
+"""What a vLLM rank spends before its KV pool, and the pool --gpu-memory-utilization leaves.
+
+Issue 17's model, as far as it is read (research notes: docs/vllm-memory.md). For the
+releases whose every term fakplan has read — 0.17 to 0.19 — on one PP stage:
+
+    requested = ceil(CUDA total x utilization)            v1/worker/utils.py:408 (0.19.0)
+    pool      = requested - (weights + activation peak + non-torch)     gpu_worker.py:435
+    (the CUDA-graph estimate is printed but subtracted only with
+     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, off by default until 0.20: envs.py)
+
+- weights: ``weights.vllm_rank_weights`` (the plain decoders only);
+- activation peak: the profiling run's sampler phase (derived term by term in
+  gpu_model_runner.py _dummy_sampler_run, sampler.py:90, topk_topp_sampler.py:112 and
+  topk_topp_triton.py:1017 at 0.19.0), with Rs = min(max_num_seqs, max_num_batched_tokens)
+  rows of the vocabulary V:
+      16-bit logits 2 + their fp32 copy 4 + softmax probs 4 + the exponential draw q 4
+      = 14 B a logit, + the Triton top-k/top-p buffer 4 x min(2^ceil(log2 min(SMs, Rs)),
+      SMs) x V, + the hidden states 2 x Tb x H and two Rs x H row copies, + the cuBLAS
+      workspace (32 MiB, PyTorch's sm90 default 4096 KiB x 8: inferred, not in vLLM);
+      a mixture of experts adds its fused_moe workspaces Tb x top-k x (max(N/2, H) +
+      max(N, H)) x 2 B, N = 2 x moe_intermediate / TP (experts/triton_moe.py);
+- non-torch memory: not derivable from any config (NCCL buffers, CUDA modules); the
+  figures measured in public 0.19.0 boots on H100 (tests/data/public/profiler), by
+  parallelism, with their spread.
+
+Anything else is unknown, with the reason: another release, a quantized or multimodal
+checkpoint, an architecture whose weights are not counted, PP > 1, a 32-bit served dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fakplan.engines.releases import parse_version
+from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.geometry.params import MOE_FAMILIES, moe_layout
+
+GIB = 1 << 30
+CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096 KiB x 8
+# non-torch memory measured in vLLM 0.19.0 boots on H100 80GB (llm-d-planner, PR #205):
+# (low, high) bytes as printed ("non-torch forward increase memory")
+NON_TORCH_MEASURED = {
+    "tp1": (round(0.24 * GIB), round(0.27 * GIB)),  # prof-001, -005..-007, -014, -015
+    "tp2": (round(2.07 * GIB), round(2.11 * GIB)),  # prof-002, -008, -010, -013
+    "tp4": (round(2.13 * GIB), round(2.21 * GIB)),  # prof-003, -009
+}
+READ = ((0, 17), (0, 19))  # the releases whose terms were all read
+
+
+@dataclass(frozen=True)
+class Term:
+    bytes: int
+    derivation: str
+
+
+@dataclass(frozen=True)
+class VllmFloor:
+    """One rank's boot-time memory before the pool, term by term, and the pool left."""
+
+    requested: Term
+    weights: Term
+    activation: Term
+    non_torch: tuple[int, int]  # measured range
+    pool: tuple[int, int]  # the range the non-torch spread leaves
+    cuda_graph: None = None  # not subtracted by these releases
+
+
+@dataclass(frozen=True)
+class Unknown:
+    reason: str
+
+
+def _release_read(version: str) -> str | None:
+    wanted = parse_version(version)[:2]
+    if READ[0] <= wanted <= READ[1]:
+        return None
+    return (
+        f"vllm {version}: fakplan has read the memory profiler of 0.17-0.19 only "
+        "(docs/vllm-memory.md)"
+    )
+
+
+def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) -> Term | None:
+    if model_type not in MOE_FAMILIES:
+        return None
+    layout = moe_layout(text, model_type)
+    if layout is None:
+        return None
+    _, moe_inter, _ = layout
+    hidden = int(text["hidden_size"])
+    top_k = int(text.get("num_experts_per_tok") or 0)
+    n = 2 * moe_inter // tp
+    size = tokens * top_k * (max(n // 2, hidden) + max(n, hidden)) * 2
+    return Term(
+        size,
+        f"fused_moe workspaces {tokens:,} x top-{top_k} x (max({n // 2:,}, {hidden:,}) + "
+        f"max({n:,}, {hidden:,})) x 2 B = {size:,} B",
+    )
+
+
+def activation_peak(
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int,
+    batched_tokens: int,
+    max_num_seqs: int,
+    sms: int,
+) -> Term:
+    """The profiling run's torch peak increase on the last PP stage (0.17-0.19, 16-bit)."""
+    vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
+    rows = min(max_num_seqs, batched_tokens)
+    triton_rows = min(2 ** math.ceil(math.log2(min(sms, rows))), sms)
+    sampler = 14 * rows * vocab + 4 * triton_rows * vocab
+    states = 2 * batched_tokens * hidden + 4 * rows * hidden
+    total = sampler + states + CUBLAS_WORKSPACE
+    text_out = (
+        f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
+        f"{triton_rows} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
+        f"x {hidden:,} + 4 x {rows:,} x {hidden:,} = {states:,} B; cuBLAS workspace "
+        f"{CUBLAS_WORKSPACE:,} B"
+    )
+    moe = _moe_workspace(text, model_type, tp, batched_tokens)
+    if moe is not None:
+        total += moe.bytes
+        text_out += f"; {moe.derivation}"
+    return Term(total, f"{text_out} = {total:,} B")
+
+
+def vllm_floor(
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    version: str,
+    tp: int,
+    pp: int,
+    card_total: int,
+    utilization: float,
+    batched_tokens: int,
+    max_num_seqs: int,
+    sms: int,
+    served: str = "bf16",
+) -> VllmFloor | Unknown:
+    """The pool vLLM sizes for itself on one rank, or why fakplan cannot say."""
+    unread = _release_read(version)
+    if unread:
+        return Unknown(unread)
+    if pp != 1:
+        return Unknown("PP > 1: only stage 0 prints its pool, and a stage's peak is not read")
+    if served not in {"bf16", "fp16"}:
+        return Unknown(f"a {served} served model: its sampler peak is not read")
+    key = f"tp{tp}"
+    if key not in NON_TORCH_MEASURED:
+        return Unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there")
+    weights = vllm_rank_weights(text, model_type, tp=tp, served=served)
+    if weights is None:
+        return Unknown(f"{model_type}: its weights per rank are not counted from a config")
+    requested = math.ceil(card_total * utilization)
+    request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
+    activation = activation_peak(
+        text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
+        sms=sms,
+    )  # fmt: skip
+    low, high = NON_TORCH_MEASURED[key]
+    base = requested - weights.bytes - activation.bytes
+    return VllmFloor(
+        requested=request,
+        weights=Term(weights.bytes, weights.derivation),
+        activation=activation,
+        non_torch=(low, high),
+        pool=(base - high, base - low),
+    )
