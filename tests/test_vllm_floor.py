@@ -116,3 +116,36 @@ def test_what_is_not_read_is_unknown(kw: dict[str, Any], reason: str) -> None:
     }  # fmt: skip
     found = vllm_floor(_config("meta-llama--Llama-3.1-8B-Instruct"), "llama", **args)
     assert isinstance(found, Unknown) and reason in found.reason
+
+
+def test_fakplan_kv_sizes_the_pool_before_the_boot(runner: Any) -> None:
+    """prof-001's launch and card, no pool: the printed 476,016 tokens are in the range."""
+    from fakplan.cli import main
+
+    args = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
+        "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB",
+        "--max-model-len", "8192",
+    ]  # fmt: skip
+    result = runner.invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["tokens_low"] <= 476_016 <= out["tokens_high"]
+    low, high = out["sizing"]["pool_range"]
+    kv_low, _, kv_high = printed_interval("58.11 GiB")  # "Available KV cache memory"
+    assert low <= kv_high and kv_low <= high
+    assert out["floor"]["cuda_graph_bytes"] is None  # 0.19 does not subtract it
+    text = runner.invoke(main, args).output
+    assert "activation peak" in text and "non-torch" in text
+
+
+def test_fakplan_kv_says_why_it_cannot_size(runner: Any) -> None:
+    from fakplan.cli import main
+
+    base = ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization", "0.9"]
+    out = json.loads(runner.invoke(main, [*base, "--card-total", "80 GiB", "--json"]).output)
+    assert "state --engine-version" in out["sizing"]["unknown"] and out["floor"] is None
+    missing = runner.invoke(main, base)
+    assert missing.exit_code == 2 and "--card-total" in missing.output
+    both = runner.invoke(main, [*base, "--card-total", "80 GiB", "--pool", "8 GiB"])
+    assert both.exit_code == 2 and "not both" in both.output

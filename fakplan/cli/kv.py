@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fakplan.cli.kv_sizing import engine_sizing
 from fakplan.contract import exact_number
 from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
@@ -107,10 +109,37 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
     default=None,
     help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine prints.',
 )
+@click.option(
+    "--gpu-memory-utilization",
+    "utilization",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=None,
+    help="vLLM: the fraction of the card the engine may take; with --card-total, gives the "
+    "pool vLLM sizes for itself, before any boot (0.17-0.19 read).",
+)
+@click.option(
+    "--card-total",
+    default=None,
+    help='The CUDA total of one card, e.g. "79.19 GiB" (an H100 80GB), as torch reports it.',
+)
+@click.option(
+    "--card-sms",
+    type=click.IntRange(min=1),
+    default=132,
+    show_default=True,
+    help="The card's streaming multiprocessors (H100/H200 132): sizes the sampler's buffer.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.kv/1).")
 @click.option("--list", "list_catalog", is_flag=True, help="List the built-in catalog's model ids.")
 def kv(
-    model: str | None, pool: str | None, as_json: bool, list_catalog: bool, **query: Any
+    model: str | None,
+    pool: str | None,
+    as_json: bool,
+    list_catalog: bool,
+    utilization: float | None,
+    card_total: str | None,
+    card_sms: int,
+    **query: Any,
 ) -> None:
     """A model's KV cost per rank on one engine: per token, per sequence, and a pool's tokens.
 
@@ -122,6 +151,8 @@ def kv(
       fakplan kv deepseek-ai/DeepSeek-V3 --engine sglang --kv-dtype fp8_e4m3
       fakplan kv model.gguf --engine llamacpp --kv-dtype q8_0 --pool "4352 MiB"
       fakplan kv ./hf-tiny --device cpu --dtype float32 --pool "1 GiB"
+      fakplan kv meta-llama/Llama-3.1-8B-Instruct --engine-version 0.19.0 \\
+        --gpu-memory-utilization 0.95 --card-total "79.19 GiB" --max-model-len 8192
     """
     # the other options are named as KvQuery's fields: they pass through as they are
     if list_catalog:
@@ -135,6 +166,14 @@ def kv(
     kv_query = KvQuery(geometry=load_geometry(model), **query)
     breakdown = _breakdown(kv_query)
     interval = _pool_bytes(pool)
+    sizing = None
+    if utilization is not None or card_total is not None:
+        if interval is not None:
+            raise click.UsageError("give --pool or --gpu-memory-utilization, not both")
+        stated_seqs = click.get_current_context().get_parameter_source("max_num_seqs")
+        seqs = query["max_num_seqs"] if stated_seqs == ParameterSource.COMMANDLINE else None
+        sizing = engine_sizing(kv_query, utilization, card_total, card_sms, seqs)
+        interval = sizing.pool_interval
     result = None
     pool_bytes = None
     if interval is not None:
@@ -144,9 +183,14 @@ def kv(
         report = kv_json(kv_query, breakdown, pool_bytes, result)
         if interval is not None:
             report["pool_interval"] = [interval[0], interval[2]]
+        if sizing is not None:
+            report.update(sizing.json())
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
         _print(kv_query, breakdown, pool_bytes, result)
+        if sizing is not None:
+            for line in sizing.lines():
+                click.echo(f"  {line}")
 
 
 def _breakdown(query: KvQuery) -> KvBreakdown:

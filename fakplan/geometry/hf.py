@@ -155,6 +155,7 @@ def geometry_from_config(
         weight_source=weight_source,
         weight_params=weight_params,
         notes=tuple(notes),
+        text_config=text,
         **parts,
     )
 

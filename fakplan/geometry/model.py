@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -103,6 +104,9 @@ class Geometry(_Frozen):
         None, description="parameters, where the weight bytes were counted from the config"
     )
     notes: tuple[str, ...] = ()
+    # the config the geometry was read from (its text model's part): what counting the
+    # weights per rank needs; never serialised
+    text_config: dict[str, Any] | None = Field(None, exclude=True, repr=False)
 
     def count(self, kind: LayerKind) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)

@@ -34,8 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakplan.engines.releases import parse_version
+from fakplan.engines.served import served_dtype
+from fakplan.engines.vllm.rules import DOWNCAST
 from fakplan.engines.vllm.weights import vllm_rank_weights
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
+from fakplan.kv import KvQuery
 
 GIB = 1 << 30
 CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096 KiB x 8
@@ -171,4 +174,43 @@ def vllm_floor(
         activation=activation,
         non_torch=(low, high),
         pool=(base - high, base - low),
+    )
+
+
+# vllm serve's defaults when neither is stated (engine/arg_utils.py get_batch_defaults,
+# 0.12-0.27): on a card of 70 GiB or more (NVML; not an A100) 8192 tokens and 1024
+# sequences, else 2048 and 256
+BIG_CARD = 70 * GIB
+
+
+def serve_defaults(card_total: int) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, max_num_seqs, why) vllm serve takes when neither is set."""
+    if card_total >= BIG_CARD:
+        return 8192, 1024, "vllm serve's defaults for a card of 70 GiB or more (not an A100)"
+    return 2048, 256, "vllm serve's defaults for a card under 70 GiB"
+
+
+def floor_for(
+    query: KvQuery, *, card_total: int, utilization: float, sms: int, max_num_seqs: int | None
+) -> VllmFloor | Unknown:
+    """The floor of a ``fakplan kv`` query (its model's config, release, TP, PP, dtype)."""
+    g = query.geometry
+    if g.text_config is None:
+        return Unknown(f"{g.source}: no config.json to count the weights from")
+    if query.engine_version is None:
+        return Unknown("state --engine-version: the memory profiler is read for 0.17-0.19")
+    tokens, seqs, _ = serve_defaults(card_total)
+    served, _ = served_dtype(query, DOWNCAST)
+    return vllm_floor(
+        g.text_config,
+        g.architecture,
+        version=query.engine_version,
+        tp=query.tp,
+        pp=query.pp,
+        card_total=card_total,
+        utilization=utilization,
+        batched_tokens=query.max_num_batched_tokens or tokens,
+        max_num_seqs=max_num_seqs or seqs,
+        sms=sms,
+        served=served,
     )

@@ -1,0 +1,92 @@
+"""``fakplan kv --gpu-memory-utilization``: the pool vLLM will size for itself, before a boot.
+
+The edge around ``fakplan.engines.vllm.floor``: reads the card's figure, asks the floor,
+and shapes the answer for ``fakplan.kv/1`` (``sizing``, ``floor``) and the text report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from fakplan.engines.vllm.floor import Unknown, VllmFloor, floor_for
+from fakplan.errors import UnitsError
+from fakplan.kv import KvQuery
+from fakplan.units import printed_interval
+
+
+@dataclass(frozen=True)
+class Sizing:
+    found: VllmFloor | Unknown
+    low: int | None = None  # the pool's range, over the card figure's digits and
+    high: int | None = None  # the measured non-torch spread
+
+    @property
+    def pool_interval(self) -> tuple[int, int, int] | None:
+        if self.low is None or self.high is None:
+            return None
+        return self.low, self.low, self.high
+
+    def json(self) -> dict[str, Any]:
+        f = self.found
+        if isinstance(f, Unknown):
+            return {"sizing": {"unknown": f.reason}, "floor": None}
+        return {
+            "sizing": {
+                "pool_range": [self.low, self.high],
+                "requested_bytes": f.requested.bytes,
+                "requested_derivation": f.requested.derivation,
+            },
+            "floor": {
+                "weights_bytes": f.weights.bytes,
+                "weights_derivation": f.weights.derivation,
+                "activation_bytes": f.activation.bytes,
+                "activation_derivation": f.activation.derivation,
+                "non_torch_bytes": list(f.non_torch),
+                "non_torch_derivation": "measured in public vLLM 0.19.0 boots on H100 "
+                "(NCCL and CUDA modules; no config gives it)",
+                "cuda_graph_bytes": None,
+            },
+        }
+
+    def lines(self) -> list[str]:
+        f = self.found
+        if isinstance(f, Unknown):
+            return [f"engine-sized pool: unknown ({f.reason})"]
+        return [
+            f"requested {f.requested.derivation}",
+            f"weights {f.weights.derivation}",
+            f"activation peak {f.activation.derivation}",
+            f"non-torch {f.non_torch[0]:,}..{f.non_torch[1]:,} B (measured, vLLM 0.19.0, H100)",
+            f"pool {self.low:,}..{self.high:,} B (CUDA graphs not subtracted before 0.20)",
+        ]
+
+
+def engine_sizing(
+    query: KvQuery,
+    utilization: float | None,
+    card_total: str | None,
+    sms: int,
+    max_num_seqs: int | None,
+) -> Sizing:
+    """The pool for both ends of the card figure's digits ("79.19 GiB" is an interval)."""
+    if utilization is None or card_total is None:
+        raise click.UsageError("give both --gpu-memory-utilization and --card-total")
+    if query.engine != "vllm":
+        raise click.UsageError("--gpu-memory-utilization sizes vLLM's pool (--engine vllm)")
+    try:
+        low_card, _, high_card = printed_interval(card_total)
+    except UnitsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+    low = floor_for(
+        query, card_total=low_card, utilization=utilization, sms=sms, max_num_seqs=max_num_seqs
+    )
+    if isinstance(low, Unknown):
+        return Sizing(low)
+    high = floor_for(
+        query, card_total=high_card, utilization=utilization, sms=sms, max_num_seqs=max_num_seqs
+    )
+    assert isinstance(high, VllmFloor)
+    return Sizing(low, max(low.pool[0], 0), max(high.pool[1], 0))
