@@ -471,7 +471,8 @@ def count_pool(query: KvQuery, layout: StageLayout, pool_bytes: int) -> PoolResu
         concurrency = blocks / per_request
         text = (
             f"num_blocks = {pool_bytes:,} B // {per_block:,} B = {blocks:,}; logged tokens = "
-            f"{blocks:,} // {groups} groups x {min_block} = {tokens:,} (v0.11.0)"
+            f"{blocks:,} // {groups} groups x {min_block} = {tokens:,} "
+            f"({layout.release.rule}, read in {layout.release.read_in})"
         )
     else:
         concurrency = blocks / per_request

@@ -7,7 +7,7 @@
 #   rate       full attention 131,072 = 131,072 B/token/rank at auto (bf16)
 #   rules      vllm v1-0.11 arithmetic (read in 0.11.0)
 #   contract   2 seqs x 16,384 tokens x 131,072 B/token = 4,294,967,296 B (4,096.00 MiB)
-#   tokens     num_blocks = 5,368,709,120 B // 2,097,152 B = 2,560; logged tokens = 2,560 // 1 groups x 16 = 40,960 (v0.11.0)
+#   tokens     num_blocks = 5,368,709,120 B // 2,097,152 B = 2,560; logged tokens = 2,560 // 1 groups x 16 = 40,960 (v1-0.11, read in 0.11.0)
 #   sessions   40,960 tokens / 16,384 = 2.50 sessions at the full window
 #   pair       16,384 MiB weights + 5,120 MiB KV = 21,504 MiB
 #   card       24,576 MiB as stated in the shape (card.total)
