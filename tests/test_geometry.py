@@ -244,3 +244,12 @@ def test_catalog_lookup_is_case_insensitive() -> None:
 
     g = lookup("META-LLAMA/llama-3.1-8b-instruct")
     assert g is not None and g.num_layers == 32
+
+
+def test_a_geometry_is_hashable_and_keeps_its_config() -> None:
+    # the config rides along as JSON text (the weights per rank count from it), so the
+    # frozen record still hashes and compares
+    g = load_geometry("meta-llama/Llama-3.1-8B-Instruct")
+    assert hash(g) == hash(load_geometry("meta-llama/Llama-3.1-8B-Instruct"))
+    assert g.text_config is not None and g.text_config["vocab_size"] == 128256
+    assert "text_config_json" not in g.model_dump()

@@ -155,7 +155,7 @@ def geometry_from_config(
         weight_source=weight_source,
         weight_params=weight_params,
         notes=tuple(notes),
-        text_config=text,
+        text_config_json=json.dumps(text),
         **parts,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any
 
@@ -104,9 +105,16 @@ class Geometry(_Frozen):
         None, description="parameters, where the weight bytes were counted from the config"
     )
     notes: tuple[str, ...] = ()
-    # the config the geometry was read from (its text model's part): what counting the
-    # weights per rank needs; never serialised
-    text_config: dict[str, Any] | None = Field(None, exclude=True, repr=False)
+    # the config the geometry was read from (its text model's part), as JSON text so the
+    # record stays hashable: what counting the weights per rank needs; never serialised
+    text_config_json: str | None = Field(None, exclude=True, repr=False)
+
+    @property
+    def text_config(self) -> dict[str, Any] | None:
+        if self.text_config_json is None:
+            return None
+        config: dict[str, Any] = json.loads(self.text_config_json)
+        return config
 
     def count(self, kind: LayerKind) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)
