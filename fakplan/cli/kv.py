@@ -72,7 +72,8 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Sequence slots (llama.cpp -np).",
+    help="Sequence slots (llama.cpp -np); with --gpu-memory-utilization, vLLM's "
+    "--max-num-seqs (unset: vllm serve's default for the card).",
 )
 @click.option(
     "--max-num-batched-tokens",
