@@ -61,7 +61,7 @@ def test_nothing_reaches_outside_the_repository() -> None:
         "|".join(
             (
                 "[.][.]/shared",
-                'parent / "shared"',
+                'parent / "[s]hared"',
                 r"(?<![\w/.-])shared/(?:reference|ledgers|configs|seeds)",
                 r"(?<!docs/)(?<![\w/])reference/engines",
                 r"seeds/\d{3}",
