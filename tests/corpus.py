@@ -100,11 +100,6 @@ def _pool_interval(printed: dict[str, Any]) -> tuple[int, int]:
     return k_low + v_low, k_high + v_high
 
 
-def _mib_range(text: str) -> tuple[int, int]:
-    low, _, high = printed_interval(text)
-    return low, high
-
-
 def _cache_outcomes(case: dict[str, Any], query: KvQuery, printed: dict[str, Any]) -> list[Outcome]:
     cache = cache_for(query)
     out = []
@@ -133,7 +128,7 @@ def _cache_outcomes(case: dict[str, Any], query: KvQuery, printed: dict[str, Any
 def _size(case: str, figure: str, text: str, predicted: int) -> Outcome:
     """A printed size (MiB, two decimals) beside fakplan's bytes: in 1/100 MiB, so a
     prediction inside the printed rounding is exact."""
-    low, high = _mib_range(text)
+    low, _, high = printed_interval(text)
     printed = round(float(str(text).split()[0]) * 100)
     hundredths = printed if low <= predicted <= high else round(predicted * 100 / MIB)
     return Outcome(case, figure, printed, hundredths, hundredths)

@@ -194,29 +194,22 @@ def _gemma4(f: Fields) -> dict[str, Any]:
     and the V slot (vllm/model_executor/models/gemma4.py:421, v0.33.0), so the cache
     still holds K and V. Shared layers allocate nothing (``kv_sharing_target_layer_name``).
     """
-    layers = int(f.need("num_hidden_layers"))
-    kinds = _from_layer_types(f, layers)
-    if kinds is None:
-        raise GeometryError(f"{f.where}: gemma4 needs layer_types (alternating windows)")
-    shared = int(f.get("num_kv_shared_layers") or 0)
-    first_shared = layers - shared
-    kinds = tuple(k if i < first_shared else LayerKind.NONE for i, k in enumerate(kinds))
-    sliding = _heads(f)
+    parts = _windowed(f, None)
+    layers = parts["num_layers"]
+    first_shared = layers - int(f.get("num_kv_shared_layers") or 0)
+    parts["layer_kinds"] = tuple(
+        k if i < first_shared else LayerKind.NONE for i, k in enumerate(parts["layer_kinds"])
+    )
+    sliding = parts["sliding"]
     global_dim = int(f.get("global_head_dim") or 512)
     global_kv = f.get("num_global_key_value_heads")
     k_eq_v = f.get("attention_k_eq_v")
-    full = AttentionHeads(
+    parts["attention"] = AttentionHeads(
         num_kv_heads=int(global_kv) if global_kv and k_eq_v is not False else sliding.num_kv_heads,
         head_dim=global_dim,
         v_head_dim=global_dim,
     )
-    return {
-        "num_layers": layers,
-        "layer_kinds": kinds,
-        "attention": full,
-        "sliding": sliding,
-        "sliding_window": int(f.need("sliding_window")),
-    }
+    return parts
 
 
 def _mimo_v2(f: Fields) -> dict[str, Any]:

@@ -183,11 +183,9 @@ def vllm_floor(
 BIG_CARD = 70 * GIB
 
 
-def serve_defaults(card_total: int) -> tuple[int, int, str]:
-    """(max_num_batched_tokens, max_num_seqs, why) vllm serve takes when neither is set."""
-    if card_total >= BIG_CARD:
-        return 8192, 1024, "vllm serve's defaults for a card of 70 GiB or more (not an A100)"
-    return 2048, 256, "vllm serve's defaults for a card under 70 GiB"
+def serve_defaults(card_total: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vllm serve takes when neither is set."""
+    return (8192, 1024) if card_total >= BIG_CARD else (2048, 256)
 
 
 def floor_for(
@@ -199,7 +197,7 @@ def floor_for(
         return Unknown(f"{g.source}: no config.json to count the weights from")
     if query.engine_version is None:
         return Unknown("state --engine-version: the memory profiler is read for 0.17-0.19")
-    tokens, seqs, _ = serve_defaults(card_total)
+    tokens, seqs = serve_defaults(card_total)
     served, _ = served_dtype(query, DOWNCAST)
     return vllm_floor(
         g.text_config,

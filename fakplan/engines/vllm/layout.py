@@ -26,6 +26,7 @@ from fakplan.engines.vllm.rules import (
     STATE_DTYPES,
     VllmRules,
 )
+from fakplan.engines.vllm.weights import stage_shares
 from fakplan.errors import RuleError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -96,12 +97,8 @@ def _dtype_bytes(query: KvQuery) -> tuple[str, int, str, str | None]:
 
 def _stage_layers(geometry: Geometry, pp: int) -> list[tuple[LayerKind, ...]]:
     """vLLM get_pp_indices: equal shares, the remainder going to the stages before the last."""
-    total = geometry.num_layers
-    parts = [total // pp] * pp
-    for i in range(2, total % pp + 2):
-        parts[-i] += 1
     stages, start = [], 0
-    for size in parts:
+    for size in stage_shares(geometry.num_layers, pp):
         stages.append(geometry.layer_kinds[start : start + size])
         start += size
     return stages

@@ -34,7 +34,7 @@ class RankWeights:
     derivation: str
 
 
-def _stage_layers(layers: int, pp: int) -> list[int]:
+def stage_shares(layers: int, pp: int) -> list[int]:
     """get_pp_indices: equal shares, the remainder going to the stages before the last."""
     parts = [layers // pp] * pp
     for i in range(2, layers % pp + 2):
@@ -88,7 +88,7 @@ def vllm_rank_weights(
         if found is None:
             return None
         sparse = found[2]
-    shares = _stage_layers(layers, pp)
+    shares = stage_shares(layers, pp)
     first = sum(shares[:stage])
     own = range(first, first + shares[stage])
     hidden = int(text["hidden_size"])
