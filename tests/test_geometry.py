@@ -253,3 +253,13 @@ def test_a_geometry_is_hashable_and_keeps_its_config() -> None:
     assert hash(g) == hash(load_geometry("meta-llama/Llama-3.1-8B-Instruct"))
     assert g.text_config is not None and g.text_config["vocab_size"] == 128256
     assert "text_config_json" not in g.model_dump()
+
+
+def test_gemma4_without_k_eq_v_keeps_its_kv_heads() -> None:
+    # transformers 5.19 Gemma4TextConfig: attention_k_eq_v defaults to False, and only
+    # then is num_global_key_value_heads not applied; global_head_dim still is
+    cfg = json.loads(Path(config("nvidia--Gemma-4-31B-IT-NVFP4")).read_text())
+    del cfg["text_config"]["attention_k_eq_v"]
+    g = geometry_from_config(cfg, source="no-k-eq-v")
+    assert g.attention is not None
+    assert (g.attention.num_kv_heads, g.attention.head_dim) == (16, 512)

@@ -203,9 +203,11 @@ def _gemma4(f: Fields) -> dict[str, Any]:
     sliding = parts["sliding"]
     global_dim = int(f.get("global_head_dim") or 512)
     global_kv = f.get("num_global_key_value_heads")
-    k_eq_v = f.get("attention_k_eq_v")
+    # Gemma4TextConfig declares attention_k_eq_v: bool = False, so a config without the
+    # key keeps the sliding layers' KV heads on its full layers
+    k_eq_v = f.get("attention_k_eq_v") is True
     parts["attention"] = AttentionHeads(
-        num_kv_heads=int(global_kv) if global_kv and k_eq_v is not False else sliding.num_kv_heads,
+        num_kv_heads=int(global_kv) if global_kv and k_eq_v else sliding.num_kv_heads,
         head_dim=global_dim,
         v_head_dim=global_dim,
     )
