@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from fakplan.errors import FakplanError, UnitsError
@@ -35,6 +36,7 @@ class DeviceMemory:
     total_bytes: int
     free_bytes: int
     used_bytes: int
+    reserved_bytes: int | None = None  # NVML v2: what the driver and firmware hold back
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class DeviceBudget:
     devices: tuple[DeviceMemory, ...]
     budget_bytes: int | None  # per card: the smallest card's total (the pair is per card)
     sentence: str
+    # what an engine sizing its own pool multiplies by its fraction, where it is known:
+    # CUDA's total (NVML's less what the driver reserves), or the NUMA node's MemTotal
+    engine_total_bytes: int | None = None
+    engine_total_sentence: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +56,8 @@ class DeviceBudget:
             "source": self.source,
             "budget_bytes": self.budget_bytes,
             "sentence": self.sentence,
+            "engine_total_bytes": self.engine_total_bytes,
+            "engine_total_sentence": self.engine_total_sentence,
             "devices": [d.__dict__ for d in self.devices],
         }
 
@@ -78,12 +86,21 @@ class PynvmlBackend:
         handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
         name = self._nvml.nvmlDeviceGetName(handle)
         info = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+        try:  # v2 (driver 510+) also states what the driver reserves, which CUDA never sees
+            reserved: int | None = int(
+                self._nvml.nvmlDeviceGetMemoryInfo(
+                    handle, version=self._nvml.nvmlMemory_v2
+                ).reserved
+            )
+        except Exception:
+            reserved = None
         return DeviceMemory(
             index=index,
             name=name.decode() if isinstance(name, bytes) else str(name),
             total_bytes=int(info.total),
             free_bytes=int(info.free),
             used_bytes=int(info.used),
+            reserved_bytes=reserved,
         )
 
     def close(self) -> None:
@@ -100,6 +117,24 @@ def _host_ram() -> int | None:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return None
+
+
+NODE_MEMINFO = Path("/sys/devices/system/node/node0/meminfo")
+MEMINFO_MAX_BYTES = 1 << 16
+
+
+def _node_memory(meminfo: Path = NODE_MEMINFO) -> tuple[int, str] | None:
+    """NUMA node 0's MemTotal, as vLLM's CPU build reads it (cpu_resource_utils.py
+    get_memory_node_info, v0.32.0), with where it was read."""
+    try:
+        with meminfo.open("rb") as handle:
+            text = handle.read(MEMINFO_MAX_BYTES).decode("ascii", "replace")
+    except OSError:
+        return None
+    found = re.search(r"^Node \d+ MemTotal:\s+(\d+) kB", text, re.MULTILINE)
+    if found is None:
+        return None
+    return int(found.group(1)) * 1024, f"MemTotal of {meminfo}"
 
 
 def _override_bytes(text: str) -> int:
@@ -127,6 +162,8 @@ def _override_budget(value: int) -> DeviceBudget:
         (),
         value,
         f"{human(value, 'GiB', 2)} per card from {BUDGET_ENV} (an operator's figure; no device was asked)",
+        value,
+        f"{value:,} B from {BUDGET_ENV}, taken as the total the engine multiplies",
     )
 
 
@@ -163,10 +200,27 @@ def _nvml_budget(nvml: Callable[[], Nvml]) -> DeviceBudget | str:
         "(NVML total; CUDA's total, which vLLM multiplies by its utilisation, leaves out "
         "what the driver reserves; the engine's ceiling, from its boot ledger, is what a "
         "pair must fit)",
+        *_cuda_total(devices),
     )
 
 
-def _host_budget(ram: int | None, reason: str) -> DeviceBudget:
+def _cuda_total(devices: tuple[DeviceMemory, ...]) -> tuple[int | None, str]:
+    """The smallest card's total as CUDA counts it: NVML's less what the driver reserves."""
+    if any(d.reserved_bytes is None for d in devices):
+        return None, (
+            "unknown: this NVML does not state what the driver reserves (nvmlMemory_v2), "
+            "so CUDA's total cannot be told from NVML's"
+        )
+    card = min(devices, key=lambda d: d.total_bytes - (d.reserved_bytes or 0))
+    reserved = card.reserved_bytes or 0
+    cuda = card.total_bytes - reserved
+    return cuda, (
+        f"CUDA's total {cuda:,} B = NVML's {card.total_bytes:,} B - {reserved:,} B the "
+        f"driver reserves (nvmlMemory_v2, GPU {card.index})"
+    )
+
+
+def _host_budget(ram: int | None, reason: str, node: tuple[int, str] | None = None) -> DeviceBudget:
     """Host RAM less a stated reserve for the OS, saying why no GPU was planned against."""
     if ram is None:
         return DeviceBudget(
@@ -179,6 +233,11 @@ def _host_budget(ram: int | None, reason: str) -> DeviceBudget:
         budget,
         f"{human(budget, 'GiB', 2)}: host RAM {human(ram, 'GiB', 2)} minus a {HOST_RESERVE_FRACTION:.0%} "
         f"reserve for the OS, because {reason}",
+        *(
+            (node[0], f"{node[0]:,} B: {node[1]}, what vLLM's CPU build multiplies")
+            if node is not None
+            else (ram, f"{ram:,} B: the host's physical memory (no NUMA node 0 meminfo)")
+        ),
     )
 
 
@@ -187,6 +246,7 @@ def probe_budget(
     nvml: Callable[[], Nvml] | None = None,
     host_ram: Callable[[], int | None] = _host_ram,
     gpu: bool = True,
+    node_memory: Callable[[], tuple[int, str] | None] = _node_memory,
 ) -> DeviceBudget:
     """The budget from the first source that answers (override, NVML, host RAM).
 
@@ -197,6 +257,6 @@ def probe_budget(
     if override:
         return _override_budget(_override_bytes(override))
     if not gpu:
-        return _host_budget(host_ram(), "the card is the CPU (card.device: cpu)")
+        return _host_budget(host_ram(), "the card is the CPU (card.device: cpu)", node_memory())
     answer = _nvml_budget(nvml or PynvmlBackend)
     return answer if isinstance(answer, DeviceBudget) else _host_budget(host_ram(), answer)

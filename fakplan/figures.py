@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fakplan.contract import KvCost
+from fakplan.sizing import EngineSizing
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,12 @@ class Figures:
     slot_tokens: int | None = None
     slots_share: bool = False
     kv_used_bytes: int | None = None
+
+    # a pool the engine sizes for itself (serving.gpu_memory_utilization): the prediction,
+    # the tokens at its ends widened by the tolerance, and that tolerance
+    sizing: EngineSizing | None = None
+    sized_tokens: tuple[int, int] | None = None
+    sizing_tolerance_pct: float = 1.0
 
     @property
     def whole_sessions(self) -> int:

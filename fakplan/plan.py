@@ -7,6 +7,8 @@ versioned interface (``schema: fakplan.plan/1``) documented in the README.
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord, shape_relative_paths
 from fakplan.predict import Prediction, predictions_for
 from fakplan.shape import LoadedShape
+from fakplan.sizing import EngineSizing
 from fakplan.units import human
 
 PLAN_SCHEMA = "fakplan.plan/1"
@@ -58,6 +61,59 @@ class ComponentRecord(BaseModel):
             bytes_per_seq=component.per_seq_bytes,
             scales_with_dtype=component.scales_with_dtype,
             derivation=component.derivation,
+        )
+
+
+class SizedTermRecord(BaseModel):
+    """One term between the memory the engine requests and the pool it sizes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    low_bytes: int
+    high_bytes: int
+    measured: bool
+    derivation: str
+
+
+class SizingRecord(BaseModel):
+    """A pool the engine sizes for itself, as the plan predicts it (one rank)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flag: str
+    fraction: float
+    total_bytes: int
+    total_derivation: str
+    requested_bytes: int
+    requested_derivation: str
+    pool_low_bytes: int
+    pool_high_bytes: int
+    pool_derivation: str
+    terms: tuple[SizedTermRecord, ...]
+
+    @classmethod
+    def of(cls, sizing: EngineSizing) -> SizingRecord:
+        return cls(
+            flag=sizing.flag,
+            fraction=sizing.fraction,
+            total_bytes=sizing.total_bytes,
+            total_derivation=sizing.total_derivation,
+            requested_bytes=sizing.requested_bytes,
+            requested_derivation=sizing.requested_derivation,
+            pool_low_bytes=sizing.pool_low,
+            pool_high_bytes=sizing.pool_high,
+            pool_derivation=sizing.pool_derivation,
+            terms=tuple(
+                SizedTermRecord(
+                    id=t.id,
+                    low_bytes=t.low,
+                    high_bytes=t.high,
+                    measured=t.measured,
+                    derivation=t.derivation,
+                )
+                for t in sizing.terms
+            ),
         )
 
 
@@ -97,6 +153,7 @@ class Plan(BaseModel):
     predictions: tuple[Prediction, ...]
     launch: LaunchRecord
     retired_predictions: tuple[Prediction, ...] = ()
+    engine_sizing: SizingRecord | None = None
 
     @property
     def failed(self) -> bool:
@@ -142,14 +199,58 @@ def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int 
     return reading.bytes, reading.derivation
 
 
+@dataclass(frozen=True)
+class _Pair:
+    """The pair a plan is derived against: stated, or the pool the engine will size."""
+
+    weights: int
+    kv: int
+    derivation: str
+    sizing: EngineSizing | None = None
+    sized_tokens: tuple[int, int] | None = None
+
+
+def _pair(loaded: LoadedShape, cost: KvCost) -> _Pair:
+    shape = loaded.shape
+    if shape.budget is not None:
+        b = shape.budget
+        return _Pair(
+            b.weights,
+            b.kv,
+            f"{human(b.weights)} weights + {human(b.kv)} KV = {human(b.weights + b.kv)}",
+        )
+    engine = ENGINES[shape.engine]
+    sizing = engine.sized_pool(loaded)
+    if sizing.pool_low <= 0:
+        raise loaded.error(
+            f"the engine would size no pool: {sizing.pool_derivation} (vLLM refuses to boot: "
+            "no available memory for the cache blocks); raise serving.gpu_memory_utilization",
+            "serving",
+            "gpu_memory_utilization",
+        )
+    tolerance = shape.limits.sizing_tolerance_pct / 100
+    low = engine.capacity(loaded, cost, math.floor(sizing.pool_low * (1 - tolerance)))
+    high = engine.capacity(loaded, cost, math.ceil(sizing.pool_high * (1 + tolerance)))
+    weights, kv = sizing.weights_bytes, sizing.pool_low
+    return _Pair(
+        weights,
+        kv,
+        f"{human(weights)} weights predicted + {human(kv)} KV pool predicted (the low end of "
+        f"{sizing.pool_derivation}) = {human(weights + kv)}",
+        sizing,
+        (low.tokens, high.tokens),
+    )
+
+
 def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figures:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
     cost = engine.kv_cost(loaded)
     seqs, window = shape.serving.max_num_seqs, shape.serving.max_model_len
     requirement = contract_requirement(cost, seqs, window)
-    capacity = engine.capacity(loaded, cost, shape.budget.kv)
-    pair = shape.budget.weights + shape.budget.kv
+    stated = _pair(loaded, cost)
+    capacity = engine.capacity(loaded, cost, stated.kv)
+    pair = stated.weights + stated.kv
     ceiling, ceiling_text = _ceiling(loaded, ledger_path)
     return Figures(
         name=shape.name,
@@ -162,14 +263,12 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         cost=cost,
         contract_bytes=requirement.bytes,
         contract_derivation=requirement.derivation,
-        kv_budget_bytes=shape.budget.kv,
-        weights_budget_bytes=shape.budget.weights,
+        kv_budget_bytes=stated.kv,
+        weights_budget_bytes=stated.weights,
         tokens_backed=capacity.tokens,
         tokens_derivation=capacity.derivation,
         pair_bytes=pair,
-        pair_derivation=(
-            f"{human(shape.budget.weights)} weights + {human(shape.budget.kv)} KV = {human(pair)}"
-        ),
+        pair_derivation=stated.derivation,
         card_total_bytes=shape.card.total,
         ceiling_bytes=ceiling,
         ceiling_derivation=ceiling_text,
@@ -180,6 +279,9 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         slot_tokens=capacity.slot_tokens,
         slots_share=capacity.slots_share,
         kv_used_bytes=capacity.used_bytes,
+        sizing=stated.sizing,
+        sized_tokens=stated.sized_tokens,
+        sizing_tolerance_pct=shape.limits.sizing_tolerance_pct,
     )
 
 
@@ -317,4 +419,5 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         gates=run_gates(f),
         predictions=predictions_for(shape, loaded.path.as_posix(), f),
         launch=shape_relative_paths(loaded, engine.launch(loaded, f)),
+        engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
     )

@@ -31,6 +31,11 @@ SESSIONS_AT_WINDOW = "sessions-at-window"
 BOUNDARY = "boundary"
 WEIGHTS = "weights"
 UNCLAIMED = "unclaimed"
+# a pool the engine sizes for itself: the pool, and the terms it is left by
+KV_POOL = "kv-pool"
+ACTIVATION_PEAK = "activation-peak"
+NON_TORCH = "non-torch"
+NON_KV = "non-kv"
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
@@ -217,6 +222,8 @@ def _verify_command(path: str) -> str:
 
 def _kv_tokens(shape: Shape, path: str, f: Figures) -> Prediction:
     """The tokens the boot ledger reports, within the shape's tolerance."""
+    if f.sizing is not None and f.sized_tokens is not None:
+        return _sized_tokens(path, f, f.sized_tokens)
     tolerance = shape.limits.kv_tokens_tolerance_pct
     return Prediction(
         id=KV_TOKENS,
@@ -229,6 +236,80 @@ def _kv_tokens(shape: Shape, path: str, f: Figures) -> Prediction:
         closed_by="ledger",
         command=_verify_command(path),
     )
+
+
+def _sized_tokens(path: str, f: Figures, tokens: tuple[int, int]) -> Prediction:
+    """The tokens of a pool the engine sizes: its predicted range, widened by the tolerance."""
+    assert f.sizing is not None
+    tolerance = f.sizing_tolerance_pct
+    low, high = tokens
+    return Prediction(
+        id=KV_TOKENS,
+        claim=(
+            f"the boot ledger reports {low:,}..{high:,} KV tokens: the pool "
+            f"{f.sizing.flag} {f.sizing.fraction:g} leaves (± {tolerance:g} %)"
+        ),
+        value=f.tokens_backed,
+        low=low,
+        high=high,
+        unit="tokens",
+        derivation=(
+            f"the tokens of {f.sizing.pool_derivation} less and more {tolerance:g} %; at the "
+            f"low end: {f.tokens_derivation}"
+        ),
+        closed_by="ledger",
+        command=_verify_command(path),
+    )
+
+
+def _widened(low: int, high: int, pct: float) -> tuple[int, int]:
+    return math.floor(low * (1 - pct / 100)), math.ceil(high * (1 + pct / 100))
+
+
+def _sized(path: str, f: Figures) -> list[Prediction]:
+    """A pool the engine sizes: the pool and every term it is left by, each closed by the
+    profiler line that prints it. A derived term holds within the tolerance; a measured one
+    within the spread it was measured over."""
+    sizing = f.sizing
+    if sizing is None:
+        return []
+    pct = f.sizing_tolerance_pct
+    pool_low, pool_high = _widened(sizing.pool_low, sizing.pool_high, pct)
+    made = [
+        Prediction(
+            id=KV_POOL,
+            claim=(
+                f"{sizing.flag} {sizing.fraction:g} leaves a KV pool of "
+                f"{human(pool_low)}..{human(pool_high)} per rank (± {pct:g} %)"
+            ),
+            value=sizing.pool_low,
+            low=pool_low,
+            high=pool_high,
+            unit="B",
+            derivation=f"{sizing.requested_derivation}; {sizing.pool_derivation}",
+            closed_by="ledger",
+            command=_verify_command(path),
+        )
+    ]
+    for term in sizing.terms:
+        if term.id == WEIGHTS:
+            continue  # the weights prediction states it (``_weights``)
+        low, high = (term.low, term.high) if term.measured else _widened(term.low, term.high, pct)
+        spread = "the measured spread" if term.measured else f"± {pct:g} %"
+        made.append(
+            Prediction(
+                id=term.id,
+                claim=f"{term.what}: {human(low)}..{human(high)} per rank ({spread})",
+                value=term.low if term.low == term.high else None,
+                low=low,
+                high=high,
+                unit="B",
+                derivation=term.derivation,
+                closed_by="ledger",
+                command=_verify_command(path),
+            )
+        )
+    return made
 
 
 def _point(
@@ -279,7 +360,23 @@ def _boundary(path: str, f: Figures) -> Prediction:
 
 
 def _weights(path: str, f: Figures) -> Prediction:
-    """The weights the boot loads fit their half of the pair."""
+    """The weights the boot loads fit their half of the pair (or, where the engine sizes
+    the pool, are what fakplan counted, within the tolerance)."""
+    term = next((t for t in f.sizing.terms if t.id == WEIGHTS), None) if f.sizing else None
+    if term is not None:
+        pct = f.sizing_tolerance_pct
+        low, high = _widened(term.low, term.high, pct)
+        return Prediction(
+            id=WEIGHTS,
+            claim=f"the boot loads {human(term.low)} of weights per rank (± {pct:g} %)",
+            value=term.low,
+            low=low,
+            high=high,
+            unit="B",
+            derivation=term.derivation,
+            closed_by="ledger",
+            command=_verify_command(path),
+        )
     return Prediction(
         id=WEIGHTS,
         claim=f"the boot's weights fit budget.weights ({human(f.weights_budget_bytes)})",
@@ -344,6 +441,7 @@ def predictions_for(shape: Shape, path: str, f: Figures) -> tuple[Prediction, ..
         _sessions(path, f),
         _boundary(path, f),
         _weights(path, f),
+        *_sized(path, f),
         _unclaimed(path, f),
         *(_expectation(shape, expectation, path) for expectation in shape.expect),
     ]

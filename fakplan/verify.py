@@ -22,7 +22,11 @@ from fakplan.ledger import Ledger, LedgerFigure
 from fakplan.ledger.model import spread
 from fakplan.plan import Plan
 from fakplan.predict import (
+    ACTIVATION_PEAK,
+    KV_POOL,
     KV_TOKENS,
+    NON_KV,
+    NON_TORCH,
     SESSIONS_AT_WINDOW,
     UNCLAIMED,
     WEIGHTS,
@@ -39,6 +43,9 @@ class Observation:
     value: int | float | None
     source: str
     note: str = ""
+    # the bytes the printed figure may stand for ("1.23 GiB" is any of an interval): a
+    # prediction that meets that interval holds
+    printed: tuple[int, int] | None = None
 
 
 def _figure_source(ledger: Ledger, name: str, figure: LedgerFigure | None = None) -> str:
@@ -157,11 +164,52 @@ def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
     )
 
 
+def _printed_bytes(ledger: Ledger, name: str, what: str) -> Observation:
+    """A byte figure as the log prints it, with the interval its digits allow."""
+    figure = ledger.figure(name)
+    value = getattr(ledger, name)
+    if figure is None or value is None:
+        return Observation(None, ledger.file, _unstated(ledger, name, what))
+    interval: tuple[int, int] | None = None
+    if figure.printed is not None:
+        try:
+            low, _, high = printed_interval(figure.printed)
+            interval = (low, high)
+        except UnitsError:
+            interval = None
+    note = (
+        f"printed {figure.printed}: any of {interval[0]:,}..{interval[1]:,} B" if interval else ""
+    )
+    return Observation(
+        value, _figure_source(ledger, name), _joined(note, _rank_note(ledger, name)), interval
+    )
+
+
+def _kv_pool(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    return _printed_bytes(ledger, "kv_bytes", "KV pool size")
+
+
+def _activation_peak(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    return _printed_bytes(ledger, "activation_bytes", "activation peak (torch peak increase)")
+
+
+def _non_torch(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    return _printed_bytes(ledger, "non_torch_bytes", "non-torch memory")
+
+
+def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
+
+
 OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     KV_TOKENS: _kv_tokens,
     SESSIONS_AT_WINDOW: _sessions,
     WEIGHTS: _weights,
     UNCLAIMED: _unclaimed,
+    KV_POOL: _kv_pool,
+    ACTIVATION_PEAK: _activation_peak,
+    NON_TORCH: _non_torch,
+    NON_KV: _non_kv,
 }
 
 
@@ -219,6 +267,14 @@ def _printed_pool_note(ledger: Ledger, counts: PoolCounts) -> str:
     )
 
 
+def _meets(prediction: Prediction, printed: tuple[int, int]) -> bool:
+    """The printed interval and the predicted range share a byte."""
+    low, high = printed
+    return (prediction.low is None or high >= prediction.low) and (
+        prediction.high is None or low <= prediction.high
+    )
+
+
 def _verdict(
     prediction: Prediction, plan: Plan, ledger: Ledger, engine_floor: int | None, at: str
 ) -> PredictionVerdict:
@@ -245,6 +301,8 @@ def _verdict(
             status="unverifiable", observed=None, source=seen.source, note=seen.note, at=at
         )
     status = judge(prediction, seen.value)
+    if status == "killed" and seen.printed is not None and _meets(prediction, seen.printed):
+        status = "held"  # the digits printed cannot tell it from a figure in range
     missed = miss(prediction, seen.value) if status == "killed" else None
     return PredictionVerdict(
         status=status,

@@ -207,6 +207,14 @@ REFUSED = {
         GOOD.replace("per_page: 26 KiB", "per_page: 26 KiB\n      per_token: 6.5 KiB"),
         "contract",
     ),
+    "no budget and no fraction": (
+        GOOD.replace("budget:\n  weights: 22208 MiB\n  kv: 6912 MiB\n", ""),
+        "<top>",
+    ),
+    "a null budget": (
+        GOOD.replace("budget:\n  weights: 22208 MiB\n  kv: 6912 MiB\n", "budget: null\n"),
+        "budget",
+    ),
     "card total as a number": (
         GOOD.replace("total: 31.86 GiB", "total: 34209414513"),
         "card.total",

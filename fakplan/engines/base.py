@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
+    from fakplan.sizing import EngineSizing
 
 
 class Engine:
@@ -45,6 +46,8 @@ class Engine:
     ledger_format: ClassVar[str | None] = None
     # the server flavour the probes assume where the endpoint's routes do not tell
     probe_flavour: ClassVar[str | None] = None
+    # serving.gpu_memory_utilization: fakplan predicts the pool the engine sizes for itself
+    sizes_own_pool: ClassVar[bool] = False
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
@@ -68,6 +71,10 @@ class Engine:
     def version_used(self, loaded: LoadedShape) -> str | None:
         """The release whose arithmetic applied (None where there are none)."""
         return None
+
+    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
+        """The pool the engine will size for itself on one rank (``sizes_own_pool``)."""
+        raise NotImplementedError
 
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         """The env file's variables and each node role's argv."""

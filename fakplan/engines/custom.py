@@ -133,8 +133,8 @@ class CustomEngine(Engine):
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         """The env pair such an engine takes (--vram-kv-mib / --vram-weights-mib) and its flags."""
         shape = loaded.shape
-        weights = _whole_mib(loaded, shape.budget.weights, "budget", "weights")
-        kv = _whole_mib(loaded, shape.budget.kv, "budget", "kv")
+        weights = _whole_mib(loaded, shape.stated_budget.weights, "budget", "weights")
+        kv = _whole_mib(loaded, shape.stated_budget.kv, "budget", "kv")
         s = shape.serving
         args = [
             "--vram-kv-mib",

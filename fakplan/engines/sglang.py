@@ -344,7 +344,9 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
     shape = loaded.shape
     s, par = shape.serving, shape.parallel
-    fraction = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total, 3)
+    fraction = fraction_up(
+        shape.stated_budget.weights + shape.stated_budget.kv, shape.card.total, 3
+    )
     argv = [
         "python3",
         "-m",
@@ -354,7 +356,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     derivations = {
         "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
         "--mem-fraction-static": (
-            f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+            f"(budget.weights {shape.stated_budget.weights:,} B + budget.kv {shape.stated_budget.kv:,} B) / "
             f"card.total {shape.card.total:,} B = {fraction:.3f}, rounded up; SGLang applies it to "
             "the memory free before the weights load, and --max-total-tokens caps the pool"
         ),

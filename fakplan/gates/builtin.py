@@ -7,6 +7,7 @@ check returns (``Gate.verdict``), so no gate types its id or title twice;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from fakplan.contract import pages_for
@@ -48,12 +49,33 @@ def _card(f: Figures) -> str:
     return f"the card's {_mib(f.card_total_bytes)} (card.total)"
 
 
+def _sized_fix(f: Figures, fewer: str, shorter: str) -> str:
+    """A pool the engine sizes grows with its fraction, as far as the fraction goes."""
+    sizing = f.sizing
+    assert sizing is not None
+    floor = sizing.requested_bytes - sizing.pool_low  # what the terms take at their worst
+    need = (f.contract_bytes + floor) / sizing.total_bytes
+    wanted = math.ceil(need * 10_000) / 10_000  # vLLM takes any float; 4 places read well
+    if wanted <= 1:
+        return (
+            f"raise serving.gpu_memory_utilization to at least {wanted:.4f} (the pool then "
+            f"covers {_mib_up(f.contract_bytes)}), or {fewer}, or {shorter}"
+        )
+    return (
+        f"the contract ({_mib_up(f.contract_bytes)}) plus the floor the engine keeps "
+        f"({_mib_up(floor)}) exceed the card's {_mib(sizing.total_bytes)}: {fewer}, {shorter}, "
+        "use a smaller serving.kv_cache_dtype, or shard wider (parallel.tensor)"
+    )
+
+
 def _contract_fix(f: Figures) -> str:
     """Grow the pool only as far as the card holds it; else say what cannot fit."""
     card = f.card_total_bytes
     contract = _mib_up(f.contract_bytes)
     shorter = "lower serving.max_model_len"
     fewer = f"lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full window)"
+    if f.sizing is not None:
+        return _sized_fix(f, fewer, shorter)
     if f.weights_budget_bytes + f.contract_bytes <= card:
         gap = f.contract_bytes - f.kv_budget_bytes
         return (

@@ -24,6 +24,7 @@ def check_semantics(loaded: LoadedShape) -> None:
     _check_paths(loaded)
     _check_words(loaded)
     _check_engine_takes(loaded)
+    _check_pool_source(loaded)
     _check_cards_and_pool(loaded)
     _check_speculative(loaded)
     _check_controls(loaded)
@@ -76,6 +77,36 @@ def _check_engine_takes(loaded: LoadedShape) -> None:
         )
 
 
+def _check_pool_source(loaded: LoadedShape) -> None:
+    """One source for the pool: the pair the shape states, or the engine's own sizing."""
+    shape = loaded.shape
+    engine = ENGINES[shape.engine]
+    fraction = shape.serving.gpu_memory_utilization
+    if fraction is None:
+        if shape.budget is None:
+            raise loaded.error(
+                "give budget: {weights: ..., kv: ...} (the pair), or, for vLLM, "
+                "serving.gpu_memory_utilization to let the engine size its pool",
+                "serving",
+            )
+        return
+    if not engine.sizes_own_pool:
+        takers = ", ".join(n for n, e in ENGINES.items() if e.sizes_own_pool)
+        raise loaded.error(
+            f"engine {shape.engine}: fakplan predicts a pool the engine sizes for itself "
+            f"for {takers} only; state budget.kv instead",
+            "serving",
+            "gpu_memory_utilization",
+        )
+    if shape.budget is not None:
+        raise loaded.error(
+            "the engine sizes its pool from serving.gpu_memory_utilization, so the shape "
+            "states no budget: remove budget (the plan predicts the weights and the pool) "
+            "or remove serving.gpu_memory_utilization",
+            "budget",
+        )
+
+
 def _check_cards_and_pool(loaded: LoadedShape) -> None:
     """The cards the parallel layout needs, a pool that holds something, and the head
     address the other nodes of a multi-node shape join."""
@@ -88,7 +119,7 @@ def _check_cards_and_pool(loaded: LoadedShape) -> None:
             f"cards, the shape has {shape.card.count} per node x {par.nodes} node(s) = {cards}",
             "parallel",
         )
-    if shape.budget.kv <= 0:
+    if shape.budget is not None and shape.budget.kv <= 0:
         raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
     if par.nodes > 1 and shape.launch.head_address is None:
         raise loaded.error(

@@ -31,8 +31,8 @@ def _probe(gpu: bool) -> DeviceBudget:
 
 def _resolve_card_total(
     data: dict[str, Any], path: Path, lines: LineMap, budget: BudgetProbe
-) -> str | None:
-    """``card.total: auto`` becomes the device budget's bytes; returns the sentence saying why."""
+) -> DeviceBudget | None:
+    """``card.total: auto`` becomes the device budget's bytes; returns the budget read."""
     card = data.get("card")
     if not isinstance(card, dict) or card.get("total") != AUTO:
         return None
@@ -59,14 +59,14 @@ def _resolve_card_total(
             field="card.total",
         )
     card["total"] = f"{answer.budget_bytes} B"
-    return f"auto: {answer.sentence}"
+    return answer
 
 
 def load_shape_text(text: str, path: Path, budget: BudgetProbe | None = None) -> LoadedShape:
     """Validate shape text that ``path`` names (for errors and relative references),
     e.g. a file as it was at an earlier git revision."""
     data, lines = read_yaml(path, text)
-    card_note = _resolve_card_total(data, path, lines, budget or _probe)
+    read = _resolve_card_total(data, path, lines, budget or _probe)
     try:
         shape = Shape.model_validate(data)
     except ValidationError as exc:
@@ -79,7 +79,7 @@ def load_shape_text(text: str, path: Path, budget: BudgetProbe | None = None) ->
             line=lines.line(first["loc"]),
             field=field_path(first["loc"]) or None,
         ) from None
-    loaded = LoadedShape(shape=shape, path=path, lines=lines, card_note=card_note)
+    loaded = LoadedShape(shape=shape, path=path, lines=lines, budget=read)
     check_semantics(loaded)
     return loaded
 
@@ -88,13 +88,36 @@ class LoadedShape:
     """A validated shape and where it came from (for later line-numbered errors)."""
 
     def __init__(
-        self, shape: Shape, path: Path, lines: LineMap, card_note: str | None = None
+        self, shape: Shape, path: Path, lines: LineMap, budget: DeviceBudget | None = None
     ) -> None:
         self.shape = shape
         self.path = path
         self._lines = lines
-        # where card.total came from when the shape said 'auto' (the budget's sentence)
-        self.card_note = card_note
+        # the device budget card.total: auto read (None: the shape states the card)
+        self.budget = budget
+
+    @property
+    def card_note(self) -> str | None:
+        """Where card.total came from when the shape said 'auto' (the budget's sentence)."""
+        return None if self.budget is None else f"auto: {self.budget.sentence}"
+
+    def engine_total(self) -> tuple[int, str]:
+        """What an engine sizing its own pool multiplies by its fraction, and why."""
+        total = self.shape.card.total
+        if self.budget is None:
+            return total, (
+                f"card.total {total:,} B as stated: the total the engine multiplies "
+                "(CUDA's on a GPU, e.g. 79.19 GiB on an H100 80GB; MemTotal on a CPU)"
+            )
+        if self.budget.engine_total_bytes is None:
+            raise self.error(
+                f"'auto' read {self.budget.source}, and what the engine multiplies is "
+                f"{self.budget.engine_total_sentence or 'unknown'}; state card.total as "
+                "the engine's total (CUDA's, e.g. \"79.19 GiB\" on an H100 80GB)",
+                "card",
+                "total",
+            )
+        return self.budget.engine_total_bytes, f"auto: {self.budget.engine_total_sentence}"
 
     def line(self, loc: tuple[str | int, ...]) -> int:
         """The line of the shape file that holds ``loc`` (the nearest enclosing key)."""

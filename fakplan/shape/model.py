@@ -93,6 +93,11 @@ class Card(Strict_):
         description="what holds the pair: a GPU, or host RAM for a CPU engine "
         "(vLLM's CPU build sizes its pool from VLLM_CPU_KVCACHE_SPACE)",
     )
+    sms: Annotated[int, Strict(), Field(gt=0, le=1 << 12)] | None = Field(
+        None,
+        description="streaming multiprocessors of one GPU (132 on an H100 or H200 SXM): "
+        "vLLM's sampler sizes a buffer by them, so a pool vLLM sizes for itself needs them",
+    )
 
 
 class Parallel(Strict_):
@@ -108,6 +113,9 @@ class Budget(Strict_):
 
     weights: ByteSize = Field(description="weights budget per card")
     kv: ByteSize = Field(description="KV pool per card")
+
+
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
 class Serving(Strict_):
@@ -137,6 +145,13 @@ class Serving(Strict_):
     )
     kv_unified: bool | None = Field(
         None, description="llama.cpp: one KV cache shared by all slots (-kvu)"
+    )
+    gpu_memory_utilization: Fraction | None = Field(
+        None,
+        description="vLLM: let the engine size its KV pool, from this fraction of the card "
+        "(--gpu-memory-utilization; on the CPU build, of the host's memory) instead of "
+        "budget.kv; the plan predicts the pool, the weights and the floor, and `fakplan "
+        "verify` closes them",
     )
 
 
@@ -229,6 +244,12 @@ class Limits(Strict_):
     rope_scaling: bool = Field(
         False, description="declare that max_model_len past the trained context is intended"
     )
+    sizing_tolerance_pct: Annotated[Finite, Field(gt=0, le=50)] = Field(
+        1.0,
+        description="where the engine sizes its pool (serving.gpu_memory_utilization): the "
+        "tolerance of the predicted pool, tokens, weights and activation peak against the "
+        "boot ledger",
+    )
 
 
 class Expectation(Strict_):
@@ -290,8 +311,23 @@ class Launch(Strict_):
     )
 
 
+def _pool_sources(schema: dict[str, Any]) -> None:
+    """budget is an object when stated (never null), and required unless the engine sizes
+    the pool: the loader's rule (``checks._check_pool_source``) as a schema states it."""
+    budget = schema["properties"]["budget"]
+    ref = next(option for option in budget.pop("anyOf") if "$ref" in option)
+    budget.pop("default", None)
+    budget.update(ref)
+    schema["anyOf"] = [
+        {"required": ["budget"]},
+        {"properties": {"serving": {"required": ["gpu_memory_utilization"]}}},
+    ]
+
+
 class Shape(Strict_):
     """One endpoint, as an operator reviews it in git."""
+
+    model_config = ConfigDict(json_schema_extra=_pool_sources)
 
     name: Slug
     engine: str = Field(
@@ -307,7 +343,10 @@ class Shape(Strict_):
     model: str = Field(description="catalog id, GGUF path, or HF folder/config.json")
     card: Card
     parallel: Parallel = Parallel()
-    budget: Budget
+    budget: Budget | None = Field(
+        None,
+        description="the pair; absent where the engine sizes its pool (serving.gpu_memory_utilization)",
+    )
     serving: Serving
     ceiling: LedgerCeiling | None = Field(None, json_schema_extra=_ceiling_forms)
     control: dict[str, ControlFigure] = Field(default_factory=dict)
@@ -315,6 +354,17 @@ class Shape(Strict_):
     limits: Limits = Limits()
     expect: list[Expectation] = Field(default_factory=list)
     launch: Launch = Launch()
+
+    @property
+    def stated_budget(self) -> Budget:
+        """The pair the shape states (every shape but one whose engine sizes its pool)."""
+        assert self.budget is not None, "an engine-sized pool has no stated budget"
+        return self.budget
+
+    @property
+    def engine_sized(self) -> bool:
+        """The engine sizes the pool from a fraction of the card; the plan predicts it."""
+        return self.serving.gpu_memory_utilization is not None
 
     @field_validator("engine")
     @classmethod
@@ -324,6 +374,15 @@ class Shape(Strict_):
                 "engine",
                 "expected one of {names}, got {got}",
                 {"names": ", ".join(sorted(ENGINES)), "got": repr(value)},
+            )
+        return value
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_stated(cls, value: Any) -> Any:
+        if value is None:
+            raise PydanticCustomError(
+                "budget", "expected {weights: BYTES, kv: BYTES}, or no budget key at all"
             )
         return value
 

@@ -33,12 +33,14 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
+from fakplan.engines.vllm.sizing import shape_sizing
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
+    from fakplan.sizing import EngineSizing
 
 __all__ = [
     "BLOCK_SIZE_CHOICES",
@@ -60,6 +62,7 @@ class VllmEngine(ModelledEngine):
     ledger_format = "vllm"
     probe_flavour = "vllm"
     auto_downcast = DOWNCAST
+    sizes_own_pool = True
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)
@@ -92,6 +95,9 @@ class VllmEngine(ModelledEngine):
                 "serving",
                 "block_size",
             )
+
+    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
+        return shape_sizing(loaded, *loaded.engine_total())
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("vllm", RELEASES, loaded.shape.engine_version)[1]

@@ -61,19 +61,31 @@ def _pool_flags(
     derivations: dict[str, str],
 ) -> tuple[str, ...]:
     """How the shape's pool reaches vLLM: the CPU build's variable, bytes, or a fraction."""
+    fraction = shape.serving.gpu_memory_utilization
+    if fraction is not None:
+        if shape.card.device == "cpu":
+            environment[CPU_KV_SPACE] = None  # it would set the pool and override the fraction
+        derivations["--gpu-memory-utilization"] = (
+            f"serving.gpu_memory_utilization {fraction:g}: vllm {version} sizes its pool from "
+            "this fraction of the "
+            + ("host's memory" if shape.card.device == "cpu" else "card")
+            + " (no pool in bytes is passed; the plan's kv-pool prediction is what it will size)"
+        )
+        return ("--gpu-memory-utilization", f"{fraction:g}")
+    budget = shape.stated_budget
     if shape.card.device == "cpu":
         pool: list[str] = []
-        _cpu_pool(shape.budget.kv, version, pool, environment, derivations)
+        _cpu_pool(budget.kv, version, pool, environment, derivations)
         return tuple(pool)
     if release.pool_in_bytes:
         # --kv-cache-memory-bytes (v0.11.0, v0.33.0) states the pool and ignores utilisation.
         derivations["--kv-cache-memory-bytes"] = (
-            f"budget.kv = {shape.budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
+            f"budget.kv = {budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
         )
-        return ("--kv-cache-memory-bytes", str(shape.budget.kv))
-    util = fraction_up(shape.budget.weights + shape.budget.kv, shape.card.total)
+        return ("--kv-cache-memory-bytes", str(budget.kv))
+    util = fraction_up(budget.weights + budget.kv, shape.card.total)
     derivations["--gpu-memory-utilization"] = (
-        f"(budget.weights {shape.budget.weights:,} B + budget.kv {shape.budget.kv:,} B) / "
+        f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B) / "
         f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
         "byte flag, and budget.weights must cover all it counts as non-KV "
         "(weights, activation peak, non-torch)"
@@ -90,9 +102,14 @@ def _env(shape: Shape, figures: Figures, environment: dict[str, str | None]) -> 
         "MAX_MODEL_LEN": str(s.max_model_len),
         "MAX_NUM_SEQS": str(s.max_num_seqs),
         "KV_CACHE_DTYPE": s.kv_cache_dtype,
-        "KV_CACHE_MEMORY_BYTES": str(shape.budget.kv),
-        "KV_TOKENS_PREDICTED": str(figures.tokens_backed),
     }
+    if shape.budget is not None:
+        env["KV_CACHE_MEMORY_BYTES"] = str(shape.budget.kv)
+    else:
+        assert s.gpu_memory_utilization is not None
+        env["GPU_MEMORY_UTILIZATION"] = f"{s.gpu_memory_utilization:g}"
+        env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
+    env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
     if s.dtype != "auto":
         env["DTYPE"] = s.dtype
     # serve.sh exports these (or unsets them); the env file says the same

