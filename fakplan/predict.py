@@ -262,6 +262,23 @@ def _sized_tokens(path: str, f: Figures, tokens: tuple[int, int]) -> Prediction:
     )
 
 
+def _ledger_bytes(
+    path: str, id: str, claim: str, value: int | None, bounds: tuple[int, int], derivation: str
+) -> Prediction:
+    """A byte figure of the boot's profiler, predicted as a range the ledger closes."""
+    return Prediction(
+        id=id,
+        claim=claim,
+        value=value,
+        low=bounds[0],
+        high=bounds[1],
+        unit="B",
+        derivation=derivation,
+        closed_by="ledger",
+        command=_verify_command(path),
+    )
+
+
 def _widened(low: int, high: int, pct: float) -> tuple[int, int]:
     return math.floor(low * (1 - pct / 100)), math.ceil(high * (1 + pct / 100))
 
@@ -274,39 +291,31 @@ def _sized(path: str, f: Figures) -> list[Prediction]:
     if sizing is None:
         return []
     pct = f.sizing_tolerance_pct
-    pool_low, pool_high = _widened(sizing.pool_low, sizing.pool_high, pct)
+    pool = _widened(sizing.pool_low, sizing.pool_high, pct)
     made = [
-        Prediction(
-            id=KV_POOL,
-            claim=(
-                f"{sizing.flag} {sizing.fraction:g} leaves a KV pool of "
-                f"{human(pool_low)}..{human(pool_high)} per rank (± {pct:g} %)"
-            ),
-            value=sizing.pool_low,
-            low=pool_low,
-            high=pool_high,
-            unit="B",
-            derivation=f"{sizing.requested_derivation}; {sizing.pool_derivation}",
-            closed_by="ledger",
-            command=_verify_command(path),
+        _ledger_bytes(
+            path,
+            KV_POOL,
+            f"{sizing.flag} {sizing.fraction:g} leaves a KV pool of "
+            f"{human(pool[0])}..{human(pool[1])} per rank (± {pct:g} %)",
+            sizing.pool_low,
+            pool,
+            f"{sizing.requested_derivation}; {sizing.pool_derivation}",
         )
     ]
     for term in sizing.terms:
         if term.id == WEIGHTS:
             continue  # the weights prediction states it (``_weights``)
-        low, high = (term.low, term.high) if term.measured else _widened(term.low, term.high, pct)
+        bounds = (term.low, term.high) if term.measured else _widened(term.low, term.high, pct)
         spread = "the measured spread" if term.measured else f"± {pct:g} %"
         made.append(
-            Prediction(
-                id=term.id,
-                claim=f"{term.what}: {human(low)}..{human(high)} per rank ({spread})",
-                value=term.low if term.low == term.high else None,
-                low=low,
-                high=high,
-                unit="B",
-                derivation=term.derivation,
-                closed_by="ledger",
-                command=_verify_command(path),
+            _ledger_bytes(
+                path,
+                term.id,
+                f"{term.what}: {human(bounds[0])}..{human(bounds[1])} per rank ({spread})",
+                term.low if term.low == term.high else None,
+                bounds,
+                term.derivation,
             )
         )
     return made
@@ -365,17 +374,13 @@ def _weights(path: str, f: Figures) -> Prediction:
     term = next((t for t in f.sizing.terms if t.id == WEIGHTS), None) if f.sizing else None
     if term is not None:
         pct = f.sizing_tolerance_pct
-        low, high = _widened(term.low, term.high, pct)
-        return Prediction(
-            id=WEIGHTS,
-            claim=f"the boot loads {human(term.low)} of weights per rank (± {pct:g} %)",
-            value=term.low,
-            low=low,
-            high=high,
-            unit="B",
-            derivation=term.derivation,
-            closed_by="ledger",
-            command=_verify_command(path),
+        return _ledger_bytes(
+            path,
+            WEIGHTS,
+            f"the boot loads {human(term.low)} of weights per rank (± {pct:g} %)",
+            term.low,
+            _widened(term.low, term.high, pct),
+            term.derivation,
         )
     return Prediction(
         id=WEIGHTS,
