@@ -340,6 +340,21 @@ def _point(
 
 def _sessions(path: str, f: Figures) -> Prediction:
     """The whole windows backed at once, as the ledger states or implies them."""
+    if f.sized_tokens is not None and f.engine_sessions is None:
+        # the engine sizes the pool: the windows of the kv-tokens prediction's range
+        low, high = (tokens // f.max_model_len for tokens in f.sized_tokens)
+        return Prediction(
+            id=SESSIONS_AT_WINDOW,
+            claim=f"backs {low}..{high} sequences all at {f.max_model_len:,} tokens at once",
+            value=f.whole_sessions,
+            low=low,
+            high=high,
+            unit="sequences",
+            derivation=f"{f.sized_tokens[0]:,}..{f.sized_tokens[1]:,} tokens (kv-tokens) // "
+            f"{f.max_model_len:,}",
+            closed_by="ledger",
+            command=_verify_command(path),
+        )
     claim = f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"
     return _point(
         SESSIONS_AT_WINDOW,

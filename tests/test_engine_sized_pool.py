@@ -304,3 +304,11 @@ def test_a_cpu_card_reads_the_numa_nodes_memtotal(tmp_path: Path) -> None:
     )
     assert budget.engine_total_bytes == 24_684_092 * 1024
     assert _node_memory(tmp_path / "absent") is None
+
+
+def test_sessions_at_window_span_the_predicted_tokens(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_llama(tmp_path)))
+    by_id = {p.id: p for p in plan.predictions}
+    tokens, sessions = by_id["kv-tokens"], by_id["sessions-at-window"]
+    assert isinstance(tokens.low, int) and isinstance(tokens.high, int)
+    assert (sessions.low, sessions.high) == (tokens.low // 8192, tokens.high // 8192)

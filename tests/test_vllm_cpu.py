@@ -14,6 +14,7 @@ blocks that is 4,096 blocks, and 524,288 / 1,024 = 512 full windows.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -313,3 +314,46 @@ def test_the_parameter_count_matches_the_real_checkpoint(
     real = load_geometry(str(model))
     assert real.weight_source == "headers of 1 safetensors file(s)"
     assert real.weight_bytes == TINY_PARAMS * 4
+
+
+def test_the_pool_the_cpu_build_sizes_for_itself(
+    vllm_environment: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """serving.gpu_memory_utilization and no budget: the real CPU build sizes its own pool
+    ("Auto set (X/Y) GiB for KV cache ... consumed by non-kv usages"), and the plan's
+    kv-pool, non-kv and kv-tokens predictions hold against that boot's own lines. The
+    requested memory is checked by hand: ceil(NUMA node 0's MemTotal x 0.1)."""
+    python, model = vllm_environment
+    port = free_port()
+    shape = write_vllm_shape(tmp_path, model, port)
+    text = shape.read_text()
+    assert "budget: {weights: 1 GiB, kv: 1 GiB}\n" in text
+    text = text.replace("budget: {weights: 1 GiB, kv: 1 GiB}\n", "").replace(
+        "dtype: float32}", "dtype: float32, gpu_memory_utilization: 0.1}"
+    )
+    shape.write_text(text)
+    serve = compile_serve_sh(shape, tmp_path / "out")
+    assert "--gpu-memory-utilization 0.1" in serve.read_text()
+    assert "--kv-cache-memory-bytes" not in serve.read_text()
+    log = tmp_path / "boot.log"
+    process = run_serve_sh(serve, python, log)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process, log)
+    finally:
+        stop_server(process)
+    line = next(x for x in log.read_text().splitlines() if "Auto set (" in x)
+    requested = re.search(r"with ([0-9.]+) GiB requested memory", line)
+    assert requested is not None
+    meminfo = Path("/sys/devices/system/node/node0/meminfo")
+    if meminfo.exists() and not os.environ.get("FAKPLAN_DEVICE_BUDGET_BYTES"):
+        kib = re.search(r"MemTotal:\s+(\d+) kB", meminfo.read_text())
+        assert kib is not None
+        by_hand = -(-int(kib.group(1)) * 1024 // 10)  # ceil(MemTotal x 0.1)
+        assert abs(by_hand / GIB - float(requested.group(1))) <= 0.005
+    result = CliRunner().invoke(
+        main, ["verify", str(shape), "--ledger", str(log), "-o", str(tmp_path / "out"), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    verdicts = json.loads(result.output)["verdicts"]
+    for name in ("kv-pool", "non-kv", "kv-tokens"):
+        assert verdicts[name]["status"] == "held", (name, verdicts[name], line)
