@@ -51,6 +51,8 @@ class Figures:
     sizing: EngineSizing | None = None
     sized_tokens: tuple[int, int] | None = None
     sizing_tolerance_pct: float = 1.0
+    # where the ceiling came from: stated, a boot ledger, or predicted before any boot
+    ceiling_basis: str | None = None
 
     @property
     def whole_sessions(self) -> int:

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -154,6 +154,7 @@ class Plan(BaseModel):
     launch: LaunchRecord
     retired_predictions: tuple[Prediction, ...] = ()
     engine_sizing: SizingRecord | None = None
+    ceiling_basis: Literal["stated", "ledger", "predicted"] | None = None
 
     @property
     def failed(self) -> bool:
@@ -167,16 +168,25 @@ class Plan(BaseModel):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int | None, str]:
-    """The shape's ceiling: stated bytes, or read from a boot ledger (``ledger_path`` wins)."""
+CeilingBasis = Literal["stated", "ledger", "predicted"]
+
+
+def _ceiling(
+    loaded: LoadedShape, ledger_path: Path | None = None
+) -> tuple[int | None, str, CeilingBasis | None]:
+    """The shape's ceiling: stated bytes, or read from a boot ledger (``ledger_path`` wins),
+    else, for a stated pair, predicted from the engine's floor."""
     ceiling = loaded.shape.ceiling
     floor = ceiling.engine_floor if ceiling is not None else None
     if ledger_path is None:
         if ceiling is None:
-            return None, "unknown: the shape states no ceiling"
+            if loaded.shape.budget is None:  # the engine sizes the pool: its pair is its fill
+                return None, "unknown: the shape states no ceiling", None
+            value, text = ENGINES[loaded.shape.engine].predicted_ceiling(loaded)
+            return value, text, None if value is None else "predicted"
         if ceiling.bytes is not None:
             note = f" ({ceiling.note})" if ceiling.note else ""
-            return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}"
+            return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}", "stated"
     # the ledger parsers (a few hundred compiled rows) load only for a shape that reads a log
     from fakplan.ceiling import above_card, ceiling_from_ledger
     from fakplan.ledger import parse_ledger
@@ -196,7 +206,7 @@ def _ceiling(loaded: LoadedShape, ledger_path: Path | None = None) -> tuple[int 
     problem = above_card(reading, loaded.shape.card.total, ledger_path)
     if problem:
         raise loaded.error(problem, *loc)
-    return reading.bytes, reading.derivation
+    return reading.bytes, reading.derivation, None if reading.bytes is None else "ledger"
 
 
 @dataclass(frozen=True)
@@ -251,7 +261,7 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
     stated = _pair(loaded, cost)
     capacity = engine.capacity(loaded, cost, stated.kv)
     pair = stated.weights + stated.kv
-    ceiling, ceiling_text = _ceiling(loaded, ledger_path)
+    ceiling, ceiling_text, ceiling_basis = _ceiling(loaded, ledger_path)
     return Figures(
         name=shape.name,
         engine=shape.engine,
@@ -272,6 +282,7 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         card_total_bytes=shape.card.total,
         ceiling_bytes=ceiling,
         ceiling_derivation=ceiling_text,
+        ceiling_basis=ceiling_basis,
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
         model=_model_facts(loaded),
@@ -420,4 +431,5 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         predictions=predictions_for(shape, loaded.path.as_posix(), f),
         launch=shape_relative_paths(loaded, engine.launch(loaded, f)),
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
+        ceiling_basis=f.ceiling_basis,
     )

@@ -312,3 +312,51 @@ def test_sessions_at_window_span_the_predicted_tokens(tmp_path: Path) -> None:
     tokens, sessions = by_id["kv-tokens"], by_id["sessions-at-window"]
     assert isinstance(tokens.low, int) and isinstance(tokens.high, int)
     assert (sessions.low, sessions.high) == (tokens.low // 8192, tokens.high // 8192)
+
+
+# ------------------------------------------------------ a stated pair's predicted ceiling
+
+
+def _pair_shape(folder: Path, card: str = "{total: 79.19 GiB, sms: 132}") -> Path:
+    text = _llama(folder, card=card).read_text()
+    text = text.replace("  gpu_memory_utilization: 0.95\n", "")
+    text = text.replace("max_num_seqs: 1024", "max_num_seqs: 8")
+    return _shape(folder, text + "budget: {weights: 15 GiB, kv: 40 GiB}\n", "pair.yaml")
+
+
+def test_a_stated_pair_gets_a_predicted_ceiling(tmp_path: Path) -> None:
+    """No ledger yet: the ceiling is what vLLM 0.19's default 0.9 of the card leaves beside
+    its floor. By hand from prof-001's printed figures (the same model and batch tokens,
+    1,024 sampler rows there, 8 here): 79.19 GiB x 0.9 - non-torch at most 0.27 GiB -
+    the activation peak, which at 8 rows is the hidden states, 2 x 8,192 x 4,096 B +
+    4 x 8 x 4,096 B, the 32 MiB cuBLAS workspace and 8 x 128,256 x 14 B + the Triton
+    buffer 8 x 128,256 x 4 B of sampler."""
+    plan = compile_plan(load_shape(_pair_shape(tmp_path)))
+    assert plan.ceiling_basis == "predicted"
+    activation = 2 * 8192 * 4096 + 4 * 8 * 4096 + (32 << 20) + 8 * 128_256 * 18
+    total = round(79.19 * (1 << 30))
+    by_hand = -(-total * 9 // 10) - activation - round(0.27 * (1 << 30))
+    assert plan.ceiling_bytes == by_hand
+    gate = next(g for g in plan.gates if g.id == "pair-ceiling")
+    assert gate.basis == "predicted" and gate.summary.startswith("predicted ceiling: ")
+    assert gate.status == "pass"  # 55 GiB of pair under ~69.8 GiB
+    assert "predicted (no boot ledger yet)" in plan.derivations["ceiling_bytes"]
+
+
+def test_a_ledger_replaces_the_predicted_ceiling(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_pair_shape(tmp_path)), PROFILER / "prof-001.log")
+    assert plan.ceiling_basis == "ledger"
+    gate = next(g for g in plan.gates if g.id == "pair-ceiling")
+    assert gate.basis is None and not gate.summary.startswith("predicted")
+
+
+def test_the_gate_report_says_the_ceiling_is_predicted(tmp_path: Path, runner: CliRunner) -> None:
+    result = runner.invoke(main, ["gate", str(_pair_shape(tmp_path))])
+    line = next(x for x in result.output.splitlines() if "pair ≤ ceiling" in x)
+    assert line.startswith("ok ") and "predicted ceiling" in line, result.output
+
+
+def test_without_the_cards_sms_the_ceiling_stays_unknown(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_pair_shape(tmp_path, card="{total: 79.19 GiB}")))
+    assert plan.ceiling_bytes is None and plan.ceiling_basis is None
+    assert "card.sms" in plan.derivations["ceiling_bytes"]

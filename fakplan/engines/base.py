@@ -72,6 +72,10 @@ class Engine:
         """The release whose arithmetic applied (None where there are none)."""
         return None
 
+    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        """A stated pair's ceiling before any boot, from the engine's predicted floor."""
+        return None, "unknown: the shape states no ceiling"
+
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
         """The pool the engine will size for itself on one rank (``sizes_own_pool``)."""
         raise NotImplementedError

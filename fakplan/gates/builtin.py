@@ -147,9 +147,11 @@ def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
         )
     ok = f.pair_bytes <= f.ceiling_bytes
     over = f.pair_bytes - f.ceiling_bytes
+    predicted = "predicted ceiling: " if f.ceiling_basis == "predicted" else ""
     return g.verdict(
         status="pass" if ok else "fail",
-        summary=_compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
+        basis="predicted" if predicted else None,
+        summary=predicted + _compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
         detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
         fix=None
         if ok

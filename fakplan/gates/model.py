@@ -29,6 +29,9 @@ class GateResult(BaseModel):
     rationale: str
     fix: str | None = None
     numbers: dict[str, int | float | str | None] = {}
+    # "predicted": judged against a figure fakplan predicts before any boot (a predicted
+    # ceiling), not one a boot ledger printed or the shape states; a ledger replaces it
+    basis: Literal["predicted"] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -33,7 +33,7 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
-from fakplan.engines.vllm.sizing import shape_sizing
+from fakplan.engines.vllm.sizing import predicted_ceiling, shape_sizing
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
@@ -95,6 +95,9 @@ class VllmEngine(ModelledEngine):
                 "serving",
                 "block_size",
             )
+
+    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        return predicted_ceiling(loaded)
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
         return shape_sizing(loaded, *loaded.engine_total())

@@ -47,6 +47,47 @@ def shape_sizing(loaded: LoadedShape, total: int, total_derivation: str) -> Engi
     return _gpu_sizing(loaded, fraction, total, total_derivation)
 
 
+# vLLM's default --gpu-memory-utilization (config/cache.py): 0.9 through 0.19, 0.92 from 0.20
+DEFAULT_FRACTION = 0.9
+
+
+def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
+    """A stated pair's ceiling before any boot: what vLLM's default fraction of the card
+    leaves beside its floor, as a boot ledger at that fraction would read it
+    (``ceiling._from_profiler``); unknown, with the reason, where the floor is not read."""
+    shape = loaded.shape
+    if shape.card.device == "cpu":
+        return None, "unknown: the CPU build keeps no profiled floor to predict a ceiling from"
+    if shape.card.sms is None:
+        return None, (
+            "unknown: the shape states no ceiling, and predicting one needs card.sms "
+            "(vLLM's sampler buffer scales with the streaming multiprocessors)"
+        )
+    total, total_text = loaded.engine_total()
+    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
+    found = floor_for(
+        query,
+        card_total=total,
+        utilization=DEFAULT_FRACTION,
+        sms=shape.card.sms,
+        max_num_seqs=shape.serving.max_num_seqs,
+    )
+    if isinstance(found, Unknown):
+        return (
+            None,
+            f"unknown: the shape states no ceiling, and fakplan cannot predict one: {found.reason}",
+        )
+    low, high = found.non_torch
+    ceiling = found.requested.bytes - found.activation.bytes - high
+    return ceiling, (
+        f"predicted (no boot ledger yet): vLLM's default --gpu-memory-utilization "
+        f"{DEFAULT_FRACTION} x {total_text}: {found.requested.derivation}; - activation peak "
+        f"{found.activation.bytes:,} B ({found.activation.derivation}) - non-torch {high:,} B "
+        f"(the top of {low:,}..{high:,} B measured at TP {shape.parallel.tensor}) = "
+        f"{ceiling:,} B; a boot ledger replaces it (ceiling: {{ledger: PATH}})"
+    )
+
+
 def _unknown(loaded: LoadedShape, reason: str) -> Exception:
     return loaded.error(
         f"fakplan cannot predict the pool vLLM sizes here: {reason}; state budget "
