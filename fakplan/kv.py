@@ -23,6 +23,7 @@ class KvQuery:
     engine_version: str | None = None
     kv_dtype: str = "auto"
     model_dtype: str = "auto"  # the weights' served dtype (vLLM --dtype), which KV auto follows
+    quantization: str | None = None  # vLLM --quantization (fp8: linear weights at load)
     device: str = "gpu"  # "cpu": an engine's CPU build (vLLM's pages and pool differ)
     tp: int = 1
     pp: int = 1

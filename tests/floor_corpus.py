@@ -61,8 +61,10 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         return Unknown("no published config")
     if ledger.total_gpu_bytes is None or ledger.gpu_memory_utilization is None:
         return Unknown("the log prints no CUDA total or requested memory")
-    if "quantization=" in text and "quantization=None" not in text:
-        return Unknown("a quantized checkpoint: its weights are not counted")
+    method = re.search(r"quantization=(\w[\w-]*)", text)
+    quantization = None if method is None or method[1] == "None" else method[1]
+    if quantization is not None and quantization != "fp8":
+        return Unknown(f"a {quantization} checkpoint: its weights are not counted")
     dtype = re.search(r"dtype=torch\.(\w+)", text)
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
     geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
@@ -80,6 +82,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         max_num_seqs=_int(launch.get("max_num_seqs"), 1024),
         sms=132,  # H100 (every boot with a CUDA total here ran on one)
         served=served,
+        quantization=quantization,
     )
 
 

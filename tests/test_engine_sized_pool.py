@@ -136,6 +136,8 @@ def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
     case, launch = row.case, row.case.get("launch") or {}
     ledger = parse_ledger(PROFILER / case["log"], "vllm")
     assert ledger.total_gpu_bytes is not None and ledger.gpu_memory_utilization is not None
+    online = "--quantization fp8" in str(launch.get("quantization"))
+    quantization = "  quantization: fp8\n" if online else ""
     total = ledger.figure("total_gpu_bytes")
     assert total is not None and total.printed is not None
     shape = _shape(
@@ -152,7 +154,7 @@ serving:
   max_num_batched_tokens: {launch.get("max_num_batched_tokens", 8192)}
   prefix_caching: false
   gpu_memory_utilization: {ledger.gpu_memory_utilization}
-""",
+{quantization}""",
     )
     verdicts = _verdicts(shape, PROFILER / case["log"])
     for name in ("kv-pool", "weights", "activation-peak", "non-torch"):
@@ -360,3 +362,26 @@ def test_without_the_cards_sms_the_ceiling_stays_unknown(tmp_path: Path) -> None
     plan = compile_plan(load_shape(_pair_shape(tmp_path, card="{total: 79.19 GiB}")))
     assert plan.ceiling_bytes is None and plan.ceiling_basis is None
     assert "card.sms" in plan.derivations["ceiling_bytes"]
+
+
+def test_fp8_quantized_at_load(tmp_path: Path) -> None:
+    """prof-007: Llama 3.1 8B with --quantization fp8 printed 8.49 GiB of weights. By hand:
+    per layer q 4,096 x 4,096 + k, v 2 x 4,096 x 1,024 + o 4,096 x 4,096 + gate, up, down
+    3 x 4,096 x 14,336 = 218,103,808 linear weights at 1 B, x 32 layers, + 4 float32
+    scales a layer; the embedding and lm_head 2 x 128,256 x 4,096, 65 norms of 4,096 and
+    the rotary cache 131,072 x 128 stay in bf16 (2 B)."""
+    text = _llama(tmp_path).read_text() + "  quantization: fp8\n"
+    plan = compile_plan(
+        load_shape(_shape(tmp_path, text.replace("serving:\n", "serving:\n"), "fp8.yaml"))
+    )
+    (role,) = plan.launch.roles
+    assert role.argv[role.argv.index("--quantization") + 1] == "fp8"
+    by_hand = 32 * 218_103_808 + 32 * 4 * 4 + 2 * (2 * 128_256 * 4_096 + 65 * 4_096 + 131_072 * 128)
+    weights = next(p for p in plan.predictions if p.id == "weights")
+    assert weights.value == by_hand
+    verdicts = ledger_verdicts(plan, parse_ledger(PROFILER / "prof-007.log", "vllm"))
+    for name in SIZED_IDS:
+        assert verdicts[name].status == "held", (name, verdicts[name])
+    # the bf16 shape's weights are killed by the fp8 boot: 14.99 GiB predicted, 8.49 printed
+    bf16 = _verdicts(_llama(tmp_path), PROFILER / "prof-007.log")
+    assert bf16["weights"].status == "killed"

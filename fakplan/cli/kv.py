@@ -96,6 +96,13 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
     help="vLLM and SGLang --dtype: the weights' served dtype, which KV auto follows.",
 )
 @click.option(
+    "--quantization",
+    type=click.Choice(["fp8"]),
+    default=None,
+    help="vLLM --quantization: fp8 quantizes a 16-bit checkpoint's linear layers at load "
+    "(counted in the weights of --gpu-memory-utilization's floor).",
+)
+@click.option(
     "--device",
     type=click.Choice(["gpu", "cpu"]),
     default="gpu",

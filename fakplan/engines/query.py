@@ -52,6 +52,7 @@ def query_for_shape(loaded: LoadedShape) -> KvQuery:
         engine_version=shape.engine_version,
         kv_dtype=serving.kv_cache_dtype,
         model_dtype=serving.dtype,
+        quantization=serving.quantization,
         device=shape.card.device,
         tp=shape.parallel.tensor,
         pp=shape.parallel.pipeline,

@@ -103,6 +103,11 @@ def served_weights(
         except GeometryError as exc:
             raise loaded.error(str(exc), "launch", "weights") from None
         return own.weight_bytes, own.weight_source
+    if shape.serving.quantization is not None:
+        return None, (
+            f"quantized as it loads (--quantization {shape.serving.quantization}): the "
+            "checkpoint's size is not what the engine holds"
+        )
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:
         return geometry.weight_bytes, geometry.weight_source

@@ -60,6 +60,13 @@ def _check_engine_takes(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
+    if shape.serving.quantization is not None and shape.engine != "vllm":
+        raise loaded.error(
+            f"serving.quantization is vLLM's --quantization; engine {shape.engine} is not "
+            "modelled with it: remove it",
+            "serving",
+            "quantization",
+        )
     if shape.card.device == "cpu" and shape.launch.gpu_layers not in (None, 0):
         raise loaded.error(
             f"offloads {shape.launch.gpu_layers} layers to a GPU, but card.device is cpu; "

@@ -127,6 +127,11 @@ class Serving(Strict_):
         description="vLLM, SGLang: the weights' dtype (--dtype); KV 'auto' follows it, and "
         "their 'auto' serves a float32 checkpoint in 16 bits",
     )
+    quantization: Literal["fp8"] | None = Field(
+        None,
+        description="vLLM --quantization: fp8 quantizes a 16-bit checkpoint's linear layers "
+        "as it loads (a checkpoint quantized on disk states its own, in its config)",
+    )
     spec_tokens: Annotated[int, Strict(), Field(ge=0, le=MAX_SPEC_TOKENS)] = Field(
         0, description="speculative tokens per step"
     )

@@ -145,6 +145,7 @@ def vllm_floor(
     max_num_seqs: int,
     sms: int,
     served: str = "bf16",
+    quantization: str | None = None,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say."""
     unread = _release_read(version)
@@ -157,9 +158,10 @@ def vllm_floor(
     key = f"tp{tp}"
     if key not in NON_TORCH_MEASURED:
         return Unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there")
-    weights = vllm_rank_weights(text, model_type, tp=tp, served=served)
+    weights = vllm_rank_weights(text, model_type, tp=tp, served=served, quantization=quantization)
     if weights is None:
-        return Unknown(f"{model_type}: its weights per rank are not counted from a config")
+        how = f" under --quantization {quantization}" if quantization else ""
+        return Unknown(f"{model_type}{how}: its weights per rank are not counted from a config")
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation = activation_peak(
@@ -211,4 +213,5 @@ def floor_for(
         max_num_seqs=max_num_seqs or seqs,
         sms=sms,
         served=served,
+        quantization=query.quantization,
     )

@@ -45,6 +45,7 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
     flag("--block-size", lambda i: i.shape.serving.block_size),
     flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
+    flag("--quantization", lambda i: i.shape.serving.quantization),
     lambda i: i.pool,
     flag("--max-num-batched-tokens", lambda i: i.shape.serving.max_num_batched_tokens),
     flag("--enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is True),

@@ -42,24 +42,36 @@ def stage_shares(layers: int, pp: int) -> list[int]:
     return parts
 
 
-def _layer_params(text: dict[str, Any], model_type: str, tp: int, sparse: bool) -> int:
+def _layer_params(text: dict[str, Any], model_type: str, tp: int, sparse: bool) -> tuple[int, int]:
+    """One decoder layer's parameters on a rank: (in its linear layers' weights, the rest:
+    biases, norms, a router), since a quantization method quantizes only the former."""
     hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
     kv = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or hidden // heads)
     q, kv_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
-    attention = hidden * (q + 2 * kv_rank) + q * hidden
+    linear = hidden * (q + 2 * kv_rank) + q * hidden
+    other = 2 * hidden  # input and post-attention norms
     if model_type == "qwen2":
-        attention += q + 2 * kv_rank  # q, k, v biases, split with their columns
+        other += q + 2 * kv_rank  # q, k, v biases, split with their columns
     elif text.get("attention_bias"):
-        attention += q + 2 * kv_rank + hidden  # o's bias whole on every rank
+        other += q + 2 * kv_rank + hidden  # o's bias whole on every rank
     if model_type in ("qwen3", "qwen3_moe"):
-        attention += 2 * head_dim  # q_norm, k_norm
+        other += 2 * head_dim  # q_norm, k_norm
     if sparse:
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
-        mlp = count * 3 * hidden * (moe_inter // tp) + hidden * count
+        linear += count * 3 * hidden * (moe_inter // tp)
+        other += hidden * count  # the router, replicated and unquantized
     else:
-        mlp = 3 * hidden * (int(text["intermediate_size"]) // tp)
-    return attention + mlp + 2 * hidden
+        linear += 3 * hidden * (int(text["intermediate_size"]) // tp)
+    return linear, other
+
+
+# --quantization fp8 on a 16-bit checkpoint (quantization/fp8.py Fp8OnlineLinearMethod,
+# v0.19.0): every LinearBase weight becomes float8 (1 B) with one float32 scale from
+# ops.scaled_fp8_quant(weight, scale=None); embeddings, lm_head, norms and biases stay in
+# the model dtype. Per decoder layer four linear layers: qkv, o, gate_up, down.
+FP8_LINEARS_PER_LAYER = 4
+FP8_SCALE_BYTES = 4
 
 
 def vllm_rank_weights(
@@ -70,11 +82,15 @@ def vllm_rank_weights(
     pp: int = 1,
     stage: int = 0,
     served: str | None = None,
+    quantization: str | None = None,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
     the config alone does not give them. ``served``: the dtype the weights are served in
-    (``--dtype``), else the checkpoint's."""
+    (``--dtype``), else the checkpoint's; ``quantization``: vLLM's --quantization (fp8,
+    online, on the dense decoders; any other is not counted)."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
+        return None
+    if quantization is not None and (quantization != "fp8" or model_type in MOE_FAMILIES):
         return None
     stated = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     dtype = served or stated
@@ -96,18 +112,29 @@ def vllm_rank_weights(
     tied = bool(text.get("tie_word_embeddings", False))
     last = stage == pp - 1
     embeds = (stage == 0) + (last and (not tied or pp > 1))
-    body = sum(_layer_params(text, model_type, tp, i in sparse) for i in own)
-    params = embeds * rows * hidden + body + (hidden if last else 0)
+    layers_own = [_layer_params(text, model_type, tp, i in sparse) for i in own]
+    linear = sum(lin for lin, _ in layers_own)
+    other = sum(rest for _, rest in layers_own)
+    params = embeds * rows * hidden + linear + other + (hidden if last else 0)
     heads = int(text["num_attention_heads"])
     head_dim = int(text.get("head_dim") or hidden // heads)
     rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
     positions = int(text["max_position_embeddings"])
     rope = positions * rotary * size
-    total = params * size + rope
+    head = (
+        f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
+        f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
+    )
+    tail = f"rotary cache {positions:,} x {rotary} x {size} B"
+    if quantization is None:
+        total = params * size + rope
+        return RankWeights(total, f"{head} x {size} B ({dtype}) + {tail} = {total:,} B")
+    scales = len(own) * FP8_LINEARS_PER_LAYER * FP8_SCALE_BYTES
+    rest = params - linear
+    total = linear + scales + rest * size + rope
     return RankWeights(
         total,
-        f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
-        f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters "
-        f"x {size} B ({dtype}) + rotary cache {positions:,} x {rotary} x {size} B "
-        f"= {total:,} B",
+        f"{head}, of them {linear:,} in linear layers x 1 B (fp8, --quantization fp8) + "
+        f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales + {rest:,} x {size} B ({dtype}) "
+        f"+ {tail} = {total:,} B",
     )
