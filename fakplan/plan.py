@@ -363,6 +363,21 @@ def _kv_unclaimed_derivation(f: Figures) -> dict[str, str]:
     }
 
 
+def _sized_derivations(f: Figures) -> dict[str, str]:
+    """Where the engine sizes the pool: the pool and the weights are predictions."""
+    sizing = f.sizing
+    if sizing is None:
+        return {}
+    weights = next((t.derivation for t in sizing.terms if t.id == "weights"), None)
+    return {
+        "kv_budget_bytes": (
+            f"predicted, the low end of what {sizing.flag} {sizing.fraction:g} leaves: "
+            f"{sizing.requested_derivation}; {sizing.pool_derivation}"
+        ),
+        "weights_budget_bytes": f"predicted: {weights or f'{f.weights_budget_bytes:,} B counted'}",
+    }
+
+
 def _derivations(
     loaded: LoadedShape, f: Figures, components: tuple[ComponentRecord, ...]
 ) -> dict[str, str]:
@@ -373,6 +388,7 @@ def _derivations(
         "contract_bytes": f.contract_derivation,
         "tokens_backed": f.tokens_derivation,
         "sessions_at_window": _sessions_derivation(f),
+        **_sized_derivations(f),
         "pair_bytes": f.pair_derivation,
         "card_total_bytes": loaded.card_note
         or f"{human(f.card_total_bytes)} as stated in the shape (card.total)",

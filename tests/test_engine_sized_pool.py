@@ -385,3 +385,39 @@ def test_fp8_quantized_at_load(tmp_path: Path) -> None:
     # the bf16 shape's weights are killed by the fp8 boot: 14.99 GiB predicted, 8.49 printed
     bf16 = _verdicts(_llama(tmp_path), PROFILER / "prof-007.log")
     assert bf16["weights"].status == "killed"
+
+
+class _FakeNvml:
+    """One H100 80GB as NVML states it (81,559 MiB), and what its driver reserves."""
+
+    def __init__(self, reserved: int | None) -> None:
+        self.reserved = reserved
+
+    def device_count(self) -> int:
+        return 1
+
+    def memory(self, index: int) -> DeviceMemory:
+        return _device(81_559 << 20, self.reserved)
+
+
+def _auto_budget(reserved: int | None) -> Any:
+    return lambda gpu: probe_budget(env={}, nvml=lambda: _FakeNvml(reserved), gpu=gpu)
+
+
+def test_card_total_auto_multiplies_cudas_total(tmp_path: Path) -> None:
+    """NVML's 81,559 MiB less 470 MiB reserved = 81,089 MiB, what vLLM multiplies."""
+    shape = _llama(tmp_path, card="{total: auto, sms: 132}")
+    plan = compile_plan(load_shape(shape, budget=_auto_budget(470 << 20)))
+    assert plan.engine_sizing is not None
+    assert plan.engine_sizing.total_bytes == (81_559 - 470) << 20
+    assert "the driver reserves" in plan.engine_sizing.total_derivation
+    assert plan.card_total_bytes == 81_559 << 20  # the card itself is still NVML's
+
+
+def test_card_total_auto_without_the_reserve_is_refused(tmp_path: Path) -> None:
+    from fakplan.errors import ShapeError
+
+    shape = _llama(tmp_path, card="{total: auto, sms: 132}")
+    with pytest.raises(ShapeError) as raised:
+        compile_plan(load_shape(shape, budget=_auto_budget(None)))
+    assert raised.value.field == "card.total" and "nvmlMemory_v2" in str(raised.value)

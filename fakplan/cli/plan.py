@@ -59,7 +59,7 @@ def print_plan(p: Plan) -> None:
             else []
         ),
         ("contract", human(p.contract_bytes, "MiB", 2), p.derivations["contract_bytes"]),
-        ("KV pool", human(p.kv_budget_bytes), "budget.kv"),
+        ("KV pool", human(p.kv_budget_bytes), p.derivations.get("kv_budget_bytes", "budget.kv")),
         ("tokens backed", f"{p.tokens_backed:,}", p.derivations["tokens_backed"]),
         (
             "sessions at window",
