@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fakplan.cluster import ClusterFacts
 from fakplan.contract import KvCost
 from fakplan.sizing import EngineSizing
 
@@ -53,6 +54,8 @@ class Figures:
     sizing_tolerance_pct: float = 1.0
     # where the ceiling came from: stated, a boot ledger, or predicted before any boot
     ceiling_basis: str | None = None
+    # the pods of a shape deployed on Kubernetes (launch.kubernetes)
+    cluster: ClusterFacts | None = None
 
     @property
     def whole_sessions(self) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from fakplan.shape import LoadedShape
+    from fakplan.shape import LoadedShape, Shape
 
 
 class RoleRecord(BaseModel):
@@ -103,3 +103,13 @@ def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRec
         and (value.endswith(".gguf") or loaded.resolve(value).exists())
     )
     return launch.model_copy(update={"shape_paths": relative}) if relative else launch
+
+
+# the head of a multi-node shape deployed as a LeaderWorkerSet: Kubernetes expands it in a
+# container's command and args from the variable LWS sets in every pod of a group
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+
+
+def head_address(shape: Shape) -> str:
+    """The address the other nodes join: the shape's, else the LeaderWorkerSet leader's."""
+    return shape.launch.head_address or LWS_LEADER_ADDRESS

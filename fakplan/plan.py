@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fakplan.cluster import cluster_facts
 from fakplan.contract import (
     CostComponent,
     KvCost,
@@ -283,6 +284,7 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         ceiling_bytes=ceiling,
         ceiling_derivation=ceiling_text,
         ceiling_basis=ceiling_basis,
+        cluster=cluster_facts(shape, stated.weights),
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
         model=_model_facts(loaded),

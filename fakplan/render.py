@@ -18,7 +18,9 @@ from typing import Any
 
 import jinja2
 
+from fakplan.cluster import cluster_facts
 from fakplan.errors import FakplanError
+from fakplan.kubernetes import manifests
 from fakplan.plan import Plan
 from fakplan.shape import LoadedShape
 
@@ -63,6 +65,9 @@ def environment(templates: Path | None = None) -> jinja2.Environment:
     return env
 
 
+KUBERNETES_DIR = "kubernetes"  # <name>/kubernetes/: the manifests beside the scripts
+
+
 @dataclass(frozen=True)
 class RenderedFile:
     name: str
@@ -86,6 +91,10 @@ def render_plan(
     for role in plan.launch.roles:
         text = _render(env, f"{plan.engine}/serve.sh.j2", plan=plan, role=role, shape_dir=shape_dir)
         files.append(RenderedFile(role.file, text, executable=True))
+    facts = cluster_facts(loaded.shape, plan.weights_budget_bytes)
+    if facts is not None:
+        for name, text in manifests(loaded, plan, facts).items():
+            files.append(RenderedFile(f"{KUBERNETES_DIR}/{name}", text))
     return files
 
 

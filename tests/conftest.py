@@ -70,6 +70,7 @@ def check_golden(name: str, text: str) -> None:
     """Compare with a reviewed golden file; FAKPLAN_UPDATE_GOLDEN=1 rewrites it on purpose."""
     path = GOLDEN / name
     if os.environ.get("FAKPLAN_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     assert path.exists(), (
         f"no golden file {path}; review the output and set FAKPLAN_UPDATE_GOLDEN=1"

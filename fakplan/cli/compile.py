@@ -19,7 +19,19 @@ from fakplan.shape import LoadedShape, load_shape, shape_paths
 @click.argument("shapes", nargs=-1, required=True)
 @out_option("Folder that receives <name>/plan.json and the rendered files.")
 @templates_option
-def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> None:
+@click.option(
+    "--target",
+    "target_kind",
+    type=click.Choice(["scripts", "kubernetes"]),
+    default="scripts",
+    show_default=True,
+    help="kubernetes: also <name>/kubernetes/ (Deployment or LeaderWorkerSet, Service, the "
+    "shape's ConfigMap, the probe Job, kustomization.yaml), from launch.kubernetes or its "
+    "defaults; a shape with launch.kubernetes gets them either way.",
+)
+def compile_(
+    shapes: tuple[str, ...], out_dir: Path, templates: Path | None, target_kind: str
+) -> None:
     """Compile shapes (files or folders of *.yaml) into DIR/<name>/.
 
     Every shape is loaded and rendered before anything is written, so a bad
@@ -35,6 +47,8 @@ def compile_(shapes: tuple[str, ...], out_dir: Path, templates: Path | None) -> 
     that cache is idle, reported as unclaimed KV.
     """
     loaded = [load_shape(p) for arg in shapes for p in shape_paths(arg)]
+    if target_kind == "kubernetes":
+        loaded = [item.targeting_kubernetes() for item in loaded]
     names: dict[str, Path] = {}
     for item in loaded:
         if item.shape.name in names:

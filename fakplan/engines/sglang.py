@@ -23,7 +23,15 @@ from fakplan.engines.served import served_dtype
 from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
-from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
+from fakplan.launch import (
+    FlagRow,
+    LaunchRecord,
+    RoleRecord,
+    argv_of,
+    flag,
+    fraction_up,
+    head_address,
+)
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
@@ -324,7 +332,7 @@ def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleReco
     par, tail = shape.parallel, tuple(shape.launch.extra_args)
     if par.nodes == 1:
         return (RoleRecord(name="serve", file="serve.sh", argv=(*argv, *tail)),)
-    address = f"{shape.launch.head_address}:{shape.launch.head_port or DIST_INIT_PORT}"
+    address = f"{head_address(shape)}:{shape.launch.head_port or DIST_INIT_PORT}"
     env["DIST_INIT_ADDR"] = address
     nodes = ("--nnodes", str(par.nodes))
     return tuple(

@@ -377,6 +377,92 @@ def tp_divides_heads(g: Gate, f: Figures) -> GateResult | None:
     )
 
 
+# ------------------------------------------------ the cluster (launch.kubernetes)
+
+
+@builtin(
+    "k8s-gpus",
+    "GPUs per pod = cards the layout uses per node",
+    "a pod that asks for fewer GPUs than its ranks cannot start them; more leaves cards idle",
+)
+def pod_gpus(g: Gate, f: Figures) -> GateResult | None:
+    c = f.cluster
+    if c is None or c.gpus_per_pod == 0:
+        return None
+    ok = c.gpus_per_pod == c.ranks_per_node
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"nvidia.com/gpu {c.gpus_per_pod} {'=' if ok else '≠'} {c.ranks_per_node} "
+        f"ranks per node (TP {c.tensor} x PP {c.pipeline} / {c.nodes} node(s))",
+        detail="resources.limits of every pod is card.count",
+        fix=None if ok else f"set card.count to {c.ranks_per_node}, or change parallel",
+        numbers={"gpus_per_pod": c.gpus_per_pod, "ranks_per_node": c.ranks_per_node},
+    )
+
+
+@builtin(
+    "k8s-parallel",
+    "TP x PP = GPUs per pod x pods",
+    "a group whose pods hold more or fewer GPUs than the ranks never forms, or strands cards",
+)
+def group_parallel(g: Gate, f: Figures) -> GateResult | None:
+    c = f.cluster
+    if c is None or c.gpus_per_pod == 0:
+        return None
+    ranks, gpus = c.tensor * c.pipeline, c.gpus_per_pod * c.nodes
+    ok = ranks == gpus
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"{c.tensor} x {c.pipeline} = {ranks} {'=' if ok else '≠'} "
+        f"{c.gpus_per_pod} x {c.nodes} = {gpus}",
+        detail="one Deployment pod, or one LeaderWorkerSet group of parallel.nodes pods",
+        fix=None if ok else "make card.count x parallel.nodes equal tensor x pipeline",
+        numbers={"ranks": ranks, "gpus": gpus},
+    )
+
+
+@builtin(
+    "k8s-startup",
+    "startup budget ≥ load estimate",
+    "a startup probe that gives up before the weights are read restarts the pod forever",
+)
+def startup_budget(g: Gate, f: Figures) -> GateResult | None:
+    c = f.cluster
+    if c is None:
+        return None
+    ok = c.startup_budget_s >= c.load_estimate_s
+    source = "launch.kubernetes.startup_budget_s" if c.startup_stated else "the default"
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"{c.startup_budget_s:,} s {'≥' if ok else '<'} {c.load_estimate_s:,} s",
+        detail=f"budget: {source}; estimate: {c.load_derivation}",
+        fix=None
+        if ok
+        else f"raise launch.kubernetes.startup_budget_s to at least {c.load_estimate_s:,}",
+        numbers={"startup_budget_s": c.startup_budget_s, "load_estimate_s": c.load_estimate_s},
+    )
+
+
+@builtin(
+    "k8s-shm",
+    "/dev/shm with TP > 1",
+    "tensor-parallel ranks share tensors through /dev/shm; a container's default 64 MiB "
+    "fails NCCL at the first collective",
+)
+def shared_memory(g: Gate, f: Figures) -> GateResult | None:
+    c = f.cluster
+    if c is None or c.tensor == 1:
+        return None
+    ok = c.shm_bytes is not None and c.shm_bytes > 0
+    return g.verdict(
+        status="pass" if ok else "fail",
+        summary=f"/dev/shm {human(c.shm_bytes or 0)} per pod" if ok else "no /dev/shm volume",
+        detail="a memory-backed emptyDir mounted at /dev/shm",
+        fix=None if ok else "set launch.kubernetes.shm_size (e.g. 16 GiB)",
+        numbers={"shm_bytes": c.shm_bytes},
+    )
+
+
 BUILTIN_GATES: tuple[Gate, ...] = tuple(
     _DEFINED[gate_id]
     for gate_id in (
@@ -388,5 +474,9 @@ BUILTIN_GATES: tuple[Gate, ...] = tuple(
         "kv-dtype",
         "spec-rows",
         "unclaimed",
+        "k8s-gpus",
+        "k8s-parallel",
+        "k8s-startup",
+        "k8s-shm",
     )
 )

@@ -128,10 +128,10 @@ def _check_cards_and_pool(loaded: LoadedShape) -> None:
         )
     if shape.budget is not None and shape.budget.kv <= 0:
         raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
-    if par.nodes > 1 and shape.launch.head_address is None:
+    if par.nodes > 1 and shape.launch.head_address is None and shape.launch.kubernetes is None:
         raise loaded.error(
             f"parallel.nodes is {par.nodes}: give launch.head_address, the address the other "
-            "nodes join",
+            "nodes join (or launch.kubernetes: the LeaderWorkerSet's leader is their head)",
             "parallel",
             "nodes",
         )

@@ -12,7 +12,7 @@ from fakplan.budget import DeviceBudget, probe_budget
 from fakplan.errors import ShapeError
 from fakplan.shape.checks import check_semantics
 from fakplan.shape.messages import field_path, message
-from fakplan.shape.model import AUTO, Shape
+from fakplan.shape.model import AUTO, KubernetesLaunch, Shape
 from fakplan.shape.source import LineMap, read_shape_file, read_yaml
 
 
@@ -95,6 +95,14 @@ class LoadedShape:
         self._lines = lines
         # the device budget card.total: auto read (None: the shape states the card)
         self.budget = budget
+
+    def targeting_kubernetes(self) -> LoadedShape:
+        """This shape with a ``launch.kubernetes`` block (its own, else every default)."""
+        if self.shape.launch.kubernetes is not None:
+            return self
+        launch = self.shape.launch.model_copy(update={"kubernetes": KubernetesLaunch()})
+        shape = self.shape.model_copy(update={"launch": launch})
+        return LoadedShape(shape=shape, path=self.path, lines=self._lines, budget=self.budget)
 
     @property
     def card_note(self) -> str | None:

@@ -281,6 +281,80 @@ class Speculative(Strict_):
     model: str | None = Field(None, description="the draft model, where the method needs one")
 
 
+# Kubernetes' own grammars (apimachinery validation): a DNS-1123 label, a label key's name
+# part and value, a qualified key with an optional DNS-subdomain prefix
+_K8S_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_K8S_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+K8sLabelKey = Annotated[
+    str,
+    Field(
+        pattern=rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_K8S_NAME_PART}$",
+        max_length=253,
+        description="a Kubernetes label key: [prefix/]name",
+    ),
+]
+K8sLabelValue = Annotated[
+    str,
+    Field(pattern=rf"^({_K8S_NAME_PART})?$", max_length=63, description="a label value"),
+]
+K8sLabelName = Annotated[str, Field(pattern=_K8S_LABEL, max_length=63)]
+ImageRef = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$",
+        description="a container image reference, e.g. vllm/vllm-openai:v0.19.0",
+    ),
+]
+
+
+class Toleration(Strict_):
+    key: K8sLabelKey | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: K8sLabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class SecretKey(Strict_):
+    """A key of a Secret, referenced (never read by fakplan)."""
+
+    name: K8sLabelName
+    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]{1,253}$")]
+
+
+class KubernetesLaunch(Strict_):
+    """How `fakplan compile --target kubernetes` deploys the shape (see the README's "On
+    Kubernetes"): one node is a Deployment, several a LeaderWorkerSet."""
+
+    image: ImageRef | None = Field(
+        None, description="the engine's image (vllm: default vllm/vllm-openai:v<engine_version>)"
+    )
+    namespace: K8sLabelName | None = None
+    labels: dict[K8sLabelKey, K8sLabelValue] = Field(default_factory=dict)
+    node_selector: dict[K8sLabelKey, K8sLabelValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    replicas: Annotated[int, Strict(), Field(gt=0, le=1024)] = 1
+    shm_size: ByteSize | None = Field(
+        None, description="/dev/shm (memory-backed) per pod; default per engine"
+    )
+    load_rate: ByteSize = Field(
+        200 << 20,
+        description="bytes a second a pod reads its weights at (an assumption, stated): "
+        "the startup budget must cover the weights at this rate",
+        json_schema_extra={"default": "200 MiB"},
+    )
+    startup_budget_s: Annotated[int, Strict(), Field(gt=0, le=86_400)] | None = Field(
+        None,
+        description="seconds the startup probe allows; default: twice the load estimate, at least 600",
+    )
+    probe_image: ImageRef | None = Field(
+        None, description="an image with fakplan installed: renders the in-cluster probe Job"
+    )
+    api_key_secret: SecretKey | None = Field(
+        None, description="the endpoint's API key, for the probe Job (by reference)"
+    )
+
+
 class Launch(Strict_):
     """How the rendered launch script starts the engine."""
 
@@ -313,6 +387,9 @@ class Launch(Strict_):
     speculative: Speculative | None = None
     extra_args: list[str] = Field(
         default_factory=list, description="appended to the engine's argv, each as one word"
+    )
+    kubernetes: KubernetesLaunch | None = Field(
+        None, description="Kubernetes manifests (fakplan compile --target kubernetes)"
     )
 
 

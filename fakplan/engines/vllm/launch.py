@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 from fakplan.engines.releases import select
 from fakplan.engines.vllm.rules import CPU_KV_SPACE, GIB, RAY_PORT, RELEASES, VllmRules
-from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag, fraction_up
+from fakplan.launch import (
+    FlagRow,
+    LaunchRecord,
+    RoleRecord,
+    argv_of,
+    flag,
+    fraction_up,
+    head_address,
+)
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
@@ -129,7 +137,7 @@ def _roles(
                 name="serve", file="serve.sh", environment=environment, argv=(*argv, *ln.extra_args)
             ),
         )
-    head = ln.head_address or ""
+    head = head_address(shape)
     port = str(ln.head_port or RAY_PORT)
     gpus = str(shape.card.count)
     env["RAY_ADDRESS"] = f"{head}:{port}"

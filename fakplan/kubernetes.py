@@ -1,0 +1,363 @@
+"""Kubernetes manifests from a plan: the same argv and env the scripts run, as pods.
+
+One node is a ``Deployment`` and a ``Service``; several are a ``LeaderWorkerSet``
+(leaderworkerset.x-k8s.io/v1, one group of ``parallel.nodes`` pods) whose leader runs
+the head role of the scripts and whose workers run the others, with a ``Service`` on
+the leader. A ``ConfigMap`` carries the shape and, with ``probe_image``, a ``Job`` runs
+``fakplan probe`` against the Service. ``kustomization.yaml`` lists them.
+
+Every container's args are its role's argv from ``plan.json`` word for word; a role's
+commands that run first (``ray start --head``) go in ``command`` as ``sh -c '…; exec
+"$@"'``, so the argv stays whole. Kubernetes expands ``$(LWS_LEADER_ADDRESS)`` and
+``$(LWS_WORKER_INDEX)`` in args from the variables LWS sets in each pod. The YAML is
+written by ``yaml.safe_dump``: a shape's strings are scalars, never structure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from fakplan.cluster import HEALTH_ROUTE, ClusterFacts
+from fakplan.errors import FakplanError
+from fakplan.launch import RoleRecord
+from fakplan.units import MIB
+
+if TYPE_CHECKING:
+    from fakplan.plan import Plan
+    from fakplan.shape import LoadedShape
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+SHAPE_MOUNT = "/etc/fakplan"
+API_KEY_ENV = "FAKPLAN_API_KEY"
+# vllm serve's own image, tagged by release (Docker Hub vllm/vllm-openai)
+DEFAULT_IMAGE = {"vllm": "vllm/vllm-openai:v{version}"}
+
+
+def object_name(shape_name: str) -> str:
+    """A shape name as a Service and pod name take it: a DNS-1035 label."""
+    name = re.sub(r"[^a-z0-9-]", "-", shape_name).strip("-")
+    if not name or not name[0].isalpha():
+        name = f"fp-{name}"
+    return name[:63].rstrip("-")
+
+
+def _image(loaded: LoadedShape, plan: Plan) -> str:
+    k8s = loaded.shape.launch.kubernetes
+    if k8s is not None and k8s.image is not None:
+        return k8s.image
+    default = DEFAULT_IMAGE.get(plan.engine)
+    if default is None or plan.engine_version is None:
+        raise loaded.error(
+            f"engine {plan.engine} has no default image: give launch.kubernetes.image "
+            "(the image that runs the engine)",
+            "launch",
+        )
+    return default.format(version=plan.engine_version)
+
+
+def _env(plan: Plan, role: RoleRecord) -> list[dict[str, str]]:
+    merged = dict(plan.launch.env)
+    merged.update({k: v for k, v in role.environment.items() if v is not None})
+    return [{"name": k, "value": str(v)} for k, v in sorted(merged.items())]
+
+
+def _command(role: RoleRecord, args: tuple[str, ...]) -> dict[str, Any]:
+    """``args`` is the role's argv; what runs first goes in ``command`` (sh -c ... exec)."""
+    if not role.before:
+        return {"command": [args[0]], "args": list(args[1:])}
+    first = " && ".join(shlex.join(words) for words in role.before)
+    return {"command": ["sh", "-c", f'{first} && exec "$@"', role.name], "args": list(args)}
+
+
+def _probes(facts: ClusterFacts, port: int) -> dict[str, Any]:
+    def get() -> dict[str, Any]:
+        return {"path": HEALTH_ROUTE.get(facts.engine, "/health"), "port": port}
+
+    period = 10
+    return {
+        "startupProbe": {
+            "httpGet": get(),
+            "periodSeconds": period,
+            "failureThreshold": -(-facts.startup_budget_s // period),
+        },
+        "readinessProbe": {"httpGet": get(), "periodSeconds": period, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": get(), "periodSeconds": 30, "failureThreshold": 3},
+    }
+
+
+def _pod(
+    loaded: LoadedShape,
+    plan: Plan,
+    facts: ClusterFacts,
+    role: RoleRecord,
+    args: tuple[str, ...],
+    serves: bool,
+) -> dict[str, Any]:
+    k8s = loaded.shape.launch.kubernetes
+    port = loaded.shape.launch.port
+    container: dict[str, Any] = {
+        "name": plan.engine if serves else f"{plan.engine}-{role.name}",
+        "image": _image(loaded, plan),
+        **_command(role, args),
+        "env": _env(plan, role),
+    }
+    if serves:
+        container["ports"] = [{"name": "http", "containerPort": port}]
+        container.update(_probes(facts, port))
+    if facts.gpus_per_pod:
+        container["resources"] = {"limits": {"nvidia.com/gpu": facts.gpus_per_pod}}
+    spec: dict[str, Any] = {"containers": [container]}
+    if facts.shm_bytes is not None:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        spec["volumes"] = [
+            {
+                "name": "dshm",
+                "emptyDir": {"medium": "Memory", "sizeLimit": f"{-(-facts.shm_bytes // MIB)}Mi"},
+            }
+        ]
+    if k8s is not None and k8s.node_selector:
+        spec["nodeSelector"] = dict(k8s.node_selector)
+    if k8s is not None and k8s.tolerations:
+        spec["tolerations"] = [t.model_dump(exclude_none=True) for t in k8s.tolerations]
+    return spec
+
+
+def _annotations(plan: Plan) -> dict[str, str]:
+    """The plan's figures, gates and predictions, where kubectl describe shows them."""
+    predictions = {p.id: [p.low, p.high, p.unit] for p in plan.predictions}
+    return {
+        "fakplan/plan": json.dumps(
+            {
+                "kv_budget_bytes": plan.kv_budget_bytes,
+                "weights_budget_bytes": plan.weights_budget_bytes,
+                "tokens_backed": plan.tokens_backed,
+                "contract_bytes": plan.contract_bytes,
+                "pair_bytes": plan.pair_bytes,
+                "ceiling_bytes": plan.ceiling_bytes,
+            },
+            sort_keys=True,
+        ),
+        "fakplan/derivation": plan.derivations.get("tokens_backed", ""),
+        "fakplan/gates": json.dumps({g.id: g.status for g in plan.gates}, sort_keys=True),
+        "fakplan/predictions": json.dumps(predictions, sort_keys=True),
+    }
+
+
+def _metadata(loaded: LoadedShape, name: str, annotate: Plan | None = None) -> dict[str, Any]:
+    k8s = loaded.shape.launch.kubernetes
+    meta: dict[str, Any] = {"name": name, "labels": _labels(loaded)}
+    if k8s is not None and k8s.namespace:
+        meta["namespace"] = k8s.namespace
+    if annotate is not None:
+        meta["annotations"] = _annotations(annotate)
+    return meta
+
+
+def _labels(loaded: LoadedShape) -> dict[str, str]:
+    k8s = loaded.shape.launch.kubernetes
+    own = dict(k8s.labels) if k8s is not None else {}
+    return {**own, "app.kubernetes.io/name": object_name(loaded.shape.name),
+            "app.kubernetes.io/managed-by": "fakplan"}  # fmt: skip
+
+
+def workloads(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> list[dict[str, Any]]:
+    """The Deployment, or the LeaderWorkerSet, that runs the plan's roles."""
+    name = object_name(plan.name)
+    roles = plan.launch.roles
+    k8s = loaded.shape.launch.kubernetes
+    replicas = k8s.replicas if k8s is not None else 1
+    labels = _labels(loaded)
+    if not roles:
+        raise loaded.error(
+            f"engine {plan.engine}: fakplan renders no launch for it, so no manifest", "engine"
+        )
+    if facts.nodes == 1:
+        (role,) = roles
+        return [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": _metadata(loaded, name, plan),
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": _pod(loaded, plan, facts, role, role.argv, serves=True),
+                    },
+                },
+            }
+        ]
+    leader, worker = roles[0], roles[1]
+    worker_args = worker.argv
+    if "--node-rank" in worker_args:  # SGLang: a worker's rank is its pod's index in the group
+        at = worker_args.index("--node-rank") + 1
+        worker_args = (*worker_args[:at], WORKER_INDEX, *worker_args[at + 1 :])
+    return [
+        {
+            "apiVersion": LWS_API,
+            "kind": "LeaderWorkerSet",
+            "metadata": _metadata(loaded, name, plan),
+            "spec": {
+                "replicas": replicas,
+                "leaderWorkerTemplate": {
+                    "size": facts.nodes,
+                    "restartPolicy": "RecreateGroupOnPodRestart",
+                    "leaderTemplate": {
+                        "metadata": {"labels": labels},
+                        "spec": _pod(loaded, plan, facts, leader, leader.argv, serves=True),
+                    },
+                    "workerTemplate": {
+                        "metadata": {"labels": labels},
+                        "spec": _pod(loaded, plan, facts, worker, worker_args, serves=False),
+                    },
+                },
+            },
+        }
+    ]
+
+
+def _service(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> dict[str, Any]:
+    name = object_name(plan.name)
+    k8s = loaded.shape.launch.kubernetes
+    port = loaded.shape.launch.port
+    selector = (
+        {"app.kubernetes.io/name": name}
+        if facts.nodes == 1
+        else {LWS_NAME_LABEL: name, LWS_INDEX_LABEL: "0"}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(loaded, name),
+        "spec": {
+            "type": k8s.service_type if k8s is not None else "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": "http", "port": port, "targetPort": port}],
+        },
+    }
+
+
+def _config_map(loaded: LoadedShape, plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(loaded, f"{object_name(plan.name)}-shape"),
+        "data": {"shape.yaml": loaded.path.read_text(encoding="utf-8")},
+    }
+
+
+def _probe_job(loaded: LoadedShape, plan: Plan, image: str) -> dict[str, Any]:
+    """``fakplan probe`` in the cluster, against the Service: its exit status is the Job's."""
+    name = object_name(plan.name)
+    k8s = loaded.shape.launch.kubernetes
+    assert k8s is not None
+    namespace = f".{k8s.namespace}" if k8s.namespace else ""
+    url = f"http://{name}{namespace}:{loaded.shape.launch.port}/v1"
+    args = ["probe", f"{SHAPE_MOUNT}/shape.yaml", "--url", url, "--json", "-o", "/tmp/fakplan"]
+    container: dict[str, Any] = {
+        "name": "probe",
+        "image": image,
+        "command": ["fakplan"],
+        "args": args,
+    }
+    if k8s.api_key_secret is not None:
+        args += ["--api-key-env", API_KEY_ENV]
+        container["env"] = [
+            {
+                "name": API_KEY_ENV,
+                "valueFrom": {"secretKeyRef": k8s.api_key_secret.model_dump()},
+            }
+        ]
+    container["volumeMounts"] = [{"name": "shape", "mountPath": SHAPE_MOUNT, "readOnly": True}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(loaded, f"{name}-probe"),
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": _labels(loaded)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "initContainers": [
+                        {
+                            "name": "wait-ready",
+                            "image": image,
+                            "command": [
+                                "python",
+                                "-c",
+                                _WAIT_READY,
+                                url.removesuffix("/v1") + "/health",
+                            ],
+                        }
+                    ],
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "shape", "configMap": {"name": f"{name}-shape"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+# the Job's init container: poll the engine's health route until it answers 200
+_WAIT_READY = (
+    "import sys, time, urllib.request\n"
+    "while True:\n"
+    "    try:\n"
+    "        if urllib.request.urlopen(sys.argv[1], timeout=5).status == 200: break\n"
+    "    except Exception: pass\n"
+    "    time.sleep(10)\n"
+)
+
+
+def manifests(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> dict[str, str]:
+    """``{file name: YAML}`` under ``<name>/kubernetes/``, kustomization.yaml last."""
+    if plan.launch.shape_paths:
+        raise loaded.error(
+            f"the argv names {', '.join(plan.launch.shape_paths)} beside the shape, which no "
+            "pod has: give a model id, or a path inside the image or a mounted volume",
+            "model",
+        )
+    objects: dict[str, dict[str, Any]] = {}
+    (workload,) = workloads(loaded, plan, facts)
+    kind = "deployment" if workload["kind"] == "Deployment" else "leaderworkerset"
+    objects[f"{kind}.yaml"] = workload
+    objects["service.yaml"] = _service(loaded, plan, facts)
+    objects["shape-configmap.yaml"] = _config_map(loaded, plan)
+    k8s = loaded.shape.launch.kubernetes
+    if k8s is not None and k8s.probe_image is not None:
+        objects["probe-job.yaml"] = _probe_job(loaded, plan, k8s.probe_image)
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(objects),
+    }
+    out = {name: dump(obj) for name, obj in objects.items()}
+    out["kustomization.yaml"] = dump(kustomization)
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """safe_dump without anchors: every manifest reads whole, as kubectl shows it."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump(obj: dict[str, Any]) -> str:
+    """One YAML document: every string a scalar (safe_dump quotes what YAML would read)."""
+    try:
+        return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
+    except yaml.YAMLError as exc:  # pragma: no cover - safe_dump takes every str
+        raise FakplanError(f"cannot write a manifest: {exc}") from None
