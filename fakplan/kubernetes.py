@@ -9,7 +9,9 @@ the leader. A ``ConfigMap`` carries the shape and, with ``probe_image``, a ``Job
 Every container's args are its role's argv from ``plan.json`` word for word; a role's
 commands that run first (``ray start --head``) go in ``command`` as ``sh -c '…; exec
 "$@"'``, so the argv stays whole. Kubernetes expands ``$(LWS_LEADER_ADDRESS)`` and
-``$(LWS_WORKER_INDEX)`` in args from the variables LWS sets in each pod. The YAML is
+``$(LWS_WORKER_INDEX)`` in args, and in env values such as ``RAY_ADDRESS``, from the
+variables LWS puts first in every container's env (pkg/utils/pod/pod_utils.go
+addEnvVarsIfNotExists, v0.7.0), so they are defined before any reference. The YAML is
 written by ``yaml.safe_dump``: a shape's strings are scalars, never structure.
 """
 
@@ -36,6 +38,7 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 SHAPE_MOUNT = "/etc/fakplan"
+SHAPE_FILES = "/fakplan/shape"  # launch.kubernetes.shape_volume: the engine's working dir
 API_KEY_ENV = "FAKPLAN_API_KEY"
 # vllm serve's own image, tagged by release (Docker Hub vllm/vllm-openai)
 DEFAULT_IMAGE = {"vllm": "vllm/vllm-openai:v{version}"}
@@ -123,6 +126,20 @@ def _pod(
                 "emptyDir": {"medium": "Memory", "sizeLimit": f"{-(-facts.shm_bytes // MIB)}Mi"},
             }
         ]
+    if k8s is not None and k8s.shape_volume is not None:
+        # the argv's relative paths are the shape folder's: that folder is the working dir
+        volume = k8s.shape_volume
+        mount: dict[str, Any] = {"name": "shape-files", "mountPath": SHAPE_FILES, "readOnly": True}
+        if volume.sub_path:
+            mount["subPath"] = volume.sub_path
+        container.setdefault("volumeMounts", []).append(mount)
+        container["workingDir"] = SHAPE_FILES
+        spec.setdefault("volumes", []).append(
+            {
+                "name": "shape-files",
+                "persistentVolumeClaim": {"claimName": volume.claim, "readOnly": True},
+            }
+        )
     if k8s is not None and k8s.node_selector:
         spec["nodeSelector"] = dict(k8s.node_selector)
     if k8s is not None and k8s.tolerations:
@@ -251,7 +268,7 @@ def _config_map(loaded: LoadedShape, plan: Plan) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(loaded, f"{object_name(plan.name)}-shape"),
-        "data": {"shape.yaml": loaded.path.read_text(encoding="utf-8")},
+        "data": {"shape.yaml": loaded.text},
     }
 
 
@@ -323,10 +340,12 @@ _WAIT_READY = (
 
 def manifests(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> dict[str, str]:
     """``{file name: YAML}`` under ``<name>/kubernetes/``, kustomization.yaml last."""
-    if plan.launch.shape_paths:
+    k8s = loaded.shape.launch.kubernetes
+    if plan.launch.shape_paths and (k8s is None or k8s.shape_volume is None):
         raise loaded.error(
             f"the argv names {', '.join(plan.launch.shape_paths)} beside the shape, which no "
-            "pod has: give a model id, or a path inside the image or a mounted volume",
+            "pod has: give launch.kubernetes.shape_volume (a claim holding the shape's "
+            "folder), a model id, or a path inside the image",
             "model",
         )
     objects: dict[str, dict[str, Any]] = {}
@@ -335,7 +354,6 @@ def manifests(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> dict[str,
     objects[f"{kind}.yaml"] = workload
     objects["service.yaml"] = _service(loaded, plan, facts)
     objects["shape-configmap.yaml"] = _config_map(loaded, plan)
-    k8s = loaded.shape.launch.kubernetes
     if k8s is not None and k8s.probe_image is not None:
         objects["probe-job.yaml"] = _probe_job(loaded, plan, k8s.probe_image)
     kustomization: dict[str, Any] = {

@@ -29,8 +29,9 @@ K8S = Path(__file__).resolve().parent / "data" / "kubernetes"
 KUBERNETES_VERSION = "1.33.0"
 SHAPES = {
     "vllm example": (ROOT / "shapes" / "example.yaml", ["--target", "kubernetes"]),
-    "sglang example": (K8S / "qwen3-32b-sglang-k8s.yaml", []),
-    "llamacpp": (K8S / "llamacpp.yaml", []),
+    "sglang example": (ROOT / "shapes" / "qwen3-32b-sglang.yaml", []),
+    "llamacpp example": (ROOT / "shapes" / "qwen2.5-coder-llamacpp.yaml", []),
+    "llamacpp, the GGUF in the image": (K8S / "llamacpp.yaml", []),
     "vllm two nodes": (K8S / "vllm-two-node.yaml", []),
     "sglang two nodes": (K8S / "sglang-two-node.yaml", []),
 }
@@ -218,13 +219,31 @@ def test_bad_kubernetes_input_is_one_line(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_gguf_beside_the_shape_is_in_no_pod(tmp_path: Path, runner: CliRunner) -> None:
-    shape = ROOT / "shapes" / "qwen2.5-coder-llamacpp.yaml"
-    result = runner.invoke(
-        main, ["compile", str(shape), "-o", str(tmp_path / "out"), "--target", "kubernetes"]
-    )
+def test_a_gguf_beside_the_shape_needs_the_shapes_volume(tmp_path: Path, runner: CliRunner) -> None:
+    data = yaml.safe_load((ROOT / "shapes" / "qwen2.5-coder-llamacpp.yaml").read_text())
+    del data["launch"]["kubernetes"]["shape_volume"]
+    shape = tmp_path / "no-volume.yaml"
+    shape.write_text(yaml.safe_dump(data))
+    result = runner.invoke(main, ["compile", str(shape), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "no pod has" in result.output
+    assert "no pod has" in result.output and "shape_volume" in result.output
+
+
+def test_the_shapes_volume_is_the_engines_working_directory(tmp_path: Path) -> None:
+    plan, docs = compile_manifests(ROOT / "shapes" / "qwen2.5-coder-llamacpp.yaml", tmp_path)
+    ((_, container),) = _containers(docs)
+    assert container["workingDir"] == "/fakplan/shape"
+    assert {"name": "shape-files", "mountPath": "/fakplan/shape", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    spec = docs["deployment.yaml"]["spec"]["template"]["spec"]
+    assert {
+        "name": "shape-files",
+        "persistentVolumeClaim": {"claimName": "llm-models", "readOnly": True},
+    } in spec["volumes"]
+    # the argv names the GGUF as the shape does, relative to that folder
+    assert "models/qwen2.5-coder-32b-instruct-q8_0.gguf" in container["args"]
+    assert plan["launch"]["shape_paths"] == ["models/qwen2.5-coder-32b-instruct-q8_0.gguf"]
 
 
 def test_the_cluster_gates(tmp_path: Path, runner: CliRunner) -> None:

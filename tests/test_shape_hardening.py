@@ -142,7 +142,8 @@ def test_a_file_past_the_size_limit_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("nodes", ["1000000", "18446744073709551617"])
 def test_node_counts_are_bounded(tmp_path: Path, nodes: str) -> None:
     text = SGLANG.replace("  tensor: 2\n", f"  tensor: 2\n  nodes: {nodes}\n")
-    text += "launch: {head_address: 10.0.0.1}\n"  # so the count is the only fault
+    assert text.count("\nlaunch:\n") == 1
+    text = text.replace("\nlaunch:\n", "\nlaunch:\n  head_address: 10.0.0.1\n")  # the only fault
     assert "nodes" in text
     started = time.monotonic()
     _refused(_plan(tmp_path, text), None, "parallel.nodes")

@@ -79,7 +79,7 @@ def load_shape_text(text: str, path: Path, budget: BudgetProbe | None = None) ->
             line=lines.line(first["loc"]),
             field=field_path(first["loc"]) or None,
         ) from None
-    loaded = LoadedShape(shape=shape, path=path, lines=lines, budget=read)
+    loaded = LoadedShape(shape=shape, path=path, lines=lines, budget=read, text=text)
     check_semantics(loaded)
     return loaded
 
@@ -88,11 +88,17 @@ class LoadedShape:
     """A validated shape and where it came from (for later line-numbered errors)."""
 
     def __init__(
-        self, shape: Shape, path: Path, lines: LineMap, budget: DeviceBudget | None = None
+        self,
+        shape: Shape,
+        path: Path,
+        lines: LineMap,
+        budget: DeviceBudget | None = None,
+        text: str = "",
     ) -> None:
         self.shape = shape
         self.path = path
         self._lines = lines
+        self.text = text  # the shape as read (the Kubernetes ConfigMap carries it)
         # the device budget card.total: auto read (None: the shape states the card)
         self.budget = budget
 
@@ -102,7 +108,9 @@ class LoadedShape:
             return self
         launch = self.shape.launch.model_copy(update={"kubernetes": KubernetesLaunch()})
         shape = self.shape.model_copy(update={"launch": launch})
-        return LoadedShape(shape=shape, path=self.path, lines=self._lines, budget=self.budget)
+        return LoadedShape(
+            shape=shape, path=self.path, lines=self._lines, budget=self.budget, text=self.text
+        )
 
     @property
     def card_note(self) -> str | None:

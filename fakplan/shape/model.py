@@ -321,6 +321,15 @@ class SecretKey(Strict_):
     key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]{1,253}$")]
 
 
+class ShapeVolume(Strict_):
+    """A PersistentVolumeClaim that holds the shape's folder: what its relative paths name."""
+
+    claim: K8sLabelName = Field(description="the PersistentVolumeClaim's name")
+    sub_path: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}$")] | None = (
+        Field(None, description="the shape's folder within the volume")
+    )
+
+
 class KubernetesLaunch(Strict_):
     """How `fakplan compile --target kubernetes` deploys the shape (see the README's "On
     Kubernetes"): one node is a Deployment, several a LeaderWorkerSet."""
@@ -352,6 +361,11 @@ class KubernetesLaunch(Strict_):
     )
     api_key_secret: SecretKey | None = Field(
         None, description="the endpoint's API key, for the probe Job (by reference)"
+    )
+    shape_volume: ShapeVolume | None = Field(
+        None,
+        description="a volume holding the shape's folder (a GGUF or model folder the argv "
+        "names relative to it): mounted read-only as the engine's working directory",
     )
 
 

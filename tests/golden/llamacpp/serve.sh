@@ -22,6 +22,9 @@
 #            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
 #   ok       max_model_len ≤ trained context (32,768 ≤ 32,768)
 #   ok       KV dtype accepted (q8_0 in auto, f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+#   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 1 = 1 ranks per node (TP 1 x PP 1 / 1 node(s)))
+#   ok       TP x PP = GPUs per pod x pods (1 x 1 = 1 = 1 x 1 = 1)
+#   ok       startup budget ≥ load estimate (600 s ≥ 169 s)
 #
 # Predictions (falsifiable; each verdict is written under its prediction)
 #   kv-tokens: the boot ledger reports 65,536 KV tokens (± 0.5 %)

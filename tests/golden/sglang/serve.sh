@@ -21,6 +21,10 @@
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
 #   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
 #   ok       KV dtype accepted (fp8_e4m3 in auto, fp8_e5m2, fp8_e4m3)
+#   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 2 = 2 ranks per node (TP 2 x PP 1 / 1 node(s)))
+#   ok       TP x PP = GPUs per pod x pods (2 x 1 = 2 = 2 x 1 = 2)
+#   ok       startup budget ≥ load estimate (740 s ≥ 369 s)
+#   ok       /dev/shm with TP > 1 (/dev/shm 32,768 MiB per pod)
 #
 # Predictions (falsifiable; each verdict is written under its prediction)
 #   kv-tokens: the boot ledger reports 491,520 KV tokens (± 0.5 %)
