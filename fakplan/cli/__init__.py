@@ -160,6 +160,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "probe",
         "Probe a deployed endpoint and record verdicts on the shape's live predictions.",
     ),
+    "metrics": (
+        "fakplan.cli.metrics",
+        "metrics",
+        "Print each shape's plan as Prometheus metrics (text exposition format 0.0.4).",
+    ),
+    "rules": (
+        "fakplan.cli.rules",
+        "rules",
+        "Print Prometheus alert rules comparing each endpoint's engine metrics with its plan.",
+    ),
     "diff": (
         "fakplan.cli.diff",
         "diff",

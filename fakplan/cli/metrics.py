@@ -1,0 +1,72 @@
+"""``fakplan metrics``: each plan as Prometheus text (for a textfile collector or a Pushgateway)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from fakplan.errors import FakplanError
+from fakplan.metrics import exposition
+from fakplan.plan import Plan, compile_plan
+from fakplan.record import carry_verdicts, read_record, record_path
+from fakplan.shape import load_shape, shape_paths
+
+
+def plans_of(shapes: tuple[str, ...], records: Path | None) -> tuple[list[Plan], list[str]]:
+    """The plan of every shape that loads (with its recorded verdicts), and one line for
+    each that does not: the others are still reported."""
+    plans: list[Plan] = []
+    errors: list[str] = []
+    for argument in shapes:
+        try:
+            paths = shape_paths(argument)
+        except FakplanError as exc:
+            errors.append(str(exc))
+            continue
+        for path in paths:
+            try:
+                plan = compile_plan(load_shape(path))
+                if records is not None:
+                    target = record_path(records, plan.name)
+                    if target.exists():
+                        plan = carry_verdicts(plan, read_record(target))
+            except FakplanError as exc:
+                errors.append(str(exc))
+                continue
+            plans.append(plan)
+    return plans, errors
+
+
+@click.command()
+@click.argument("shapes", nargs=-1, required=True)
+@click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of compiled records (fakplan compile -o DIR): verdicts come from "
+    "DIR/<name>/plan.json.",
+)
+def metrics(shapes: tuple[str, ...], records: Path | None) -> None:
+    """Print each shape's plan as Prometheus metrics (text exposition format 0.0.4).
+
+    \b
+      fakplan_plan_bytes{shape,class}        weights, kv_pool, contract, pair, card,
+                                             ceiling, unclaimed (absent when unknown)
+      fakplan_fit_bytes{shape,scope,kind}    kv and pair: want, budget, margin
+      fakplan_kv_tokens, fakplan_sessions_at_window, fakplan_max_num_seqs {shape}
+      fakplan_plan_info{shape,engine,engine_version,model,kv_cache_dtype} 1
+      fakplan_gate_status{shape,gate,status} 1 for the gate's status, 0 for the others
+      fakplan_prediction_<unit>{shape,prediction,bound}  value, low, high
+      fakplan_prediction_verdict{shape,prediction,status} the latest verdict (or none)
+      fakplan_prediction_verdicts_total{shape,prediction,status}
+
+    For node_exporter's textfile collector: fakplan metrics shapes/ > DIR/fakplan.prom.
+    A shape that does not load is one line on stderr (exit 2); the others are printed.
+    """
+    plans, errors = plans_of(shapes, records)
+    click.echo(exposition(plans), nl=False)
+    for line in errors:
+        click.echo(line, err=True)
+    sys.exit(2 if errors else 0)
