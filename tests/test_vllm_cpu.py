@@ -357,3 +357,64 @@ def test_the_pool_the_cpu_build_sizes_for_itself(
     verdicts = json.loads(result.output)["verdicts"]
     for name in ("kv-pool", "non-kv", "kv-tokens"):
         assert verdicts[name]["status"] == "held", (name, verdicts[name], line)
+
+
+def test_a_real_prometheus_scrapes_the_engine_and_runs_the_rules(
+    vllm_server: RunningVllm, tmp_path: Path
+) -> None:
+    """Debian's Prometheus scrapes the real vLLM's /metrics with fakplan's rules loaded:
+    the engine's own KV token count (cache_config_info: blocks x block size) is the plan's
+    kv-tokens, and every rule evaluates without error."""
+    import shutil
+    import subprocess
+
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI scrapes with the real Prometheus: apt-get install prometheus")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    rules = CliRunner().invoke(main, ["rules", str(vllm_server.shape)])
+    assert rules.exit_code == 0, rules.output
+    (tmp_path / "rules.yaml").write_text(rules.stdout)
+    target = vllm_server.url.removeprefix("http://")
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "rule_files: [rules.yaml]\n"
+        f"scrape_configs: [{{job_name: vllm, static_configs: [{{targets: ['{target}']}}]}}]\n"
+    )
+    port = free_port()
+    log = (tmp_path / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [binary, "--config.file=prometheus.yml", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    api = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        found: list[dict[str, object]] = []
+        health: list[str] = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                answer = httpx.get(f"{api}/query", params={"query": "vllm:cache_config_info"}, timeout=5)
+                found = answer.json()["data"]["result"]
+                groups = httpx.get(f"{api}/rules", timeout=5).json()["data"]["groups"]
+                health = [r.get("health", "") for g in groups for r in g["rules"]]
+            except (httpx.HTTPError, KeyError, ValueError):
+                found = []
+            if found and health and all(h == "ok" for h in health):
+                break
+            time.sleep(1)
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=15)
+        log.close()
+    assert found, (tmp_path / "prometheus.log").read_text()[-2000:]
+    labels = found[0]["metric"]
+    assert isinstance(labels, dict)
+    plan = json.loads((vllm_server.out / "tiny-vllm-cpu" / "plan.json").read_text())
+    tokens = next(p for p in plan["predictions"] if p["id"] == "kv-tokens")
+    scraped = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    assert scraped == plan["tokens_backed"] == TOKENS
+    assert tokens["low"] <= scraped <= tokens["high"]
+    assert health and all(h == "ok" for h in health), health
