@@ -396,7 +396,9 @@ def test_a_real_prometheus_scrapes_the_engine_and_runs_the_rules(
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                answer = httpx.get(f"{api}/query", params={"query": "vllm:cache_config_info"}, timeout=5)
+                answer = httpx.get(
+                    f"{api}/query", params={"query": "vllm:cache_config_info"}, timeout=5
+                )
                 found = answer.json()["data"]["result"]
                 groups = httpx.get(f"{api}/rules", timeout=5).json()["data"]["groups"]
                 health = [r.get("health", "") for g in groups for r in g["rules"]]

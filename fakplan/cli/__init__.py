@@ -165,6 +165,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "metrics",
         "Print each shape's plan as Prometheus metrics (text exposition format 0.0.4).",
     ),
+    "report": (
+        "fakplan.cli.report",
+        "report",
+        "Write one static HTML page: per shape, its card as a bar, its gates and verdicts.",
+    ),
     "rules": (
         "fakplan.cli.rules",
         "rules",

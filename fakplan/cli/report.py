@@ -1,0 +1,77 @@
+"""``fakplan report``: one self-contained HTML page of every shape's plan, gates and verdicts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from fakplan.errors import FakplanError
+from fakplan.plan import compile_plan
+from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
+from fakplan.report import Entry, entry, last_change, render_report
+from fakplan.shape import load_shape, shape_paths
+
+
+def _entries(shapes: tuple[str, ...], records: Path | None) -> list[Entry]:
+    """One entry a shape; a shape or record that cannot be read is an entry saying so."""
+    entries: list[Entry] = []
+    for argument in shapes:
+        try:
+            paths = shape_paths(argument)
+        except FakplanError as exc:
+            entries.append(Entry(path=argument, error=str(exc)))
+            continue
+        for path in paths:
+            try:
+                plan = compile_plan(load_shape(path))
+                if records is not None:
+                    target = record_path(records, plan.name)
+                    if target.exists():
+                        plan = carry_verdicts(plan, read_record(target))
+            except FakplanError as exc:
+                entries.append(Entry(path=str(path), error=str(exc)))
+                continue
+            entries.append(entry(str(path), plan, last_change(path)))
+    return entries
+
+
+@click.command()
+@click.argument("shapes", nargs=-1, required=True)
+@click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of compiled records (fakplan compile -o DIR): the verdict history comes "
+    "from DIR/<name>/plan.json.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="The page to write.",
+)
+def report(shapes: tuple[str, ...], records: Path | None, output: Path) -> None:
+    """Write one static HTML page: per shape, its card as a bar, its gates and verdicts.
+
+    The bar is weights, KV pool, unclaimed and the engine's floor against the card and
+    the ceiling, the contract marked; every gate, and every prediction with its verdict
+    history (--records); a fleet table sortable by unclaimed bytes and failing gates;
+    the last change in words where git has the shape's history.
+
+    Self-contained (inline CSS and SVG, no network). A shape or record that cannot be
+    read is one line on stderr and a marked section; the others are still shown (exit 2).
+    """
+    entries = _entries(shapes, records)
+    try:
+        write_atomic(output, render_report(entries))
+    except OSError as exc:
+        raise FakplanError(f"{output}: cannot write the report ({exc.strerror or exc})") from None
+    errors = [e for e in entries if e.error]
+    for bad in errors:
+        click.echo(bad.error, err=True)
+    click.echo(f"{output}: {len(entries) - len(errors)} shape(s), {len(errors)} unreadable")
+    sys.exit(2 if errors else 0)

@@ -1,0 +1,158 @@
+"""The capacity report: one static HTML page a person reads at a glance.
+
+Per shape, a card's memory as one bar — weights, KV pool, the engine's floor and what is
+unclaimed, against the card and the ceiling, the contract marked on the KV segment — its
+gates, and its predictions with their verdict history; for a fleet, one sortable row per
+endpoint; where git has the shape's history, the last change in words (``fakplan diff``).
+Self-contained: inline CSS, SVG and a few lines of script, nothing fetched. Meaning is in
+words as well as colours, so the page reads without them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from fakplan.diff import narrative, review, shape_changes
+from fakplan.errors import FakplanError
+from fakplan.plan import Plan
+from fakplan.predict import amount, describe
+from fakplan.render import default_templates
+from fakplan.units import human
+
+BAR_WIDTH = 1000  # the bar's SVG viewBox width: a segment's width is its bytes' share
+
+
+@dataclass(frozen=True)
+class Segment:
+    key: str  # weights, kv, floor, unclaimed, free
+    label: str
+    bytes: int
+    x: float
+    width: float
+
+    @property
+    def text(self) -> str:
+        return human(self.bytes, "GiB", 2)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One shape in the report: its plan, or why it could not be read."""
+
+    path: str
+    plan: Plan | None = None
+    error: str | None = None
+    change: str = ""  # the last change's narrative, where git has it
+    segments: tuple[Segment, ...] = ()
+    contract_x: float | None = None
+    ceiling_x: float | None = None
+    failing: int = 0
+    gates: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    predictions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+
+def _x(n: int, card: int) -> float:
+    return round(n / card * BAR_WIDTH, 3)
+
+
+def bar(plan: Plan) -> tuple[tuple[Segment, ...], float | None, float | None]:
+    """The card's bytes as segments: weights, KV pool, then (with a ceiling) what is
+    unclaimed up to it and the engine's floor above it; without one, the rest as free."""
+    card = plan.card_total_bytes
+    parts: list[tuple[str, str, int]] = [
+        ("weights", "weights", plan.weights_budget_bytes),
+        ("kv", "KV pool", plan.kv_budget_bytes),
+    ]
+    ceiling = plan.ceiling_bytes
+    if ceiling is not None:
+        unclaimed = max(ceiling - plan.pair_bytes, 0)
+        parts.append(("unclaimed", "unclaimed", unclaimed))
+        parts.append(("floor", "engine floor", max(card - max(ceiling, plan.pair_bytes), 0)))
+    else:
+        parts.append(("free", "not planned (no ceiling)", max(card - plan.pair_bytes, 0)))
+    segments, at = [], 0
+    for key, label, size in parts:
+        segments.append(Segment(key, label, size, _x(at, card), _x(size, card)))
+        at += size
+    # where the pool would have to reach: past the KV segment when the contract fails
+    contract = _x(min(plan.weights_budget_bytes + plan.contract_bytes, card), card)
+    return tuple(segments), contract, None if ceiling is None else _x(ceiling, card)
+
+
+def _verdicts(plan: Plan) -> tuple[dict[str, Any], ...]:
+    out = []
+    for p in plan.predictions:
+        history = [
+            {
+                "status": v.status,
+                "observed": v.observed
+                if not isinstance(v.observed, int | float)
+                else amount(v.observed, p.unit),
+                "source": v.source,
+                "at": v.at or "—",
+                "note": v.note,
+            }
+            for v in reversed(p.verdicts)  # most recent first
+        ]
+        out.append({"id": p.id, "claim": p.claim, "range": describe(p), "history": history})
+    return tuple(out)
+
+
+def last_change(path: Path) -> str:
+    """The narrative of the last commit that touched ``path`` (empty outside git)."""
+    path = path.resolve()
+    try:
+        proc = subprocess.run(
+            ["git", "log", "-1", "--format=%H", "--", path.name],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    commit = proc.stdout.strip()
+    if proc.returncode != 0 or not commit:
+        return ""
+    try:
+        git, changes, _ = shape_changes(f"{commit}^", [str(path)], path.parent)
+        texts = [narrative(review(c, git, path.parent, path.parent)) for c in changes]
+    except FakplanError:
+        return ""
+    return "\n\n".join(t for t in texts if t)
+
+
+def entry(path: str, plan: Plan, change: str = "") -> Entry:
+    segments, contract, ceiling = bar(plan)
+    gates = tuple(
+        {"id": g.id, "title": g.title, "status": g.status, "summary": g.summary} for g in plan.gates
+    )
+    return Entry(
+        path=path,
+        plan=plan,
+        change=change,
+        segments=segments,
+        contract_x=contract,
+        ceiling_x=ceiling,
+        failing=sum(1 for g in plan.gates if g.status == "fail"),
+        gates=gates,
+        predictions=_verdicts(plan),
+    )
+
+
+def render_report(entries: list[Entry]) -> str:
+    """The page: every value a shape or a record holds is HTML-escaped (autoescape)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(default_templates() / "report")),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["gib"] = lambda n: human(n, "GiB", 2)
+    return env.get_template("report.html.j2").render(entries=entries, bar_width=BAR_WIDTH)

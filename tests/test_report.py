@@ -1,0 +1,226 @@
+"""fakplan report (issue 19), loaded in a real Chromium through Playwright.
+
+The page is built from the bundled shapes and from records with held and killed
+verdicts (a vLLM shape sizing its own pool, verified against llm-d-planner's real
+0.19.0 boots). The browser must show every shape, gate and verdict, draw each bar
+segment in proportion to its bytes, fit a phone's width, log no console error and make
+no request but the page itself. Screenshots at both widths go to $FAKPLAN_ARTIFACTS
+(.ci/run keeps them), else the test's folder. Chromium comes from Debian's package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.cli import main
+
+from .conftest import IN_CI, PUBLIC
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILER = PUBLIC / "profiler"
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+
+SIZED = """name: {name}
+engine: vllm
+engine_version: "0.19.0"
+model: {model}
+card: {{total: 79.19 GiB, sms: 132}}
+serving:
+  max_num_seqs: 1024
+  max_model_len: 8192
+  max_num_batched_tokens: 8192
+  prefix_caching: false
+  gpu_memory_utilization: {fraction}
+"""
+HOSTILE_MODEL = '<img src="http://127.0.0.1:9/x.png" onerror="document.title=1">'
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if IN_CI:
+            pytest.fail("CI renders the report in the real Chromium: apt-get install chromium")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return found
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report of the bundled shapes, two engine-sized shapes with verdicts (held at
+    the fraction the boots ran, killed at another) and a custom shape with a hostile model."""
+    folder = tmp_path_factory.mktemp("report")
+    shapes = folder / "shapes"
+    shutil.copytree(ROOT / "shapes", shapes)
+    model = json.dumps(
+        str(PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json")
+    )
+    (shapes / "llama-held.yaml").write_text(
+        SIZED.format(name="llama-held", model=model, fraction=0.95)
+    )
+    (shapes / "llama-killed.yaml").write_text(
+        SIZED.format(name="llama-killed", model=model, fraction=0.9)
+    )
+    hostile = (ROOT / "shapes" / "frank-archon.yaml").read_text()
+    hostile = hostile.replace("name: frank-archon\n", "name: hostile-model\n")
+    hostile = hostile.replace("model: Qwen3.8-Flash-Next w4", f"model: '{HOSTILE_MODEL}'")
+    assert HOSTILE_MODEL in hostile
+    (shapes / "hostile-model.yaml").write_text(hostile)
+    out = folder / "out"
+    assert _cli("compile", str(shapes), "-o", str(out)).exit_code in (0, 1)
+    for shape, log in (
+        ("llama-held", "prof-001"),
+        ("llama-held", "prof-005"),
+        ("llama-killed", "prof-001"),
+    ):
+        result = _cli(
+            "verify",
+            str(shapes / f"{shape}.yaml"),
+            "--ledger",
+            str(PROFILER / f"{log}.log"),
+            "-o",
+            str(out),
+        )
+        assert result.exit_code in (0, 1), result.output
+    page = folder / "report.html"
+    result = _cli("report", str(shapes), "--records", str(out), "-o", str(page))
+    assert result.exit_code == 0, result.output
+    plans = {p["name"]: p for p in (json.loads(f.read_text()) for f in out.glob("*/plan.json"))}
+    statuses = {
+        v["status"] for p in plans.values() for pr in p["predictions"] for v in pr["verdicts"]
+    }
+    assert {"held", "killed"} <= statuses  # the page has both to show
+    return {"page": page, "plans": plans}
+
+
+def _artifacts(fallback: Path) -> Path:
+    folder = Path(os.environ.get("FAKPLAN_ARTIFACTS") or fallback)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def browser(chromium: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _open(
+    browser: Any, page_path: Path, width: int, height: int
+) -> tuple[Any, list[str], list[str]]:
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            requests.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(page_path.as_uri())
+    return page, errors, requests
+
+
+@pytest.mark.parametrize("form", list(WIDTHS))
+def test_the_report_in_a_real_browser(
+    form: str, built: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    width, height = WIDTHS[form]
+    page, errors, requests = _open(browser, built["page"], width, height)
+    for name, plan in built["plans"].items():
+        section = page.locator(f'section.shape[data-shape="{name}"]')
+        assert section.count() == 1, name
+        for gate in plan["gates"]:
+            row = section.locator(f'tr[data-gate="{gate["id"]}"]')
+            assert row.get_attribute("data-status") == gate["status"], (name, gate["id"])
+            assert gate["status"] in row.inner_text()
+        for prediction in plan["predictions"]:
+            shown = section.locator(f'tr[data-prediction="{prediction["id"]}"] li.verdict')
+            expected = [v["status"] for v in reversed(prediction["verdicts"])]  # most recent first
+            assert [
+                shown.nth(i).get_attribute("data-status") for i in range(shown.count())
+            ] == expected
+        # each segment's drawn width is its share of the card's
+        card = section.locator('rect[data-key="card"]').bounding_box()
+        total = plan["card_total_bytes"]
+        for i in range(section.locator("rect.segment").count()):
+            rect = section.locator("rect.segment").nth(i)
+            box = rect.bounding_box()
+            share = int(rect.get_attribute("data-bytes")) / total
+            assert abs(box["width"] - share * card["width"]) <= 1.0, (
+                name,
+                rect.get_attribute("data-key"),
+            )
+            assert box["x"] + box["width"] <= card["x"] + card["width"] + 1.0
+    # the hostile model is text on the page, never an element (and so never fetched)
+    assert HOSTILE_MODEL in page.locator('section[data-shape="hostile-model"]').inner_text()
+    assert page.title() == "fakplan capacity report"
+    # readable at this width: nothing wider than the viewport, the bar inside it
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for box in (
+        page.locator("svg.bar").nth(i).bounding_box()
+        for i in range(page.locator("svg.bar").count())
+    ):
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width
+    shot = _artifacts(tmp_path) / f"report-{form}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    assert errors == [] and requests == []
+
+
+def test_the_fleet_table_sorts(built: dict[str, Any], browser: Any) -> None:
+    page, errors, _ = _open(browser, built["page"], 1280, 900)
+    page.locator('#fleet button[data-sort="unclaimed"]').click()
+    values = page.eval_on_selector_all(
+        "#fleet tbody tr",
+        "rows => rows.map(r => r.dataset.unclaimed === '' ? -Infinity : Number(r.dataset.unclaimed))",
+    )
+    assert values == sorted(values, reverse=True)
+    page.locator('#fleet button[data-sort="failing"]').click()
+    failing = page.eval_on_selector_all(
+        "#fleet tbody tr", "rows => rows.map(r => Number(r.dataset.failing))"
+    )
+    assert failing == sorted(failing, reverse=True) and failing[0] >= 1
+    assert errors == []
+
+
+def test_a_shape_that_does_not_load_is_marked_and_the_rest_render(
+    tmp_path: Path, browser: Any
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nengine: vllm\n")
+    page_path = tmp_path / "r.html"
+    result = CliRunner().invoke(
+        main, ["report", str(bad), str(ROOT / "shapes" / "example.yaml"), "-o", str(page_path)]
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"{bad}:")
+    page, errors, requests = _open(browser, page_path, 1280, 900)
+    assert page.locator("section.shape.error").count() == 1
+    assert str(bad) in page.locator("section.shape.error").inner_text()
+    assert page.locator('section.shape[data-shape="example"]').count() == 1
+    assert errors == [] and requests == []
