@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakplan.errors import RecordError
+from fakplan.errors import FakplanError, RecordError
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, Verdict
 from fakplan.render import RenderedFile, render_plan
+from fakplan.shape import load_shape, shape_paths
 
 if TYPE_CHECKING:
     from fakplan.shape import LoadedShape
@@ -254,3 +255,35 @@ def record_verdicts(
     plan, _ = rewrite_record(loaded, compile_plan(loaded), out_dir, templates, add)
     added = tuple(pid for pid in verdicts if pid not in already)
     return Recorded(plan=plan, added=added, already=already)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One shape of a fleet: its plan with the verdicts recorded for it, or why not."""
+
+    path: str
+    plan: Plan | None = None
+    error: str | None = None
+
+
+def planned_shapes(arguments: Sequence[str], records: Path | None) -> list[Planned]:
+    """Every shape the arguments name (files or folders), compiled, with the verdicts of
+    its record under ``records`` carried; a shape or record that cannot be read is an
+    entry saying so, and the others are still planned (``metrics``, ``rules``, ``report``)."""
+    out: list[Planned] = []
+    for argument in arguments:
+        try:
+            paths = shape_paths(argument)
+        except FakplanError as exc:
+            out.append(Planned(argument, error=str(exc)))
+            continue
+        for path in paths:
+            try:
+                plan = compile_plan(load_shape(path))
+                if records is not None and record_path(records, plan.name).exists():
+                    plan = carry_verdicts(plan, read_record(record_path(records, plan.name)))
+            except FakplanError as exc:
+                out.append(Planned(str(path), error=str(exc)))
+                continue
+            out.append(Planned(str(path), plan))
+    return out

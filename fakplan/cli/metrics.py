@@ -7,36 +7,15 @@ from pathlib import Path
 
 import click
 
-from fakplan.errors import FakplanError
 from fakplan.metrics import exposition
-from fakplan.plan import Plan, compile_plan
-from fakplan.record import carry_verdicts, read_record, record_path
-from fakplan.shape import load_shape, shape_paths
+from fakplan.plan import Plan
+from fakplan.record import planned_shapes
 
 
 def plans_of(shapes: tuple[str, ...], records: Path | None) -> tuple[list[Plan], list[str]]:
-    """The plan of every shape that loads (with its recorded verdicts), and one line for
-    each that does not: the others are still reported."""
-    plans: list[Plan] = []
-    errors: list[str] = []
-    for argument in shapes:
-        try:
-            paths = shape_paths(argument)
-        except FakplanError as exc:
-            errors.append(str(exc))
-            continue
-        for path in paths:
-            try:
-                plan = compile_plan(load_shape(path))
-                if records is not None:
-                    target = record_path(records, plan.name)
-                    if target.exists():
-                        plan = carry_verdicts(plan, read_record(target))
-            except FakplanError as exc:
-                errors.append(str(exc))
-                continue
-            plans.append(plan)
-    return plans, errors
+    """The plan of every shape that loads, and one line for each that does not."""
+    planned = planned_shapes(shapes, records)
+    return [p.plan for p in planned if p.plan], [p.error for p in planned if p.error]
 
 
 @click.command()

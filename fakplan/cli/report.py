@@ -8,33 +8,18 @@ from pathlib import Path
 import click
 
 from fakplan.errors import FakplanError
-from fakplan.plan import compile_plan
-from fakplan.record import carry_verdicts, read_record, record_path, write_atomic
+from fakplan.record import planned_shapes, write_atomic
 from fakplan.report import Entry, entry, last_change, render_report
-from fakplan.shape import load_shape, shape_paths
 
 
 def _entries(shapes: tuple[str, ...], records: Path | None) -> list[Entry]:
     """One entry a shape; a shape or record that cannot be read is an entry saying so."""
-    entries: list[Entry] = []
-    for argument in shapes:
-        try:
-            paths = shape_paths(argument)
-        except FakplanError as exc:
-            entries.append(Entry(path=argument, error=str(exc)))
-            continue
-        for path in paths:
-            try:
-                plan = compile_plan(load_shape(path))
-                if records is not None:
-                    target = record_path(records, plan.name)
-                    if target.exists():
-                        plan = carry_verdicts(plan, read_record(target))
-            except FakplanError as exc:
-                entries.append(Entry(path=str(path), error=str(exc)))
-                continue
-            entries.append(entry(str(path), plan, last_change(path)))
-    return entries
+    return [
+        entry(p.path, p.plan, last_change(Path(p.path)))
+        if p.plan is not None
+        else Entry(path=p.path, error=p.error)
+        for p in planned_shapes(shapes, records)
+    ]
 
 
 @click.command()
