@@ -224,3 +224,46 @@ def test_a_shape_that_does_not_load_is_marked_and_the_rest_render(
     assert str(bad) in page.locator("section.shape.error").inner_text()
     assert page.locator('section.shape[data-shape="example"]').count() == 1
     assert errors == [] and requests == []
+
+
+def test_an_unreadable_record_is_one_line_and_a_marked_section(
+    tmp_path: Path, browser: Any
+) -> None:
+    out = tmp_path / "out"
+    assert _cli("compile", str(ROOT / "shapes"), "-o", str(out)).exit_code in (0, 1)
+    broken = out / "example" / "plan.json"
+    broken.write_text("{not json")
+    page_path = tmp_path / "r.html"
+    result = CliRunner().invoke(
+        main, ["report", str(ROOT / "shapes"), "--records", str(out), "-o", str(page_path)]
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert str(broken) in line
+    page, errors, _ = _open(browser, page_path, 1280, 900)
+    assert page.locator("section.shape.error").count() == 1
+    assert page.locator("section.shape[data-shape]").count() == 4  # the other bundled shapes
+    assert errors == []
+
+
+def test_the_last_change_in_words_where_git_has_it(tmp_path: Path) -> None:
+    """A shape committed twice: the page says what the second commit moved."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shape = repo / "example.yaml"
+    text = (ROOT / "shapes" / "example.yaml").read_text()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    shape.write_text(text)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=repo, check=True)
+    assert "max_num_seqs: 2" in text
+    shape.write_text(text.replace("max_num_seqs: 2", "max_num_seqs: 1"))
+    subprocess.run([*git, "commit", "-qam", "two"], cwd=repo, check=True)
+    page_path = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(shape), "-o", str(page_path)])
+    assert result.exit_code == 0, result.output
+    html = page_path.read_text()
+    assert "last change" in html and "serving.max_num_seqs: 2 -&gt; 1" in html
