@@ -40,7 +40,14 @@ serving:
   prefix_caching: false
   gpu_memory_utilization: {fraction}
 """
-HOSTILE_MODEL = '<img src="http://127.0.0.1:9/x.png" onerror="document.title=1">'
+# markup that must stay text, then a path with no break opportunity a phone must still fit
+HOSTILE_MODEL = (
+    '<img src="http://127.0.0.1:9/x.png" onerror="document.title=1">'
+    + "/deep" * 8
+    + "/"
+    + "w" * 60
+    + "/config.json"
+)
 
 
 @pytest.fixture(scope="module")
