@@ -288,3 +288,15 @@ def test_golden_manifests(case: str, tmp_path: Path) -> None:
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     for path in sorted((folder / "kubernetes").iterdir()):
         check_golden(f"kubernetes/{folder.name}/{path.name}", path.read_text())
+
+
+def test_a_folder_targets_kubernetes_where_an_engine_runs_in_a_pod(tmp_path: Path) -> None:
+    """--target kubernetes over shapes/: manifests for vLLM, SGLang and llama.cpp; the custom
+    engine's shapes (no launch fakplan renders) compile as ever, without any."""
+    result = CliRunner().invoke(
+        main, ["compile", str(ROOT / "shapes"), "-o", str(tmp_path), "--target", "kubernetes"]
+    )
+    assert result.exit_code == 1, result.output  # frank-archon-fp8 fails its gates, by design
+    with_manifests = {p.parent.name for p in tmp_path.glob("*/kubernetes")}
+    assert with_manifests == {"example", "qwen2.5-coder-llamacpp", "qwen3-32b-sglang"}
+    assert (tmp_path / "frank-archon" / "plan.json").exists()

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fakplan.budget import DeviceBudget, probe_budget
+from fakplan.engines import ENGINES
 from fakplan.errors import ShapeError
 from fakplan.shape.checks import check_semantics
 from fakplan.shape.messages import field_path, message
@@ -103,8 +104,9 @@ class LoadedShape:
         self.budget = budget
 
     def targeting_kubernetes(self) -> LoadedShape:
-        """This shape with a ``launch.kubernetes`` block (its own, else every default)."""
-        if self.shape.launch.kubernetes is not None:
+        """This shape with a ``launch.kubernetes`` block (its own, else every default);
+        unchanged for an engine fakplan renders no launch for (custom: no pod to run)."""
+        if self.shape.launch.kubernetes is not None or ENGINES[self.shape.engine].needs_contract:
             return self
         launch = self.shape.launch.model_copy(update={"kubernetes": KubernetesLaunch()})
         shape = self.shape.model_copy(update={"launch": launch})
