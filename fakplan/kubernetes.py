@@ -272,8 +272,14 @@ def _config_map(loaded: LoadedShape, plan: Plan) -> dict[str, Any]:
     }
 
 
-def _probe_job(loaded: LoadedShape, plan: Plan, image: str) -> dict[str, Any]:
-    """``fakplan probe`` in the cluster, against the Service: its exit status is the Job's."""
+# the Job's deadline past the engine's startup budget: fakplan probe runs 5 probes by
+# default, each allowed its --timeout of 600 s
+PROBE_SECONDS = 5 * 600
+
+
+def _probe_job(loaded: LoadedShape, plan: Plan, facts: ClusterFacts, image: str) -> dict[str, Any]:
+    """``fakplan probe`` in the cluster, against the Service: its exit status is the Job's,
+    and it ends by the engine's startup budget plus the probes' own time."""
     name = object_name(plan.name)
     k8s = loaded.shape.launch.kubernetes
     assert k8s is not None
@@ -301,6 +307,7 @@ def _probe_job(loaded: LoadedShape, plan: Plan, image: str) -> dict[str, Any]:
         "metadata": _metadata(loaded, f"{name}-probe"),
         "spec": {
             "backoffLimit": 0,
+            "activeDeadlineSeconds": facts.startup_budget_s + PROBE_SECONDS,
             "template": {
                 "metadata": {"labels": _labels(loaded)},
                 "spec": {
@@ -355,7 +362,7 @@ def manifests(loaded: LoadedShape, plan: Plan, facts: ClusterFacts) -> dict[str,
     objects["service.yaml"] = _service(loaded, plan, facts)
     objects["shape-configmap.yaml"] = _config_map(loaded, plan)
     if k8s is not None and k8s.probe_image is not None:
-        objects["probe-job.yaml"] = _probe_job(loaded, plan, k8s.probe_image)
+        objects["probe-job.yaml"] = _probe_job(loaded, plan, facts, k8s.probe_image)
     kustomization: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",

@@ -137,6 +137,9 @@ def test_a_two_node_group_is_one_leaderworkerset_sized_by_the_nodes(tmp_path: Pa
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
     }
     job = docs["probe-job.yaml"]
+    startup = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    budget = startup["startupProbe"]["failureThreshold"] * startup["startupProbe"]["periodSeconds"]
+    assert job["spec"]["activeDeadlineSeconds"] == budget + 5 * 600  # bounded: start + probes
     probe = job["spec"]["template"]["spec"]["containers"][0]
     assert probe["args"][:4] == [
         "probe", "/etc/fakplan/shape.yaml", "--url", "http://llama-405b-two-node.inference:8080/v1",
