@@ -17,6 +17,7 @@ import yaml
 
 from fakplan.engines.vllm.floor import Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
+from fakplan.geometry.params import MOE_FAMILIES
 from fakplan.ledger import parse_ledger
 from fakplan.units import GIB
 
@@ -51,6 +52,7 @@ def rows() -> list[FloorRow]:
             "activation": ledger.activation_bytes,
             "non_torch": ledger.non_torch_bytes,
             "pool": ledger.kv_bytes,
+            "non_kv": ledger.non_kv_bytes,
         }
         out.append(FloorRow(case, printed, _predict(case, ledger, text)))
     return out
@@ -86,6 +88,12 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     )
 
 
+def _model_class(config: str) -> str:
+    """dense or MoE, as the config's architecture says (never the model's name)."""
+    geometry = load_geometry(str(PUBLIC / "configs" / config / "config.json"))
+    return "MoE" if geometry.architecture in MOE_FAMILIES else "dense"
+
+
 def _gib(n: int | None) -> str:
     return "—" if n is None else f"{n / GIB:.2f}"
 
@@ -100,7 +108,13 @@ def floor_table() -> str:
         "non-torch | pool | pool error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    errors: dict[str, list[float]] = {"weights": [], "activation": [], "pool": []}
+    errors: dict[str, list[float]] = {
+        "weights": [],
+        "activation": [],
+        "non-KV total": [],
+        "pool": [],
+    }
+    groups: dict[tuple[str, int], list[float]] = {}
     for row in rows():
         c, p, f = row.case, row.printed, row.found
         tp = (c.get("launch") or {}).get("tp", 1)
@@ -116,6 +130,12 @@ def floor_table() -> str:
         pool_error = _err(pool, p["pool"])
         if pool_error is not None:
             errors["pool"].append(abs(pool_error))
+            kind = _model_class(c["config"])
+            groups.setdefault((kind, int(tp)), []).append(abs(pool_error))
+        non_kv = f.weights.bytes + f.activation.bytes + (f.non_torch[0] + f.non_torch[1]) // 2
+        total_error = _err(non_kv, p["non_kv"])
+        if total_error is not None:
+            errors["non-KV total"].append(abs(total_error))
         lines.append(
             head + f"| {_gib(p['weights'])} / {_gib(f.weights.bytes)} "
             f"| {_gib(p['activation'])} / {_gib(f.activation.bytes)} "
@@ -128,4 +148,13 @@ def floor_table() -> str:
             lines.append(
                 f"| {name} | {len(found)} | {sum(found) / len(found):.2f} % | {max(found):.2f} % |"
             )
+    lines += [
+        "",
+        "| pool, by class and TP | boots | mean abs. error | max abs. error |",
+        "|---|---|---|---|",
+    ]
+    for (kind, tp), found in sorted(groups.items()):
+        lines.append(
+            f"| {kind}, TP {tp} | {len(found)} | {sum(found) / len(found):.2f} % | {max(found):.2f} % |"
+        )
     return "\n".join(lines)
