@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from fakplan.cluster import HEALTH_ROUTE, ClusterFacts
-from fakplan.errors import FakplanError
 from fakplan.launch import RoleRecord
 from fakplan.units import MIB
 
@@ -382,7 +381,4 @@ class _Dumper(yaml.SafeDumper):
 
 def dump(obj: dict[str, Any]) -> str:
     """One YAML document: every string a scalar (safe_dump quotes what YAML would read)."""
-    try:
-        return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
-    except yaml.YAMLError as exc:  # pragma: no cover - safe_dump takes every str
-        raise FakplanError(f"cannot write a manifest: {exc}") from None
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)

@@ -164,19 +164,25 @@ def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
     )
 
 
+def _printed_span(figure: LedgerFigure) -> tuple[int, int] | None:
+    """The bytes a printed figure may stand for ("1.23 GiB" is an interval); None where
+    the log gives no printed form to read."""
+    if figure.printed is None:
+        return None
+    try:
+        low, _, high = printed_interval(figure.printed)
+    except UnitsError:
+        return None
+    return low, high
+
+
 def _printed_bytes(ledger: Ledger, name: str, what: str) -> Observation:
     """A byte figure as the log prints it, with the interval its digits allow."""
     figure = ledger.figure(name)
     value = getattr(ledger, name)
     if figure is None or value is None:
         return Observation(None, ledger.file, _unstated(ledger, name, what))
-    interval: tuple[int, int] | None = None
-    if figure.printed is not None:
-        try:
-            low, _, high = printed_interval(figure.printed)
-            interval = (low, high)
-        except UnitsError:
-            interval = None
+    interval = _printed_span(figure)
     note = (
         f"printed {figure.printed}: any of {interval[0]:,}..{interval[1]:,} B" if interval else ""
     )
@@ -243,12 +249,10 @@ def ledger_verdicts(
 def _printed_pool_note(ledger: Ledger, counts: PoolCounts) -> str:
     """What the arithmetic gives for the printed pool, and whether the printed count is it."""
     figure = ledger.figure("kv_bytes")
-    if figure is None or figure.printed is None or ledger.kv_tokens is None:
+    span = None if figure is None else _printed_span(figure)
+    if figure is None or span is None or ledger.kv_tokens is None:
         return ""
-    try:
-        low, _, high = printed_interval(figure.printed)
-    except UnitsError:
-        return ""
+    low, high = span
     first, last = counts(low, high)
     got = f"{first:,}" if first == last else f"{first:,}..{last:,}"
     if first <= ledger.kv_tokens <= last:

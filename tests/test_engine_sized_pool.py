@@ -421,3 +421,10 @@ def test_card_total_auto_without_the_reserve_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ShapeError) as raised:
         compile_plan(load_shape(shape, budget=_auto_budget(None)))
     assert raised.value.field == "card.total" and "nvmlMemory_v2" in str(raised.value)
+
+
+def test_the_h200_figures_the_issue_quotes() -> None:
+    """Issue 17: an H200 reports 143,771 MiB to NVML and 143,156 MiB to CUDA; NVML v2
+    says 615 MiB reserved on it (the README's H200 reading), and 143,771 - 615 = 143,156."""
+    total, _ = _cuda_total((DeviceMemory(0, "NVIDIA H200", 143_771 << 20, 0, 0, 615 << 20),))
+    assert total == 143_156 << 20

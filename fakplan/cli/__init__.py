@@ -35,6 +35,15 @@ def out_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+records_option = click.option(
+    "--records",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of compiled records (fakplan compile -o DIR): the verdicts come from "
+    "DIR/<name>/plan.json.",
+)
+"""``--records DIR``: where metrics and report read the verdicts recorded so far."""
+
 templates_option = click.option(
     "--templates",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fakplan.cli import records_option
 from fakplan.metrics import exposition
 from fakplan.plan import Plan
 from fakplan.record import planned_shapes
@@ -20,13 +21,7 @@ def plans_of(shapes: tuple[str, ...], records: Path | None) -> tuple[list[Plan],
 
 @click.command()
 @click.argument("shapes", nargs=-1, required=True)
-@click.option(
-    "--records",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder of compiled records (fakplan compile -o DIR): verdicts come from "
-    "DIR/<name>/plan.json.",
-)
+@records_option
 def metrics(shapes: tuple[str, ...], records: Path | None) -> None:
     """Print each shape's plan as Prometheus metrics (text exposition format 0.0.4).
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fakplan.cli import records_option
 from fakplan.errors import FakplanError
 from fakplan.record import planned_shapes, write_atomic
 from fakplan.report import Entry, entry, last_change, render_report
@@ -24,13 +25,7 @@ def _entries(shapes: tuple[str, ...], records: Path | None) -> list[Entry]:
 
 @click.command()
 @click.argument("shapes", nargs=-1, required=True)
-@click.option(
-    "--records",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder of compiled records (fakplan compile -o DIR): the verdict history comes "
-    "from DIR/<name>/plan.json.",
-)
+@records_option
 @click.option(
     "-o",
     "--output",

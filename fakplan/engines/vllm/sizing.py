@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
 from fakplan.engines.served import served_dtype
-from fakplan.engines.vllm.floor import Unknown, floor_for
+from fakplan.engines.vllm.floor import Unknown, VllmFloor, floor_for
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
 from fakplan.engines.vllm.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm
@@ -64,14 +64,7 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
             "(vLLM's sampler buffer scales with the streaming multiprocessors)"
         )
     total, total_text = loaded.engine_total()
-    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
-    found = floor_for(
-        query,
-        card_total=total,
-        utilization=DEFAULT_FRACTION,
-        sms=shape.card.sms,
-        max_num_seqs=shape.serving.max_num_seqs,
-    )
+    found = _shape_floor(loaded, shape.card.sms, total, DEFAULT_FRACTION)
     if isinstance(found, Unknown):
         return (
             None,
@@ -101,6 +94,18 @@ def _version(loaded: LoadedShape) -> str:
     return select("vllm", RELEASES, loaded.shape.engine_version)[1]
 
 
+def _shape_floor(loaded: LoadedShape, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
+    """The floor of the shape's own query, at the release it plans for."""
+    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
+    return floor_for(
+        query,
+        card_total=total,
+        utilization=fraction,
+        sms=sms,
+        max_num_seqs=loaded.shape.serving.max_num_seqs,
+    )
+
+
 def _gpu_sizing(
     loaded: LoadedShape, fraction: float, total: int, total_derivation: str
 ) -> EngineSizing:
@@ -111,25 +116,17 @@ def _gpu_sizing(
             "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
             "card",
         )
-    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
-    found = floor_for(
-        query,
-        card_total=total,
-        utilization=fraction,
-        sms=shape.card.sms,
-        max_num_seqs=shape.serving.max_num_seqs,
-    )
+    found = _shape_floor(loaded, shape.card.sms, total, fraction)
     if isinstance(found, Unknown):
         raise _unknown(loaded, found.reason)
     low, high = found.non_torch
-    tp = f"tp{shape.parallel.tensor}"
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
                   found.weights.bytes, found.weights.derivation),
         SizedTerm("activation-peak", "the profiling run's torch peak", found.activation.bytes,
                   found.activation.bytes, found.activation.derivation),
         SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
-                  f"measured in public vLLM 0.19.0 boots on H100 at {tp.upper()}: "
+                  f"measured in public vLLM 0.19.0 boots on H100 at TP {shape.parallel.tensor}: "
                   f"{low:,}..{high:,} B (no config gives it)", measured=True),
     )  # fmt: skip
     return EngineSizing(
@@ -155,8 +152,8 @@ def _cpu_sizing(
         raise _unknown(
             loaded, f"the CPU build's runtime memory is measured for {measured} only, not {version}"
         )
-    g = query_for_shape(loaded).geometry
     query = query_for_shape(loaded)
+    g = query.geometry
     served, _ = served_dtype(query, DOWNCAST)
     if g.text_config is None:
         raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
