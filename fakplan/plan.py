@@ -74,6 +74,8 @@ class SizedTermRecord(BaseModel):
     low_bytes: int
     high_bytes: int
     measured: bool
+    # the pool loses fraction x the term (SGLang's memory in use before its weights load)
+    scaled: bool
     derivation: str
 
 
@@ -111,6 +113,7 @@ class SizingRecord(BaseModel):
                     low_bytes=t.low,
                     high_bytes=t.high,
                     measured=t.measured,
+                    scaled=t.scaled,
                     derivation=t.derivation,
                 )
                 for t in sizing.terms
@@ -234,10 +237,10 @@ def _pair(loaded: LoadedShape, cost: KvCost) -> _Pair:
     sizing = engine.sized_pool(loaded)
     if sizing.pool_low <= 0:
         raise loaded.error(
-            f"the engine would size no pool: {sizing.pool_derivation} (vLLM refuses to boot: "
-            "no available memory for the cache blocks); raise serving.gpu_memory_utilization",
+            f"the engine would size no pool: {sizing.pool_derivation} ({sizing.refusal}); "
+            f"raise serving.{sizing.field}",
             "serving",
-            "gpu_memory_utilization",
+            sizing.field,
         )
     tolerance = shape.limits.sizing_tolerance_pct / 100
     low = engine.capacity(loaded, cost, math.floor(sizing.pool_low * (1 - tolerance)))

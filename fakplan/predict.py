@@ -36,6 +36,7 @@ KV_POOL = "kv-pool"
 ACTIVATION_PEAK = "activation-peak"
 NON_TORCH = "non-torch"
 NON_KV = "non-kv"
+MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe prefill"]

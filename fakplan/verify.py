@@ -11,6 +11,7 @@ since every rank must fit its budget.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from fakplan.predict import (
     ACTIVATION_PEAK,
     KV_POOL,
     KV_TOKENS,
+    MEMORY_IN_USE,
     NON_KV,
     NON_TORCH,
     SESSIONS_AT_WINDOW,
@@ -166,11 +168,16 @@ def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
 
 def _printed_span(figure: LedgerFigure) -> tuple[int, int] | None:
     """The bytes a printed figure may stand for ("1.23 GiB" is an interval); None where
-    the log gives no printed form to read."""
+    the log gives no printed form to read. SGLang prints "GB" for GiB: where the figure's
+    value is the binary reading, the interval is too."""
     if figure.printed is None:
         return None
+    printed = figure.printed
     try:
-        low, _, high = printed_interval(figure.printed)
+        low, _, high = printed_interval(printed)
+        if isinstance(figure.value, int) and not low <= figure.value <= high:
+            binary = re.sub(r"\b([KMGT])B\b", r"\1iB", printed)
+            low, _, high = printed_interval(binary)
     except UnitsError:
         return None
     return low, high
@@ -207,6 +214,48 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
     return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
 
 
+def _memory_in_use(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    """What was in use before the weights loaded: the total the plan sized from less what
+    SGLang found free then (printed, or the free after the weights plus their usage)."""
+    sizing = plan.engine_sizing
+    total = None if sizing is None else sizing.total_bytes
+    before = ledger.figure("free_before_load_bytes")
+    parts = (
+        [before]
+        if before is not None
+        else [
+            ledger.figure("free_after_weights_bytes"),
+            ledger.figure("weights_bytes"),
+        ]
+    )
+    if total is None or any(p is None or not isinstance(p.value, int) for p in parts):
+        return Observation(
+            None,
+            ledger.file,
+            _unstated(ledger, "free_before_load_bytes", "free memory before the weights"),
+        )
+    found = [p for p in parts if p is not None]
+    free = sum(int(p.value) for p in found)
+    spans = [_printed_span(p) for p in found]
+    interval = None
+    if all(span is not None for span in spans):
+        low = sum(span[0] for span in spans if span is not None)
+        high = sum(span[1] for span in spans if span is not None)
+        interval = (total - high, total - low)
+    how = (
+        "free before the weights"
+        if before is not None
+        else "free after the weights + their mem usage"
+    )
+    return Observation(
+        total - free,
+        _figure_source(ledger, "", found[0]),
+        f"the plan's total {total:,} B - {how} {free:,} B"
+        + (f" (any of {interval[0]:,}..{interval[1]:,} B as printed)" if interval else ""),
+        interval,
+    )
+
+
 OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     KV_TOKENS: _kv_tokens,
     SESSIONS_AT_WINDOW: _sessions,
@@ -216,6 +265,7 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     ACTIVATION_PEAK: _activation_peak,
     NON_TORCH: _non_torch,
     NON_KV: _non_kv,
+    MEMORY_IN_USE: _memory_in_use,
 }
 
 

@@ -12,7 +12,17 @@ from typing import Any
 
 import pytest
 
-from .bench.accuracy import END, FLOOR_END, FLOOR_START, START, block, floor_block
+from .bench.accuracy import (
+    END,
+    FLOOR_END,
+    FLOOR_START,
+    SGLANG_END,
+    SGLANG_START,
+    START,
+    block,
+    floor_block,
+    sglang_block,
+)
 from .corpus import CORPUS, PUBLIC, cases, outcomes
 
 CASES = cases()
@@ -57,7 +67,12 @@ def test_the_corpus_is_large_and_spans_the_engines() -> None:
 
 def test_the_readme_accuracy_table_is_generated_from_the_corpus() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for start_mark, end_mark, made in ((START, END, block), (FLOOR_START, FLOOR_END, floor_block)):
+    blocks = (
+        (START, END, block),
+        (FLOOR_START, FLOOR_END, floor_block),
+        (SGLANG_START, SGLANG_END, sglang_block),
+    )
+    for start_mark, end_mark, made in blocks:
         start, end = readme.index(start_mark), readme.index(end_mark) + len(end_mark)
         assert readme[start:end] == made(), "run: python tests/bench/accuracy.py --write README.md"
 

@@ -249,7 +249,13 @@ def test_an_engine_that_does_not_size_its_own_pool_here(tmp_path: Path, runner: 
     text = text.replace("  max_num_batched_tokens: 8192\n", "")
     result = runner.invoke(main, ["compile", str(_shape(tmp_path, text, "sg.yaml"))])
     assert result.exit_code == 2
-    assert "for vllm only" in result.output
+    assert "vllm's --gpu-memory-utilization, not engine sglang's" in result.output
+    assert "sizes its pool from serving.mem_fraction_static" in result.output
+    # an engine that sizes no pool of its own is told to state the pair
+    text = text.replace("engine: sglang", "engine: llamacpp")
+    result = runner.invoke(main, ["compile", str(_shape(tmp_path, text, "lc.yaml"))])
+    assert result.exit_code == 2, result.output
+    assert "state budget.kv instead" in result.output
 
 
 def test_the_contract_fix_raises_the_fraction(tmp_path: Path) -> None:

@@ -46,8 +46,9 @@ class Engine:
     ledger_format: ClassVar[str | None] = None
     # the server flavour the probes assume where the endpoint's routes do not tell
     probe_flavour: ClassVar[str | None] = None
-    # serving.gpu_memory_utilization: fakplan predicts the pool the engine sizes for itself
-    sizes_own_pool: ClassVar[bool] = False
+    # the serving field (gpu_memory_utilization, mem_fraction_static) whose fraction lets
+    # the engine size its own pool, which fakplan then predicts; None: the shape states it
+    sizing_field: ClassVar[str | None] = None
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
@@ -77,7 +78,7 @@ class Engine:
         return None, "unknown: the shape states no ceiling"
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
-        """The pool the engine will size for itself on one rank (``sizes_own_pool``)."""
+        """The pool the engine will size for itself on one rank (``sizing_field``)."""
         raise NotImplementedError
 
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:

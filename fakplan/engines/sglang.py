@@ -20,6 +20,7 @@ from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import Choices, check_choice, check_dtypes, choices_for, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
+from fakplan.engines.sglang_sizing import shape_sizing
 from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -36,6 +37,7 @@ from fakplan.launch import (
 if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.shape import LoadedShape, Shape
+    from fakplan.sizing import EngineSizing
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class SglangEngine(ModelledEngine):
     ledger_format = "sglang"
     probe_flavour = "sglang"
     auto_downcast = DOWNCAST
+    sizing_field = "mem_fraction_static"
 
     def check(self, loaded: LoadedShape) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""
@@ -282,6 +285,9 @@ class SglangEngine(ModelledEngine):
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("sglang", RELEASES, loaded.shape.engine_version)[1]
 
+    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
+        return shape_sizing(loaded, DOWNCAST)
+
 
 # ---------------------------------------------------------------- launch flags
 
@@ -321,8 +327,14 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
     flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
     flag("--page-size", lambda i: i.figures.cost.page_tokens),
-    flag("--max-total-tokens", lambda i: i.figures.tokens_backed),
-    flag("--mem-fraction-static", lambda i: f"{i.fraction:.3f}"),
+    flag(
+        "--max-total-tokens",
+        lambda i: None if i.shape.engine_sized else i.figures.tokens_backed,
+    ),
+    flag(
+        "--mem-fraction-static",
+        lambda i: f"{i.fraction:g}" if i.shape.engine_sized else f"{i.fraction:.3f}",
+    ),
     _speculative,
 )
 
@@ -352,23 +364,6 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
     shape = loaded.shape
     s, par = shape.serving, shape.parallel
-    fraction = fraction_up(
-        shape.stated_budget.weights + shape.stated_budget.kv, shape.card.total, 3
-    )
-    argv = [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        *argv_of(FLAGS, _Launch(shape, figures, fraction)),
-    ]
-    derivations = {
-        "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
-        "--mem-fraction-static": (
-            f"(budget.weights {shape.stated_budget.weights:,} B + budget.kv {shape.stated_budget.kv:,} B) / "
-            f"card.total {shape.card.total:,} B = {fraction:.3f}, rounded up; SGLang applies it to "
-            "the memory free before the weights load, and --max-total-tokens caps the pool"
-        ),
-    }
     env = {
         "MODEL": shape.launch.weights or shape.model,
         "TP": str(par.tensor),
@@ -376,8 +371,38 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         "MAX_RUNNING_REQUESTS": str(s.max_num_seqs),
         "KV_CACHE_DTYPE": s.kv_cache_dtype,
         "PAGE_SIZE": str(figures.cost.page_tokens),
-        "MAX_TOTAL_TOKENS": str(figures.tokens_backed),
-        "MEM_FRACTION_STATIC": f"{fraction:.3f}",
     }
+    if s.mem_fraction_static is not None:
+        fraction = s.mem_fraction_static
+        derivations = {
+            "--mem-fraction-static": (
+                f"serving.mem_fraction_static {fraction:g}: SGLang sizes its pool from it "
+                "(no --max-total-tokens is passed; the plan's kv-pool prediction is what it "
+                "will size)"
+            ),
+        }
+        env["MEM_FRACTION_STATIC"] = f"{fraction:g}"
+        env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
+        env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
+    else:
+        budget = shape.stated_budget
+        fraction = fraction_up(budget.weights + budget.kv, shape.card.total, 3)
+        derivations = {
+            "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
+            "--mem-fraction-static": (
+                f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B) / "
+                f"card.total {shape.card.total:,} B = {fraction:.3f}, rounded up; SGLang "
+                "applies it to the memory free before the weights load, and "
+                "--max-total-tokens caps the pool"
+            ),
+        }
+        env["MAX_TOTAL_TOKENS"] = str(figures.tokens_backed)
+        env["MEM_FRACTION_STATIC"] = f"{fraction:.3f}"
+    argv = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        *argv_of(FLAGS, _Launch(shape, figures, fraction)),
+    ]
     roles = _roles(shape, argv, env)
     return LaunchRecord(binary="sglang", env=env, roles=roles, derivations=derivations)

@@ -54,11 +54,11 @@ def _sized_fix(f: Figures, fewer: str, shorter: str) -> str:
     sizing = f.sizing
     assert sizing is not None
     floor = sizing.requested_bytes - sizing.pool_low  # what the terms take at their worst
-    need = (f.contract_bytes + floor) / sizing.total_bytes
-    wanted = math.ceil(need * 10_000) / 10_000  # vLLM takes any float; 4 places read well
+    need = sizing.fraction_for(f.contract_bytes)
+    wanted = math.ceil(need * 10_000) / 10_000  # the engines take any float; 4 places read well
     if wanted <= 1:
         return (
-            f"raise serving.gpu_memory_utilization to at least {wanted:.4f} (the pool then "
+            f"raise serving.{sizing.field} to at least {wanted:.4f} (the pool then "
             f"covers {_mib_up(f.contract_bytes)}), or {fewer}, or {shorter}"
         )
     return (

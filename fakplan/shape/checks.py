@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.engines import ENGINES
 from fakplan.errors import ReleaseError
+from fakplan.shape.model import SIZING_FIELDS
 from fakplan.units import human_pair
 
 if TYPE_CHECKING:
@@ -88,30 +89,46 @@ def _check_pool_source(loaded: LoadedShape) -> None:
     """One source for the pool: the pair the shape states, or the engine's own sizing."""
     shape = loaded.shape
     engine = ENGINES[shape.engine]
-    fraction = shape.serving.gpu_memory_utilization
-    if fraction is None:
+    takers = {e.sizing_field: n for n, e in ENGINES.items() if e.sizing_field}
+    stated = [n for n in SIZING_FIELDS if getattr(shape.serving, n) is not None]
+    if not stated:
         if shape.budget is None:
+            ways = ", ".join(f"serving.{f} ({n})" for f, n in takers.items())
             raise loaded.error(
-                "give budget: {weights: ..., kv: ...} (the pair), or, for vLLM, "
-                "serving.gpu_memory_utilization to let the engine size its pool",
+                "give budget: {weights: ..., kv: ...} (the pair), or let the engine size its "
+                f"pool: {ways}",
                 "serving",
             )
         return
-    if not engine.sizes_own_pool:
-        takers = ", ".join(n for n, e in ENGINES.items() if e.sizes_own_pool)
+    if len(stated) > 1:
         raise loaded.error(
-            f"engine {shape.engine}: fakplan predicts a pool the engine sizes for itself "
-            f"for {takers} only; state budget.kv instead",
+            f"serving.{stated[0]} and serving.{stated[1]} both size the pool: keep the one "
+            f"engine {shape.engine} takes",
             "serving",
-            "gpu_memory_utilization",
+            stated[1],
+        )
+    field = stated[0]
+    if engine.sizing_field != field:
+        if engine.sizing_field is None:
+            fix = "state budget.kv instead"
+        else:
+            fix = f"engine {shape.engine} sizes its pool from serving.{engine.sizing_field}"
+        raise loaded.error(
+            f"{takers[field]}'s {_flag(field)}, not engine {shape.engine}'s; {fix}",
+            "serving",
+            field,
         )
     if shape.budget is not None:
         raise loaded.error(
-            "the engine sizes its pool from serving.gpu_memory_utilization, so the shape "
-            "states no budget: remove budget (the plan predicts the weights and the pool) "
-            "or remove serving.gpu_memory_utilization",
+            f"the engine sizes its pool from serving.{field}, so the shape states no budget: "
+            f"remove budget (the plan predicts the weights and the pool) or remove "
+            f"serving.{field}",
             "budget",
         )
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
 def _check_cards_and_pool(loaded: LoadedShape) -> None:

@@ -158,6 +158,17 @@ class Serving(Strict_):
         "budget.kv; the plan predicts the pool, the weights and the floor, and `fakplan "
         "verify` closes them",
     )
+    mem_fraction_static: Fraction | None = Field(
+        None,
+        description="SGLang: let the engine size its KV pool (--mem-fraction-static): it "
+        "keeps 1 - this fraction of the memory free before the weights load and gives the "
+        "rest, less the weights, to the pool; instead of budget.kv, the plan predicts the "
+        "pool, the weights and the memory in use before them, and `fakplan verify` closes them",
+    )
+
+
+# the serving fields that let an engine size its own pool, one per engine that does
+SIZING_FIELDS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 class LedgerCeiling(Strict_):
@@ -417,6 +428,7 @@ def _pool_sources(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [
         {"required": ["budget"]},
         {"properties": {"serving": {"required": ["gpu_memory_utilization"]}}},
+        {"properties": {"serving": {"required": ["mem_fraction_static"]}}},
     ]
 
 
@@ -441,7 +453,8 @@ class Shape(Strict_):
     parallel: Parallel = Parallel()
     budget: Budget | None = Field(
         None,
-        description="the pair; absent where the engine sizes its pool (serving.gpu_memory_utilization)",
+        description="the pair; absent where the engine sizes its pool "
+        "(serving.gpu_memory_utilization, serving.mem_fraction_static)",
     )
     serving: Serving
     ceiling: LedgerCeiling | None = Field(None, json_schema_extra=_ceiling_forms)
@@ -460,7 +473,17 @@ class Shape(Strict_):
     @property
     def engine_sized(self) -> bool:
         """The engine sizes the pool from a fraction of the card; the plan predicts it."""
-        return self.serving.gpu_memory_utilization is not None
+        return self.sizing_fraction is not None
+
+    @property
+    def sizing_fraction(self) -> tuple[str, float] | None:
+        """The serving field that lets the engine size its pool, and its fraction."""
+        s = self.serving
+        for name in SIZING_FIELDS:
+            value = getattr(s, name)
+            if value is not None:
+                return name, value
+        return None
 
     @field_validator("engine")
     @classmethod

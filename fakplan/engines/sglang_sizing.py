@@ -1,0 +1,168 @@
+"""A shape's pool as SGLang sizes it from --mem-fraction-static: the terms, as predictions.
+
+SGLang measures the memory free before its weights load (``pre``, after torch.distributed
+is up) and, once they are loaded, the memory free then (``after``); the pool is what is
+left above ``1 - fraction`` of ``pre``, in GiB floats:
+
+    rest = after - pre x (1 - fraction);  tokens = int(rest x 2**30 // cell) // page x page
+
+(read in v0.4.6.post5 ``model_runner.py`` profile_max_num_token:816-819, v0.5.2
+``model_runner.py``:1123-1132 and :1297-1300, v0.5.23 ``mem_cache/kv_cache_configurator.py``
+_profile_available_bytes:2990-3058 with ``pool_configurator.py``:637-646; the three agree
+for a text model with no draft and no Mamba state). With ``pre = total - in use`` and
+``after = pre - loaded``, the pool is ``fraction x total - fraction x in use - loaded``:
+
+- ``loaded``: the weights one rank holds (the parameters, sharded as vLLM shards them,
+  SGLang's layers being ported from it: vocab padded to 64, ``DEFAULT_VOCAB_PADDING_SIZE``
+  in layers/vocab_parallel_embedding.py) plus the rotary cos/sin cache, which SGLang
+  keeps in float32 on CUDA ("cache needs to be in FP32 for numerical stability",
+  layers/rotary_embedding.py:82-84 at v0.4.6.post5, :100-102 at v0.5.2,
+  rotary_embedding/base.py:116-120 at v0.5.23), plus what the load itself leaves resident
+  (kernels loaded on first use): measured, as no config gives it;
+- ``in use`` before the weights: the CUDA context and torch.distributed: measured.
+
+Refused with the reason (never guessed): multimodal, hybrid and quantized checkpoints,
+whose weights are not counted; a draft model; a tensor or pipeline parallelism no public
+boot measured the memory in use at.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from fakplan.engines.query import query_for_shape
+from fakplan.engines.served import served_dtype
+from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.sizing import EngineSizing, SizedTerm
+
+if TYPE_CHECKING:
+    from fakplan.engines.served import Downcast
+    from fakplan.shape import LoadedShape
+
+GIB = 1 << 30
+FLAG = "--mem-fraction-static"
+FIELD = "mem_fraction_static"
+REFUSAL = (
+    'SGLang refuses to boot: "Not enough memory. Please try to increase --mem-fraction-static"'
+)
+ROPE_BYTES = 4  # float32 on CUDA in every read release
+
+
+def _gib_span(low: float, high: float) -> tuple[int, int]:
+    return math.floor(low * GIB), math.ceil(high * GIB)
+
+
+def profiled_tokens(
+    free_before_gib: float, free_after_gib: float, fraction: float, cell: int, page: int = 1
+) -> int:
+    """The tokens SGLang sizes from what it measured, in its own float GiB arithmetic."""
+    rest = free_after_gib - free_before_gib * (1 - fraction)
+    return int(rest * GIB // cell) // page * page
+
+
+# What public boots measured (tests/data/public/sizing/sglang-boots.yaml): two TP 1 boots
+# on 80 GB cards of SGLang's own testing (its docs CI; PR 4760's FA3 test, Hopper only),
+# whose total CUDA reports as 79.19 GiB (as vLLM prints it on an H100 80GB: "Requested
+# memory: 0.950000 (util), 75.23 GiB"), printed with two decimals (+- 0.005):
+# free before the weights 78.81 GiB (docs) and 63.48 + 15.11 = 78.59 GiB (PR 4760).
+IN_USE_MEASURED: dict[int, tuple[tuple[int, int], str]] = {
+    1: (
+        _gib_span(79.185 - 78.82, 79.195 - 78.58),
+        "79.19 GiB (CUDA's total of an 80 GB card) less the 78.59..78.81 GiB free before "
+        "the weights in two public TP 1 boots (SGLang's docs CI; PR 4760)",
+    ),
+}
+# The same two boots, Llama-3.1-8B-Instruct: mem usage 15.11 GiB (PR 4760) and
+# 78.81 - 63.72 = 15.09 GiB (docs), less the 8,030,261,248 parameters x 2 B and the
+# float32 rotary cache 131,072 x 128 x 4 B = 16,127,631,360 B counted
+_COUNTED_LLAMA_8B = 8_030_261_248 * 2 + 131_072 * 128 * ROPE_BYTES
+LOAD_RESIDUE_MEASURED: tuple[tuple[int, int], str] = (
+    (math.floor(15.08 * GIB) - _COUNTED_LLAMA_8B, math.ceil(15.115 * GIB) - _COUNTED_LLAMA_8B),
+    "what SGLang's mem usage (15.09..15.11 GiB in two public boots of "
+    "Llama-3.1-8B-Instruct) holds beyond the 16,127,631,360 B counted: kernels loaded on "
+    "first use",
+)
+
+
+def shape_sizing(loaded: LoadedShape, downcast: Downcast) -> EngineSizing:
+    """The pool the shape's SGLang will size for itself, or the line saying why fakplan
+    cannot predict it."""
+    shape = loaded.shape
+    fraction = shape.serving.mem_fraction_static
+    assert fraction is not None
+    par = shape.parallel
+    if shape.launch.speculative is not None and shape.serving.spec_tokens:
+        raise _unknown(loaded, "a draft model's weights and pool share the fraction")
+    if par.pipeline > 1:
+        raise _unknown(loaded, "no public boot measures the memory in use at PP > 1")
+    if par.tensor not in IN_USE_MEASURED:
+        measured = ", ".join(map(str, IN_USE_MEASURED))
+        raise _unknown(
+            loaded,
+            f"the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
+            f"is measured at TP {measured} only, not TP {par.tensor}",
+        )
+    query = query_for_shape(loaded)
+    g = query.geometry
+    if g.text_config is None:
+        raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
+    served, _ = served_dtype(query, downcast)
+    weights = vllm_rank_weights(
+        g.text_config, g.architecture, tp=par.tensor, served=served, rope_bytes=ROPE_BYTES
+    )
+    if weights is None:
+        raise _unknown(
+            loaded,
+            f"{g.architecture}: its weights are not counted from a config (fakplan counts "
+            "the plain dense and MoE decoders in 16 bits)",
+        )
+    total, total_text = loaded.engine_total()
+    (use_low, use_high), use_source = IN_USE_MEASURED[par.tensor]
+    (residue_low, residue_high), residue_source = LOAD_RESIDUE_MEASURED
+    requested = math.floor(total * fraction)
+    terms = (
+        SizedTerm(
+            "weights",
+            "the weights one rank loads (SGLang's mem usage)",
+            weights.bytes + residue_low,
+            weights.bytes + residue_high,
+            f"{weights.derivation}; + what the load leaves resident, {residue_low:,}.."
+            f"{residue_high:,} B ({residue_source})",
+            measured=True,
+        ),
+        SizedTerm(
+            "memory-in-use",
+            "memory in use before the weights load (CUDA context, torch.distributed)",
+            use_low,
+            use_high,
+            f"measured: {use_source}; no config gives it",
+            measured=True,
+            scaled=True,
+        ),
+    )
+    return EngineSizing(
+        flag=FLAG,
+        field=FIELD,
+        refusal=REFUSAL,
+        fraction=fraction,
+        total_bytes=total,
+        total_derivation=total_text,
+        requested_bytes=requested,
+        requested_derivation=(
+            f"floor({total:,} B x {fraction:g}) = {requested:,} B: the fraction of the card "
+            "SGLang keeps for weights and pool (it keeps 1 - fraction of what is free before "
+            "the weights, so what is in use then costs the pool the fraction of it)"
+        ),
+        terms=terms,
+        weights_bytes=weights.bytes + residue_high,
+    )
+
+
+def _unknown(loaded: LoadedShape, reason: str) -> Exception:
+    return loaded.error(
+        f"fakplan cannot predict the pool SGLang sizes here: {reason}; state budget "
+        "{weights, kv} instead (the pool in tokens, --max-total-tokens)",
+        "serving",
+        "mem_fraction_static",
+    )
