@@ -196,3 +196,65 @@ def test_a_short_pool_names_the_fraction_that_covers_the_contract(tmp_path: Path
     wanted = float(found[1])
     assert "ok 1 - sglang-sized: pool ≥ contract" in gate(wanted).splitlines()[2]
     assert "not ok 1" in gate(round(wanted - 0.0002, 4))
+
+
+def _kv(*args: str) -> Any:
+    return CliRunner().invoke(main, ["kv", str(LLAMA_8B), "--engine", "sglang", *args])
+
+
+def test_kv_answers_sglangs_sizing_question() -> None:
+    """fakplan kv --mem-fraction-static 0.88 --card-total "79.19 GiB": the tokens range
+    holds what both public Llama-3.1-8B boots at 0.88 on 80 GB cards printed."""
+    result = _kv("--mem-fraction-static", "0.88", "--card-total", "79.19 GiB", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    printed = [b["tokens"] for b in BOOTS if "Llama-3.1-8B" in b["model"]]
+    assert len(printed) == 2
+    assert all(out["tokens_low"] <= t <= out["tokens_high"] for t in printed)
+    low, high = out["sizing"]["pool_range"]
+    assert out["pool_interval"] == [low, high]
+    floor = out["floor"]
+    assert floor["activation_bytes"] is None and floor["cuda_graph_bytes"] is None
+    in_use_low, in_use_high = floor["memory_in_use_bytes"]
+    weights_low, weights_high = floor["weights_bytes"]
+    assert 0 < in_use_low < in_use_high < 1 << 30 and weights_low < weights_high
+    # by hand at the card's low end: floor(total x 0.88) - weights - ceil(0.88 x in use)
+    total_low = round((79.19 - 0.005) * (1 << 30))
+    expected = int(total_low * 0.88) - weights_high - -(-88 * in_use_high // 100)
+    assert abs(low - expected) <= 2
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--mem-fraction-static", "0.88"), "give both --mem-fraction-static and --card-total"),
+        (
+            ("--mem-fraction-static", "0.88", "--gpu-memory-utilization", "0.9",
+             "--card-total", "79.19 GiB"),
+            "give one of --pool, --gpu-memory-utilization and --mem-fraction-static",
+        ),
+        (("--mem-fraction-static", "1.5", "--card-total", "79.19 GiB"), "--mem-fraction-static"),
+    ],
+)  # fmt: skip
+def test_kv_bad_sizing_options_are_usage_errors(args: tuple[str, ...], words: str) -> None:
+    result = _kv(*args)
+    assert result.exit_code == 2 and words in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_kv_says_why_it_cannot_size_tp_2() -> None:
+    result = _kv(
+        "--tp", "2", "--mem-fraction-static", "0.88", "--card-total", "79.19 GiB", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert "measured at TP 1 only, not TP 2" in out["sizing"]["unknown"]
+    assert out["floor"] is None
+
+
+def test_kv_mem_fraction_static_is_sglangs() -> None:
+    result = CliRunner().invoke(
+        main, ["kv", str(LLAMA_8B), "--mem-fraction-static", "0.88", "--card-total", "79.19 GiB"]
+    )
+    assert result.exit_code == 2
+    assert "--mem-fraction-static sizes SGLang's pool (--engine sglang)" in result.output

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cli.kv_sizing import engine_sizing
+from fakplan.cli.kv_sizing import Sizing, StaticSizing, engine_sizing, static_sizing
 from fakplan.contract import exact_number
 from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
@@ -126,6 +126,15 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
     "pool vLLM sizes for itself, before any boot (0.17-0.19 read).",
 )
 @click.option(
+    "--mem-fraction-static",
+    "static_fraction",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=None,
+    help="SGLang: the fraction of the memory free before the weights that SGLang keeps "
+    "for weights and pool; with --card-total, gives the pool SGLang sizes for itself "
+    "(TP 1 measured).",
+)
+@click.option(
     "--card-total",
     default=None,
     help='The CUDA total of one card, e.g. "79.19 GiB" (an H100 80GB), as torch reports it.',
@@ -145,6 +154,7 @@ def kv(
     as_json: bool,
     list_catalog: bool,
     utilization: float | None,
+    static_fraction: float | None,
     card_total: str | None,
     card_sms: int,
     **query: Any,
@@ -161,6 +171,8 @@ def kv(
       fakplan kv ./hf-tiny --device cpu --dtype float32 --pool "1 GiB"
       fakplan kv meta-llama/Llama-3.1-8B-Instruct --engine-version 0.19.0 \\
         --gpu-memory-utilization 0.95 --card-total "79.19 GiB" --max-model-len 8192
+      fakplan kv meta-llama/Llama-3.1-8B-Instruct --engine sglang \\
+        --mem-fraction-static 0.88 --card-total "79.19 GiB"
     """
     # the other options are named as KvQuery's fields: they pass through as they are
     if list_catalog:
@@ -174,8 +186,15 @@ def kv(
     kv_query = KvQuery(geometry=load_geometry(model), **query)
     breakdown = _breakdown(kv_query)
     interval = _pool_bytes(pool)
-    sizing = None
-    if utilization is not None or card_total is not None:
+    sizing: Sizing | StaticSizing | None = None
+    if static_fraction is not None:
+        if interval is not None or utilization is not None:
+            raise click.UsageError(
+                "give one of --pool, --gpu-memory-utilization and --mem-fraction-static"
+            )
+        sizing = static_sizing(kv_query, static_fraction, card_total)
+        interval = sizing.pool_interval
+    elif utilization is not None or card_total is not None:
         if interval is not None:
             raise click.UsageError("give --pool or --gpu-memory-utilization, not both")
         stated_seqs = click.get_current_context().get_parameter_source("max_num_seqs")

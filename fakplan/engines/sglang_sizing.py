@@ -38,6 +38,7 @@ from fakplan.sizing import EngineSizing, SizedTerm
 
 if TYPE_CHECKING:
     from fakplan.engines.served import Downcast
+    from fakplan.kv import KvQuery
     from fakplan.shape import LoadedShape
 
 GIB = 1 << 30
@@ -91,34 +92,50 @@ def shape_sizing(loaded: LoadedShape, downcast: Downcast) -> EngineSizing:
     shape = loaded.shape
     fraction = shape.serving.mem_fraction_static
     assert fraction is not None
-    par = shape.parallel
-    if shape.launch.speculative is not None and shape.serving.spec_tokens:
-        raise _unknown(loaded, "a draft model's weights and pool share the fraction")
-    if par.pipeline > 1:
-        raise _unknown(loaded, "no public boot measures the memory in use at PP > 1")
-    if par.tensor not in IN_USE_MEASURED:
+    draft = shape.launch.speculative is not None and shape.serving.spec_tokens > 0
+    total, total_text = loaded.engine_total()
+    found = sglang_sizing(
+        query_for_shape(loaded), fraction, total, total_text, downcast, draft=draft
+    )
+    if isinstance(found, str):
+        raise _unknown(loaded, found)
+    return found
+
+
+def sglang_sizing(
+    query: KvQuery,
+    fraction: float,
+    total: int,
+    total_text: str,
+    downcast: Downcast,
+    *,
+    draft: bool = False,
+) -> EngineSizing | str:
+    """The pool one rank of SGLang sizes at ``fraction`` of a card whose CUDA total is
+    ``total``; or why fakplan cannot say (the reason, never a guess)."""
+    if draft:
+        return "a draft model's weights and pool share the fraction"
+    if query.pp > 1:
+        return "no public boot measures the memory in use at PP > 1"
+    if query.tp not in IN_USE_MEASURED:
         measured = ", ".join(map(str, IN_USE_MEASURED))
-        raise _unknown(
-            loaded,
+        return (
             f"the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
-            f"is measured at TP {measured} only, not TP {par.tensor}",
+            f"is measured at TP {measured} only, not TP {query.tp}"
         )
-    query = query_for_shape(loaded)
     g = query.geometry
     if g.text_config is None:
-        raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
+        return f"{g.source}: no config.json to count the weights from"
     served, _ = served_dtype(query, downcast)
     weights = vllm_rank_weights(
-        g.text_config, g.architecture, tp=par.tensor, served=served, rope_bytes=ROPE_BYTES
+        g.text_config, g.architecture, tp=query.tp, served=served, rope_bytes=ROPE_BYTES
     )
     if weights is None:
-        raise _unknown(
-            loaded,
+        return (
             f"{g.architecture}: its weights are not counted from a config (fakplan counts "
-            "the plain dense and MoE decoders in 16 bits)",
+            "the plain dense and MoE decoders in 16 bits)"
         )
-    total, total_text = loaded.engine_total()
-    (use_low, use_high), use_source = IN_USE_MEASURED[par.tensor]
+    (use_low, use_high), use_source = IN_USE_MEASURED[query.tp]
     (residue_low, residue_high), residue_source = LOAD_RESIDUE_MEASURED
     requested = math.floor(total * fraction)
     terms = (
