@@ -301,5 +301,10 @@ def test_a_folder_targets_kubernetes_where_an_engine_runs_in_a_pod(tmp_path: Pat
     )
     assert result.exit_code == 1, result.output  # frank-archon-fp8 fails its gates, by design
     with_manifests = {p.parent.name for p in tmp_path.glob("*/kubernetes")}
-    assert with_manifests == {"example", "qwen2.5-coder-llamacpp", "qwen3-32b-sglang"}
+    assert with_manifests == {
+        "example",
+        "qwen2.5-coder-llamacpp",
+        "qwen3-32b-sglang",
+        "llama-3.1-8b-sglang-sized",
+    }
     assert (tmp_path / "frank-archon" / "plan.json").exists()

@@ -181,7 +181,11 @@ def test_promtool_checks_the_rules_and_the_operator_form(promtool: str, tmp_path
     )
     assert check.returncode == 0, check.stdout + check.stderr
     groups = yaml.safe_load(text)["groups"]
-    assert {g["name"] for g in groups} == {"fakplan-example", "fakplan-qwen3-32b-sglang"}
+    assert {g["name"] for g in groups} == {
+        "fakplan-example",
+        "fakplan-qwen3-32b-sglang",
+        "fakplan-llama-3.1-8b-sglang-sized",
+    }
     _, operator, _ = _run(["rules", str(SHAPES), "--format", "operator", "--name", "fleet"])
     rule = yaml.safe_load(operator)
     assert rule["kind"] == "PrometheusRule" and rule["metadata"]["name"] == "fleet"
