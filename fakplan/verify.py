@@ -141,13 +141,16 @@ def _weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observatio
             _figure_source(ledger, "weights_bytes", heaviest),
             f"{human(heaviest.value, 'MiB', 2)} loaded on {label}, the heaviest rank: "
             + spread("weights_bytes", per_rank),
+            _printed_span(heaviest),
         )
-    if ledger.weights_bytes is None:
+    figure = ledger.figure("weights_bytes")
+    if ledger.weights_bytes is None or figure is None:
         return Observation(None, ledger.file, _unstated(ledger, "weights_bytes", "weights size"))
     return Observation(
         ledger.weights_bytes,
         _figure_source(ledger, "weights_bytes"),
         f"{human(ledger.weights_bytes, 'MiB', 2)} loaded",
+        _printed_span(figure),
     )
 
 
@@ -199,7 +202,18 @@ def _printed_bytes(ledger: Ledger, name: str, what: str) -> Observation:
 
 
 def _kv_pool(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
-    return _printed_bytes(ledger, "kv_bytes", "KV pool size")
+    seen = _printed_bytes(ledger, "kv_bytes", "KV pool size")
+    if seen.printed is not None or seen.value is None:
+        return seen
+    # SGLang prints K and V apart: the pool is any sum of what the two prints stand for
+    parts = [ledger.figure(n) for n in ("k_bytes", "v_bytes")]
+    spans = [None if p is None else _printed_span(p) for p in parts]
+    if any(span is None for span in spans):
+        return seen
+    low = sum(span[0] for span in spans if span is not None)
+    high = sum(span[1] for span in spans if span is not None)
+    note = f"K + V as printed: any of {low:,}..{high:,} B"
+    return Observation(seen.value, seen.source, _joined(note, seen.note), (low, high))
 
 
 def _activation_peak(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:

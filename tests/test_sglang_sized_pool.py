@@ -22,6 +22,7 @@ from fakplan.engines.sglang_sizing import profiled_tokens
 from fakplan.ledger import parse_ledger
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
+from fakplan.units import printed_interval
 from fakplan.verify import ledger_verdicts
 
 from .conftest import PUBLIC
@@ -258,3 +259,32 @@ def test_kv_mem_fraction_static_is_sglangs() -> None:
     )
     assert result.exit_code == 2
     assert "--mem-fraction-static sizes SGLang's pool (--engine sglang)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("figure", "prints"),
+    [("kv-pool", ("27.02 GiB", "27.02 GiB")), ("weights", ("15.11 GiB",))],
+)
+def test_a_printed_figure_is_an_interval(
+    tmp_path: Path, figure: str, prints: tuple[str, ...]
+) -> None:
+    """K and V are printed apart (27.02 GB each: any of 54.03..54.05 GiB together), the
+    weights as 15.11 GB: a bound inside that interval holds, one byte below it kills."""
+    read = [printed_interval(p) for p in prints]
+    low, nominal, high = (sum(r[i] for r in read) for i in range(3))
+    plan = compile_plan(load_shape(_shape(tmp_path)))
+    ledger = parse_ledger(PR_4760, "sglang")
+
+    def status(high: int) -> str:
+        predictions = [
+            p.model_copy(update={"low": None, "high": high}) if p.id == figure else p
+            for p in plan.predictions
+        ]
+        return ledger_verdicts(plan.model_copy(update={"predictions": predictions}), ledger)[
+            figure
+        ].status
+
+    assert low < nominal < high
+    assert status(nominal - 1) == "held"
+    assert status(low) == "held"
+    assert status(low - 1) == "killed"
