@@ -288,3 +288,14 @@ def test_a_printed_figure_is_an_interval(
     assert status(nominal - 1) == "held"
     assert status(low) == "held"
     assert status(low - 1) == "killed"
+
+
+def test_the_measured_residue_is_over_the_same_count_the_plan_makes() -> None:
+    """The load residue was measured against 16,127,631,360 B: that must be what the weights
+    count gives Llama-3.1-8B-Instruct in SGLang (16-bit parameters, float32 rotary cache)."""
+    from fakplan.engines import sglang_sizing
+    from fakplan.engines.vllm.weights import vllm_rank_weights
+
+    config = json.loads(LLAMA_8B.read_text(encoding="utf-8"))
+    counted = vllm_rank_weights(config, "llama", rope_bytes=sglang_sizing.ROPE_BYTES)
+    assert counted is not None and counted.bytes == sglang_sizing._COUNTED_LLAMA_8B
