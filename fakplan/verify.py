@@ -11,8 +11,7 @@ since every rank must fit its budget.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -171,19 +170,28 @@ def _unclaimed(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observat
 
 def _printed_span(figure: LedgerFigure) -> tuple[int, int] | None:
     """The bytes a printed figure may stand for ("1.23 GiB" is an interval); None where
-    the log gives no printed form to read. SGLang prints "GB" for GiB: where the figure's
-    value is the binary reading, the interval is too."""
+    the log gives no printed form to read. The digits are read in the unit the engine
+    means (SGLang's printed "GB" is GiB)."""
     if figure.printed is None:
         return None
-    printed = figure.printed
+    number, _, _ = figure.printed.rpartition(" ")
+    text = f"{number} {figure.unit}" if number and figure.unit else figure.printed
     try:
-        low, _, high = printed_interval(printed)
-        if isinstance(figure.value, int) and not low <= figure.value <= high:
-            binary = re.sub(r"\b([KMGT])B\b", r"\1iB", printed)
-            low, _, high = printed_interval(binary)
+        low, _, high = printed_interval(text)
     except UnitsError:
         return None
     return low, high
+
+
+def _summed_span(figures: Sequence[LedgerFigure | None]) -> tuple[int, int] | None:
+    """Any sum of what several printed figures stand for; None where one is not printed."""
+    spans = [None if f is None else _printed_span(f) for f in figures]
+    if not spans or any(span is None for span in spans):
+        return None
+    return (
+        sum(span[0] for span in spans if span is not None),
+        sum(span[1] for span in spans if span is not None),
+    )
 
 
 def _printed_bytes(ledger: Ledger, name: str, what: str) -> Observation:
@@ -206,14 +214,11 @@ def _kv_pool(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observatio
     if seen.printed is not None or seen.value is None:
         return seen
     # SGLang prints K and V apart: the pool is any sum of what the two prints stand for
-    parts = [ledger.figure(n) for n in ("k_bytes", "v_bytes")]
-    spans = [None if p is None else _printed_span(p) for p in parts]
-    if any(span is None for span in spans):
+    span = _summed_span([ledger.figure(n) for n in ("k_bytes", "v_bytes")])
+    if span is None:
         return seen
-    low = sum(span[0] for span in spans if span is not None)
-    high = sum(span[1] for span in spans if span is not None)
-    note = f"K + V as printed: any of {low:,}..{high:,} B"
-    return Observation(seen.value, seen.source, _joined(note, seen.note), (low, high))
+    note = f"K + V as printed: any of {span[0]:,}..{span[1]:,} B"
+    return Observation(seen.value, seen.source, _joined(note, seen.note), span)
 
 
 def _activation_peak(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
@@ -231,36 +236,24 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
 def _memory_in_use(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     """What was in use before the weights loaded: the total the plan sized from less what
     SGLang found free then (printed, or the free after the weights plus their usage)."""
-    sizing = plan.engine_sizing
-    total = None if sizing is None else sizing.total_bytes
     before = ledger.figure("free_before_load_bytes")
-    parts = (
-        [before]
-        if before is not None
-        else [
-            ledger.figure("free_after_weights_bytes"),
-            ledger.figure("weights_bytes"),
-        ]
-    )
-    if total is None or any(p is None or not isinstance(p.value, int) for p in parts):
+    parts: list[LedgerFigure | None]
+    if before is not None:
+        parts, how = [before], "free before the weights"
+    else:
+        parts = [ledger.figure("free_after_weights_bytes"), ledger.figure("weights_bytes")]
+        how = "free after the weights + their mem usage"
+    found = [p for p in parts if p is not None and isinstance(p.value, int)]
+    if plan.engine_sizing is None or len(found) < len(parts):
         return Observation(
             None,
             ledger.file,
             _unstated(ledger, "free_before_load_bytes", "free memory before the weights"),
         )
-    found = [p for p in parts if p is not None]
+    total = plan.engine_sizing.total_bytes
     free = sum(int(p.value) for p in found)
-    spans = [_printed_span(p) for p in found]
-    interval = None
-    if all(span is not None for span in spans):
-        low = sum(span[0] for span in spans if span is not None)
-        high = sum(span[1] for span in spans if span is not None)
-        interval = (total - high, total - low)
-    how = (
-        "free before the weights"
-        if before is not None
-        else "free after the weights + their mem usage"
-    )
+    span = _summed_span(found)
+    interval = None if span is None else (total - span[1], total - span[0])
     return Observation(
         total - free,
         _figure_source(ledger, "", found[0]),

@@ -108,6 +108,11 @@ def test_verify_holds_the_prediction_on_the_boot(tmp_path: Path) -> None:
     for id in ("kv-pool", "kv-tokens", "weights", "memory-in-use"):
         assert verdicts[id].status == "held", (id, verdicts[id])
     assert verdicts["kv-tokens"].observed == 442750
+    # the plan's range holds what SGLang's own float rule gives for the boot's figures
+    plan = compile_plan(load_shape(_shape(tmp_path)))
+    tokens = next(p for p in plan.predictions if p.id == "kv-tokens")
+    assert tokens.low is not None and tokens.high is not None
+    assert tokens.low <= profiled_tokens(63.48 + 15.11, 63.48, 0.88, 131_072) <= tokens.high
 
 
 def test_verify_kills_a_wrong_fraction(tmp_path: Path) -> None:

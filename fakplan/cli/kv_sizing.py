@@ -69,6 +69,15 @@ class Sizing:
         ]
 
 
+def _card_interval(card_total: str) -> tuple[int, int]:
+    """The card's total as the interval its printed digits allow ("79.19 GiB")."""
+    try:
+        low, _, high = printed_interval(card_total)
+    except UnitsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+    return low, high
+
+
 def engine_sizing(
     query: KvQuery,
     utilization: float | None,
@@ -81,10 +90,7 @@ def engine_sizing(
         raise click.UsageError("give both --gpu-memory-utilization and --card-total")
     if query.engine != "vllm":
         raise click.UsageError("--gpu-memory-utilization sizes vLLM's pool (--engine vllm)")
-    try:
-        low_card, _, high_card = printed_interval(card_total)
-    except UnitsError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+    low_card, high_card = _card_interval(card_total)
     low = floor_for(
         query, card_total=low_card, utilization=utilization, sms=sms, max_num_seqs=max_num_seqs
     )
@@ -154,10 +160,7 @@ def static_sizing(query: KvQuery, fraction: float, card_total: str | None) -> St
         raise click.UsageError("give both --mem-fraction-static and --card-total")
     if query.engine != "sglang":
         raise click.UsageError("--mem-fraction-static sizes SGLang's pool (--engine sglang)")
-    try:
-        low_card, _, high_card = printed_interval(card_total)
-    except UnitsError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+    low_card, high_card = _card_interval(card_total)
     text = f"--card-total {card_total}"
     low = sglang_sizing(query, fraction, low_card, text, SGLANG_DOWNCAST)
     if isinstance(low, str):
