@@ -304,3 +304,40 @@ def test_the_measured_residue_is_over_the_same_count_the_plan_makes() -> None:
     config = json.loads(LLAMA_8B.read_text(encoding="utf-8"))
     counted = vllm_rank_weights(config, "llama", rope_bytes=sglang_sizing.ROPE_BYTES)
     assert counted is not None and counted.bytes == sglang_sizing._COUNTED_LLAMA_8B
+
+
+def test_a_budget_launch_fraction_leaves_the_budgeted_pool(tmp_path: Path) -> None:
+    """Budget mode passes --max-total-tokens and a fraction; SGLang keeps 1 - fraction of
+    what is free *before* the weights, so the fraction must cover the memory in use then
+    too, or SGLang profiles fewer tokens than the cap and uses those. Worst case by hand:
+    the most in use measured at TP 1 and the weights filling budget.weights."""
+    from fakplan.engines.sglang_sizing import IN_USE_MEASURED
+
+    path = tmp_path / "sglang-budget.yaml"
+    path.write_text(
+        f"""name: sglang-budget
+engine: sglang
+engine_version: "0.5.2"
+model: {json.dumps(str(LLAMA_8B))}
+card: {{total: 79.19 GiB}}
+budget: {{weights: 15.2 GiB, kv: 50 GiB}}
+serving:
+  max_num_seqs: 48
+  max_model_len: 8192
+""",
+        encoding="utf-8",
+    )
+    plan = compile_plan(load_shape(path))
+    (role,) = plan.launch.roles
+    argv = list(role.argv)
+    fraction = float(argv[argv.index("--mem-fraction-static") + 1])
+    cap = int(argv[argv.index("--max-total-tokens") + 1])
+    assert cap == 50 * (1 << 30) // 131072  # 50 GiB of 32 x 8 x (128 + 128) x 2 B tokens
+    gib = 1 << 30
+    (_, in_use), _ = IN_USE_MEASURED[1]
+    before = (79.19 * gib - in_use) / gib
+    after = before - 15.2
+    assert profiled_tokens(before, after, fraction, 131072) >= cap
+    # what the pair alone over the card gives (the old launch) falls short of the cap
+    assert profiled_tokens(before, after, math.ceil(65.2 / 79.19 * 1000) / 1000, 131072) < cap
+    assert "memory in use before the weights" in plan.launch.derivations["--mem-fraction-static"]

@@ -20,7 +20,7 @@ from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import Choices, check_choice, check_dtypes, choices_for, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
-from fakplan.engines.sglang_sizing import shape_sizing
+from fakplan.engines.sglang_sizing import IN_USE_MEASURED, shape_sizing
 from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -360,6 +360,40 @@ def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleReco
     )
 
 
+def _budget_fraction(shape: Shape) -> tuple[float, str]:
+    """The fraction that leaves SGLang room for the budgeted pair: SGLang keeps
+    ``1 - fraction`` of the memory free *before* the weights load (sglang_sizing), so what
+    is in use then (CUDA context, torch.distributed) comes out of the pair unless the
+    fraction is of what is free, not of the card. ``--max-total-tokens`` caps the pool."""
+    budget, total = shape.stated_budget, shape.card.total
+    pair = budget.weights + budget.kv
+    named = f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B)"
+    measured = IN_USE_MEASURED.get(shape.parallel.tensor) if shape.parallel.pipeline == 1 else None
+    if measured is not None and pair < total - measured[0][1]:
+        (_, in_use), source = measured
+        fraction = fraction_up(pair, total - in_use, 3)
+        return fraction, (
+            f"{named} / (card.total {total:,} B - {in_use:,} B, the most memory in use "
+            f"before the weights measured at TP {shape.parallel.tensor}: {source}) = "
+            f"{fraction:.3f}, rounded up; SGLang keeps 1 - fraction of what is free before "
+            "the weights load, and --max-total-tokens caps the pool"
+        )
+    fraction = fraction_up(pair, total, 3)
+    unmeasured = (
+        "the pair does not fit in what is free before the weights"
+        if measured is not None
+        else "the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
+        f"is not measured at TP {shape.parallel.tensor} PP {shape.parallel.pipeline}"
+    )
+    return fraction, (
+        f"{named} / card.total {total:,} B = {fraction:.3f}, rounded up; SGLang keeps "
+        f"1 - fraction of what is free before the weights load, and {unmeasured}: the pool "
+        "it profiles falls short of budget.kv by the fraction of that memory unless "
+        "budget.weights leaves the slack (fakplan verify's kv-tokens says); "
+        "--max-total-tokens caps the pool"
+    )
+
+
 def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
     shape = loaded.shape
@@ -385,16 +419,10 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
         env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
     else:
-        budget = shape.stated_budget
-        fraction = fraction_up(budget.weights + budget.kv, shape.card.total, 3)
+        fraction, fraction_derivation = _budget_fraction(shape)
         derivations = {
             "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
-            "--mem-fraction-static": (
-                f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B) / "
-                f"card.total {shape.card.total:,} B = {fraction:.3f}, rounded up; SGLang "
-                "applies it to the memory free before the weights load, and "
-                "--max-total-tokens caps the pool"
-            ),
+            "--mem-fraction-static": fraction_derivation,
         }
         env["MAX_TOTAL_TOKENS"] = str(figures.tokens_backed)
         env["MEM_FRACTION_STATIC"] = f"{fraction:.3f}"
