@@ -1,4 +1,8 @@
-"""vLLM's boot-time floor, predicted for every profiler-corpus boot (tests/data/public/profiler).
+"""vLLM's boot-time floor, predicted for every boot that prints its profiler lines.
+
+The profiler corpus (tests/data/public/profiler) and the dev corpus's vLLM boots that print
+the profiler summary ("Memory profiling takes ...") from logs of their own (the ones also in
+the profiler corpus read their log from there: the same boot, listed once).
 
 For each boot: the config, TP/PP and served dtype it ran, the card's CUDA total and the
 utilization its log prints; fakplan's weights, activation peak, non-torch memory and pool
@@ -23,12 +27,14 @@ from fakplan.units import GIB
 
 PUBLIC = Path(__file__).resolve().parent / "data" / "public"
 PROFILER = PUBLIC / "profiler"
+CORPUS = PUBLIC / "corpus"
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 @dataclass(frozen=True)
 class FloorRow:
     case: dict[str, Any]
+    log: Path
     printed: dict[str, int | None]  # weights, activation, non_torch, pool (bytes)
     found: VllmFloor | Unknown
 
@@ -40,11 +46,24 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+def _cases() -> list[tuple[dict[str, Any], Path]]:
+    """Every boot once: the profiler corpus, then the dev corpus's own profiler logs."""
+    listed = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    out = [(case, PROFILER / case["log"]) for case in listed]
+    seen = {case["source"] for case in listed}
+    corpus = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    for case in corpus:
+        log = CORPUS / str(case.get("log") or "")
+        if case["engine"] != "vllm" or case["source"] in seen or not log.is_file():
+            continue
+        if "non-torch forward increase memory" in log.read_text(encoding="utf-8"):
+            out.append(({**case, "launch": case["query"]}, log))
+    return out
+
+
 def rows() -> list[FloorRow]:
-    cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     out = []
-    for case in cases:
-        log = PROFILER / case["log"]
+    for case, log in _cases():
         ledger = parse_ledger(log, "vllm")
         text = log.read_text(encoding="utf-8")
         printed = {
@@ -54,7 +73,7 @@ def rows() -> list[FloorRow]:
             "pool": ledger.kv_bytes,
             "non_kv": ledger.non_kv_bytes,
         }
-        out.append(FloorRow(case, printed, _predict(case, ledger, text)))
+        out.append(FloorRow(case, log, printed, _predict(case, ledger, text)))
     return out
 
 

@@ -132,12 +132,14 @@ def test_a_wrong_batch_kills_the_activation_peak(tmp_path: Path) -> None:
     "row", [r for r in rows() if not hasattr(r.found, "reason")], ids=lambda r: r.case["id"]
 )
 def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
-    """Every profiler-corpus boot fakplan models, as a shape: each sized prediction held."""
+    """Every boot of the floor table fakplan models, as a shape: each sized prediction held."""
     case, launch = row.case, row.case.get("launch") or {}
-    ledger = parse_ledger(PROFILER / case["log"], "vllm")
+    ledger = parse_ledger(row.log, "vllm")
     assert ledger.total_gpu_bytes is not None and ledger.gpu_memory_utilization is not None
     online = "--quantization fp8" in str(launch.get("quantization"))
     quantization = "  quantization: fp8\n" if online else ""
+    if launch.get("kv_dtype") == "fp8":
+        quantization += "  kv_cache_dtype: fp8\n"
     total = ledger.figure("total_gpu_bytes")
     assert total is not None and total.printed is not None
     shape = _shape(
@@ -156,7 +158,7 @@ serving:
   gpu_memory_utilization: {ledger.gpu_memory_utilization}
 {quantization}""",
     )
-    verdicts = _verdicts(shape, PROFILER / case["log"])
+    verdicts = _verdicts(shape, row.log)
     for name in ("kv-pool", "weights", "activation-peak", "non-torch"):
         assert verdicts[name].status == "held", (name, verdicts[name])
 

@@ -8,7 +8,8 @@ releases whose every term fakplan has read — 0.17 to 0.19 — on one PP stage:
     (the CUDA-graph estimate is printed but subtracted only with
      VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, off by default until 0.20: envs.py)
 
-- weights: ``weights.vllm_rank_weights`` (the plain decoders only);
+- weights: ``weights.vllm_rank_weights`` (the plain decoders only), as CUDA's caching
+  allocator counts the blocks holding them (``torch_allocator``);
 - activation peak: the profiling run's sampler phase (derived term by term in
   gpu_model_runner.py _dummy_sampler_run, sampler.py:90, topk_topp_sampler.py:112 and
   topk_topp_triton.py:1017 at 0.19.0), with Rs = min(max_num_seqs, max_num_batched_tokens)
@@ -158,7 +159,9 @@ def vllm_floor(
     key = f"tp{tp}"
     if key not in NON_TORCH_MEASURED:
         return Unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there")
-    weights = vllm_rank_weights(text, model_type, tp=tp, served=served, quantization=quantization)
+    weights = vllm_rank_weights(
+        text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
+    )
     if weights is None:
         how = f" under --quantization {quantization}" if quantization else ""
         return Unknown(f"{model_type}{how}: its weights per rank are not counted from a config")

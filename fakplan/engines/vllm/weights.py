@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakplan.dtypes import element_type
+from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
 
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
@@ -42,28 +43,37 @@ def stage_shares(layers: int, pp: int) -> list[int]:
     return parts
 
 
-def _layer_params(text: dict[str, Any], model_type: str, tp: int, sparse: bool) -> tuple[int, int]:
-    """One decoder layer's parameters on a rank: (in its linear layers' weights, the rest:
-    biases, norms, a router), since a quantization method quantizes only the former."""
+Tensors = list[tuple[int, bool]]  # (elements, whether a linear layer's weight)
+
+
+def _layer_tensors(
+    text: dict[str, Any], model_type: str, tp: int, sparse: bool
+) -> tuple[Tensors, Tensors]:
+    """One decoder layer's tensors on a rank, in the order vLLM creates them, split where
+    the first layer's attention builds the rotary cache (after q/k/v and o); a linear
+    layer's weight is what a quantization method quantizes."""
     hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
     kv = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or hidden // heads)
     q, kv_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
-    linear = hidden * (q + 2 * kv_rank) + q * hidden
-    other = 2 * hidden  # input and post-attention norms
-    if model_type == "qwen2":
-        other += q + 2 * kv_rank  # q, k, v biases, split with their columns
-    elif text.get("attention_bias"):
-        other += q + 2 * kv_rank + hidden  # o's bias whole on every rank
+    out: Tensors = [(hidden * (q + 2 * kv_rank), True)]  # qkv_proj
+    if model_type == "qwen2" or text.get("attention_bias"):
+        out.append((q + 2 * kv_rank, False))  # q, k, v biases, split with their columns
+    out.append((q * hidden, True))  # o_proj
+    if model_type != "qwen2" and text.get("attention_bias"):
+        out.append((hidden, False))  # o's bias whole on every rank
+    attention, out = out, []
     if model_type in ("qwen3", "qwen3_moe"):
-        other += 2 * head_dim  # q_norm, k_norm
+        out += [(head_dim, False), (head_dim, False)]  # q_norm, k_norm
     if sparse:
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
-        linear += count * 3 * hidden * (moe_inter // tp)
-        other += hidden * count  # the router, replicated and unquantized
+        share = moe_inter // tp
+        out += [(count * 2 * share * hidden, True), (count * hidden * share, True)]  # w13, w2
+        out.append((hidden * count, False))  # the router, replicated and unquantized
     else:
-        linear += 3 * hidden * (int(text["intermediate_size"]) // tp)
-    return linear, other
+        share = int(text["intermediate_size"]) // tp
+        out += [(2 * share * hidden, True), (hidden * share, True)]  # gate_up, down
+    return attention, [*out, (hidden, False), (hidden, False)]  # input, post-attention norms
 
 
 # --quantization fp8 on a 16-bit checkpoint (quantization/fp8.py Fp8OnlineLinearMethod,
@@ -84,13 +94,16 @@ def vllm_rank_weights(
     served: str | None = None,
     quantization: str | None = None,
     rope_bytes: int | None = None,
+    cuda_blocks: bool = False,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
     the config alone does not give them. ``served``: the dtype the weights are served in
     (``--dtype``), else the checkpoint's; ``quantization``: vLLM's --quantization (fp8,
     online, on the dense decoders; any other is not counted); ``rope_bytes``: the rotary
     cache's element size where the engine does not keep it in the model dtype (SGLang's
-    float32)."""
+    float32); ``cuda_blocks``: count what PyTorch's CUDA caching allocator holds for the
+    tensors, as vLLM's "Model loading took" measures on a GPU (torch_allocator; the plain
+    sum elsewhere, and with --quantization fp8, whose load frees and reuses blocks)."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
     if quantization is not None and (quantization != "fp8" or model_type in MOE_FAMILIES):
@@ -115,10 +128,11 @@ def vllm_rank_weights(
     tied = bool(text.get("tie_word_embeddings", False))
     last = stage == pp - 1
     embeds = (stage == 0) + (last and (not tied or pp > 1))
-    layers_own = [_layer_params(text, model_type, tp, i in sparse) for i in own]
-    linear = sum(lin for lin, _ in layers_own)
-    other = sum(rest for _, rest in layers_own)
-    params = embeds * rows * hidden + linear + other + (hidden if last else 0)
+    layers_own = [_layer_tensors(text, model_type, tp, i in sparse) for i in own]
+    tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
+    linear = sum(n for n, is_linear in tensors if is_linear)
+    params = embeds * rows * hidden + sum(n for n, _ in tensors)
+    params += hidden if last else 0
     heads = int(text["num_attention_heads"])
     head_dim = int(text.get("head_dim") or hidden // heads)
     rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
@@ -132,7 +146,18 @@ def vllm_rank_weights(
     tail = f"rotary cache {positions:,} x {rotary} x {rope_size} B"
     if quantization is None:
         total = params * size + rope
-        return RankWeights(total, f"{head} x {size} B ({dtype}) + {tail} = {total:,} B")
+        derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
+        if not cuda_blocks:
+            return RankWeights(total, derivation)
+        blocks = allocated_bytes(
+            _creation_order(layers_own, rows * hidden, stage == 0, last, embeds, hidden, size, rope)
+        )
+        return RankWeights(
+            blocks,
+            f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
+            "of blocks left whole: a segment with <= 1 MiB spare is not split, "
+            "c10/cuda/CUDACachingAllocator.cpp)",
+        )
     scales = len(own) * FP8_LINEARS_PER_LAYER * FP8_SCALE_BYTES
     rest = params - linear
     total = linear + scales + rest * size + rope
@@ -142,3 +167,28 @@ def vllm_rank_weights(
         f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales + {rest:,} x {size} B ({dtype}) "
         f"+ {tail} = {total:,} B",
     )
+
+
+def _creation_order(
+    layers: list[tuple[Tensors, Tensors]],
+    embedding: int,
+    first: bool,
+    last: bool,
+    embeds: int,
+    hidden: int,
+    size: int,
+    rope: int,
+) -> list[int]:
+    """The rank's tensors in bytes, in the order vLLM's model constructor creates them: the
+    embedding, each layer (the first one's attention builds the one rotary cache), the
+    final norm, lm_head (LlamaForCausalLM and its kin)."""
+    out = [embedding * size] if first else []
+    for index, (attention, rest) in enumerate(layers):
+        out += [n * size for n, _ in attention]
+        out += [rope] if index == 0 else []
+        out += [n * size for n, _ in rest]
+    if last:
+        out.append(hidden * size)
+        if embeds - first:
+            out.append(embedding * size)
+    return out
