@@ -341,3 +341,29 @@ serving:
     # what the pair alone over the card gives (the old launch) falls short of the cap
     assert profiled_tokens(before, after, math.ceil(65.2 / 79.19 * 1000) / 1000, 131072) < cap
     assert "memory in use before the weights" in plan.launch.derivations["--mem-fraction-static"]
+
+
+@pytest.mark.parametrize(
+    ("shape_file", "words"),
+    [
+        ("qwen3-32b-sglang.yaml", "SGLang has no floor to predict one from"),
+        ("qwen2.5-coder-llamacpp.yaml", "ggml's graph allocator"),
+    ],
+)
+def test_a_pair_without_a_ceiling_says_why_none_is_predicted(
+    tmp_path: Path, shape_file: str, words: str
+) -> None:
+    """Before any boot only vLLM's floor is predicted: SGLang's reserve is a heuristic and
+    llama.cpp's compute buffers come from its graph allocator; both say so, and the gate
+    skips instead of passing."""
+    source = Path(__file__).resolve().parent.parent / "shapes" / shape_file
+    text = "\n".join(
+        line for line in source.read_text().splitlines() if not line.startswith("ceiling:")
+    )
+    path = tmp_path / shape_file
+    path.write_text(text + "\n")
+    plan = compile_plan(load_shape(path))
+    assert plan.ceiling_bytes is None and plan.ceiling_basis is None
+    assert words in plan.derivations["ceiling_bytes"]
+    gate = next(g for g in plan.gates if g.id == "pair-ceiling")
+    assert gate.status == "unknown" and words in (gate.detail or gate.summary or "")

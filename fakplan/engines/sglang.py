@@ -282,6 +282,14 @@ class SglangEngine(ModelledEngine):
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
         return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
 
+    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        return None, (
+            "unknown: the shape states no ceiling, and SGLang has no floor to predict one "
+            "from: it profiles neither activations nor CUDA graphs, it keeps 1 - "
+            "--mem-fraction-static of the memory free before the weights (a heuristic, by "
+            "release); state ceiling, or read a boot ledger (ceiling: {ledger: PATH})"
+        )
+
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("sglang", RELEASES, loaded.shape.engine_version)[1]
 

@@ -213,5 +213,14 @@ class LlamacppEngine(ModelledEngine):
     def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
         return ("auto", *CACHE_TYPES)
 
+    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        return None, (
+            "unknown: the shape states no ceiling, and llama.cpp's floor is not predicted: "
+            "its compute buffers are what ggml's graph allocator reserves for the worst-case "
+            "batch (n_ubatch tokens against the whole cache), tensor reuse included, which "
+            "fakplan does not model; state ceiling, or read a boot ledger (ceiling: {ledger: "
+            "PATH}: its compute and output buffer lines)"
+        )
+
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)[1]
