@@ -1,13 +1,13 @@
 """vLLM's boot-time floor, predicted for every boot that prints its profiler lines.
 
 The profiler corpus (tests/data/public/profiler) and the dev corpus's vLLM boots that print
-the profiler summary ("Memory profiling takes ...") from logs of their own (the ones also in
-the profiler corpus read their log from there: the same boot, listed once).
+the profiler summary (its "non-torch forward increase memory") from logs of their own (the
+ones also in the profiler corpus read their log from there: the same boot, listed once).
 
 For each boot: the config, TP/PP and served dtype it ran, the card's CUDA total and the
 utilization its log prints; fakplan's weights, activation peak, non-torch memory and pool
 beside the printed ones. Used by tests/bench/accuracy.py (the README's second table) and
-tests/test_vllm_floor.py.
+tests/test_engine_sized_pool.py.
 """
 
 from __future__ import annotations

@@ -306,6 +306,24 @@ def test_the_measured_residue_is_over_the_same_count_the_plan_makes() -> None:
     assert counted is not None and counted.bytes == sglang_sizing._COUNTED_LLAMA_8B
 
 
+def _budget_shape(folder: Path, kv: str) -> Path:
+    path = folder / "sglang-budget.yaml"
+    path.write_text(
+        f"""name: sglang-budget
+engine: sglang
+engine_version: "0.5.2"
+model: {json.dumps(str(LLAMA_8B))}
+card: {{total: 79.19 GiB}}
+budget: {{weights: 15.2 GiB, kv: {kv}}}
+serving:
+  max_num_seqs: 48
+  max_model_len: 8192
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
 def test_a_budget_launch_fraction_leaves_the_budgeted_pool(tmp_path: Path) -> None:
     """Budget mode passes --max-total-tokens and a fraction; SGLang keeps 1 - fraction of
     what is free *before* the weights, so the fraction must cover the memory in use then
@@ -313,21 +331,7 @@ def test_a_budget_launch_fraction_leaves_the_budgeted_pool(tmp_path: Path) -> No
     the most in use measured at TP 1 and the weights filling budget.weights."""
     from fakplan.engines.sglang_sizing import IN_USE_MEASURED
 
-    path = tmp_path / "sglang-budget.yaml"
-    path.write_text(
-        f"""name: sglang-budget
-engine: sglang
-engine_version: "0.5.2"
-model: {json.dumps(str(LLAMA_8B))}
-card: {{total: 79.19 GiB}}
-budget: {{weights: 15.2 GiB, kv: 50 GiB}}
-serving:
-  max_num_seqs: 48
-  max_model_len: 8192
-""",
-        encoding="utf-8",
-    )
-    plan = compile_plan(load_shape(path))
+    plan = compile_plan(load_shape(_budget_shape(tmp_path, "50 GiB")))
     (role,) = plan.launch.roles
     argv = list(role.argv)
     fraction = float(argv[argv.index("--mem-fraction-static") + 1])
@@ -367,3 +371,16 @@ def test_a_pair_without_a_ceiling_says_why_none_is_predicted(
     assert words in plan.derivations["ceiling_bytes"]
     gate = next(g for g in plan.gates if g.id == "pair-ceiling")
     assert gate.status == "unknown" and words in (gate.detail or gate.summary or "")
+
+
+def test_a_budget_pair_that_leaves_sglang_nothing_is_one_line(tmp_path: Path) -> None:
+    """15.2 + 63.6 GiB on 79.19 GiB: after the 0.615 GiB in use before the weights, the
+    fraction SGLang would need is (78.8 / 78.575) > 1; refused at budget, nothing written."""
+    path = _budget_shape(tmp_path, "63.6 GiB")
+    result = CliRunner().invoke(main, ["compile", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert str(path) in line and "budget" in line and "a fraction of 1 or more" in line, line
+    assert not (tmp_path / "out").exists()
+    # 0.5 GiB less fits: 78.3 / 78.575 rounds up to 0.997
+    compile_plan(load_shape(_budget_shape(tmp_path, "63.1 GiB")))

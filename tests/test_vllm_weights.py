@@ -94,3 +94,20 @@ def test_served_in_float32() -> None:
     assert found is not None
     low, _, high = printed_interval(printed)
     assert low <= found.bytes <= high
+
+
+def test_a_tied_last_stage_builds_its_embedding_first() -> None:
+    """PP 2 with tied embeddings: the last stage builds embed_tokens (lm_head ties to it),
+    so its one vocab matrix is created first; the order keeps every byte of the count."""
+    from fakplan.engines.vllm import weights
+
+    config = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    config["tie_word_embeddings"] = True
+    layers = [weights._layer_tensors(config, "llama", 1, False) for _ in range(16)]
+    matrix = 128_256 * 4096
+    order = weights._creation_order(layers, matrix, False, True, 1, 4096, 2, 1 << 25, True)
+    assert order[0] == matrix * 2 and matrix * 2 not in order[1:]
+    plain = vllm_rank_weights(config, "llama", pp=2, stage=1)
+    assert plain is not None and sum(order) == plain.bytes

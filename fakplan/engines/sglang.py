@@ -368,37 +368,42 @@ def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleReco
     )
 
 
-def _budget_fraction(shape: Shape) -> tuple[float, str]:
+def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
     """The fraction that leaves SGLang room for the budgeted pair: SGLang keeps
     ``1 - fraction`` of the memory free *before* the weights load (sglang_sizing), so what
     is in use then (CUDA context, torch.distributed) comes out of the pair unless the
     fraction is of what is free, not of the card. ``--max-total-tokens`` caps the pool."""
+    shape = loaded.shape
     budget, total = shape.stated_budget, shape.card.total
     pair = budget.weights + budget.kv
     named = f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B)"
     measured = IN_USE_MEASURED.get(shape.parallel.tensor) if shape.parallel.pipeline == 1 else None
-    if measured is not None and pair < total - measured[0][1]:
-        (_, in_use), source = measured
-        fraction = fraction_up(pair, total - in_use, 3)
+    in_use = 0 if measured is None else measured[0][1]
+    fraction = fraction_up(pair, max(total - in_use, 1), 3)
+    if fraction >= 1:
+        raise loaded.error(
+            f"{named} = {pair:,} B leaves SGLang nothing for activations and CUDA graphs: "
+            f"it keeps 1 - --mem-fraction-static of what is free before the weights "
+            f"(card.total {total:,} B less up to {in_use:,} B in use then), and this pair "
+            "needs a fraction of 1 or more; lower budget.weights or budget.kv",
+            "budget",
+        )
+    if measured is not None:
+        source = measured[1]
         return fraction, (
             f"{named} / (card.total {total:,} B - {in_use:,} B, the most memory in use "
-            f"before the weights measured at TP {shape.parallel.tensor}: {source}) = "
-            f"{fraction:.3f}, rounded up; SGLang keeps 1 - fraction of what is free before "
-            "the weights load, and --max-total-tokens caps the pool"
+            f"before the weights measured at TP {shape.parallel.tensor}: {source}; another "
+            f"card's CUDA context may differ) = {fraction:.3f}, rounded up; SGLang keeps "
+            "1 - fraction of what is free before the weights load, and --max-total-tokens "
+            "caps the pool"
         )
-    fraction = fraction_up(pair, total, 3)
-    unmeasured = (
-        "the pair does not fit in what is free before the weights"
-        if measured is not None
-        else "the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
-        f"is not measured at TP {shape.parallel.tensor} PP {shape.parallel.pipeline}"
-    )
     return fraction, (
         f"{named} / card.total {total:,} B = {fraction:.3f}, rounded up; SGLang keeps "
-        f"1 - fraction of what is free before the weights load, and {unmeasured}: the pool "
-        "it profiles falls short of budget.kv by the fraction of that memory unless "
-        "budget.weights leaves the slack (fakplan verify's kv-tokens says); "
-        "--max-total-tokens caps the pool"
+        "1 - fraction of what is free before the weights load, and the memory in use then "
+        "(CUDA context, torch.distributed, NCCL) is not measured at TP "
+        f"{shape.parallel.tensor} PP {shape.parallel.pipeline}: the pool it profiles falls "
+        "short of budget.kv by the fraction of that memory unless budget.weights leaves the "
+        "slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool"
     )
 
 
@@ -427,7 +432,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
         env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
     else:
-        fraction, fraction_derivation = _budget_fraction(shape)
+        fraction, fraction_derivation = _budget_fraction(loaded)
         derivations = {
             "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
             "--mem-fraction-static": fraction_derivation,

@@ -5,9 +5,11 @@ vLLM's "Model loading took" is ``torch.cuda.max_memory_allocated()`` across the 
 request is rounded up to 512 B, a large one gets a segment rounded up to 2 MiB (20 MiB
 shared by requests of 1-10 MiB), and a block is split off its segment only when more than
 1 MiB would be left over, so a tensor whose segment leaves <= 1 MiB spare is counted with
-the spare (c10/cuda/CUDACachingAllocator.cpp ``should_split``/``get_allocation_size``; the
-constants are c10/core/AllocatorConfig.h:17-25 in torch 2.13). A free block is reused
-best-fit, with the same split rule.
+the spare (c10/cuda/CUDACachingAllocator.cpp ``should_split``/``get_allocation_size``/
+``round_size``; kMinBlockSize, kSmallSize, kMinLargeAlloc and kRoundLarge as read in
+c10/core/AllocatorConfig.h:17-25 of torch 2.13's headers, kLargeBuffer = 20 MiB beside the
+allocator; the same values in the allocator sources of earlier 2.x releases). A free block
+is reused best-fit, with the same split rule.
 
 Only what stays allocated is modelled: temporaries a load frees (the rotary cache's float32
 intermediates) can leave a free block a later tensor fits with <= 1 MiB to spare, which

@@ -56,11 +56,17 @@ def _layer_tensors(
     kv = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or hidden // heads)
     q, kv_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
+    # biases as each family's attention takes them (models/llama.py: q/k/v and o both
+    # attention_bias; qwen2.py: q/k/v always, o never; qwen3.py, qwen3_moe.py: q/k/v
+    # attention_bias, o never; mixtral.py: none; read in v0.13.0)
+    bias = bool(text.get("attention_bias"))
+    qkv_bias = model_type == "qwen2" or (bias and model_type != "mixtral")
+    o_bias = bias and model_type in ("llama", "mistral")
     out: Tensors = [(hidden * (q + 2 * kv_rank), True)]  # qkv_proj
-    if model_type == "qwen2" or text.get("attention_bias"):
+    if qkv_bias:
         out.append((q + 2 * kv_rank, False))  # q, k, v biases, split with their columns
     out.append((q * hidden, True))  # o_proj
-    if model_type != "qwen2" and text.get("attention_bias"):
+    if o_bias:
         out.append((hidden, False))  # o's bias whole on every rank
     attention, out = out, []
     if model_type in ("qwen3", "qwen3_moe"):
@@ -68,8 +74,10 @@ def _layer_tensors(
     if sparse:
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
         share = moe_inter // tp
-        out += [(count * 2 * share * hidden, True), (count * hidden * share, True)]  # w13, w2
-        out.append((hidden * count, False))  # the router, replicated and unquantized
+        experts: Tensors = [(count * 2 * share * hidden, True), (count * hidden * share, True)]
+        router = (hidden * count, False)  # replicated and unquantized
+        # MixtralMoE builds its gate before FusedMoE; Qwen3MoeSparseMoeBlock after
+        out += [router, *experts] if model_type == "mixtral" else [*experts, router]
     else:
         share = int(text["intermediate_size"]) // tp
         out += [(2 * share * hidden, True), (hidden * share, True)]  # gate_up, down
@@ -150,7 +158,9 @@ def vllm_rank_weights(
         if not cuda_blocks:
             return RankWeights(total, derivation)
         blocks = allocated_bytes(
-            _creation_order(layers_own, rows * hidden, stage == 0, last, embeds, hidden, size, rope)
+            _creation_order(
+                layers_own, rows * hidden, stage == 0, last, embeds, hidden, size, rope, tied
+            )
         )
         return RankWeights(
             blocks,
@@ -178,17 +188,20 @@ def _creation_order(
     hidden: int,
     size: int,
     rope: int,
+    tied: bool,
 ) -> list[int]:
     """The rank's tensors in bytes, in the order vLLM's model constructor creates them: the
-    embedding, each layer (the first one's attention builds the one rotary cache), the
-    final norm, lm_head (LlamaForCausalLM and its kin)."""
-    out = [embedding * size] if first else []
+    embedding (the first stage's, or a tied model's last stage's, which lm_head ties to),
+    each layer (the first one's attention builds the one rotary cache), the final norm,
+    lm_head (LlamaForCausalLM and its kin)."""
+    tied_last = last and not first and tied  # its embed_tokens is built, lm_head ties to it
+    out = [embedding * size] if first or tied_last else []
     for index, (attention, rest) in enumerate(layers):
         out += [n * size for n, _ in attention]
         out += [rope] if index == 0 else []
         out += [n * size for n, _ in rest]
     if last:
         out.append(hidden * size)
-        if embeds - first:
+        if embeds - first and not tied_last:
             out.append(embedding * size)
     return out

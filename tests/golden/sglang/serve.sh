@@ -45,6 +45,6 @@
 #
 # Role: serve
 # --max-total-tokens: the tokens budget.kv backs: max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520
-# --mem-fraction-static: (budget.weights 38,654,705,664 B + budget.kv 32,212,254,720 B) / card.total 85,899,345,920 B = 0.825, rounded up; SGLang keeps 1 - fraction of what is free before the weights load, and the memory in use before the weights (CUDA context, torch.distributed, NCCL) is not measured at TP 2 PP 1: the pool it profiles falls short of budget.kv by the fraction of that memory unless budget.weights leaves the slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool
+# --mem-fraction-static: (budget.weights 38,654,705,664 B + budget.kv 32,212,254,720 B) / card.total 85,899,345,920 B = 0.825, rounded up; SGLang keeps 1 - fraction of what is free before the weights load, and the memory in use then (CUDA context, torch.distributed, NCCL) is not measured at TP 2 PP 1: the pool it profiles falls short of budget.kv by the fraction of that memory unless budget.weights leaves the slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool
 set -euo pipefail
 exec python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --host 0.0.0.0 --port 8000 --tp 2 --context-length 40960 --max-running-requests 12 --kv-cache-dtype fp8_e4m3 --page-size 1 --max-total-tokens 491520 --mem-fraction-static 0.825
