@@ -185,13 +185,10 @@ def _printed_span(figure: LedgerFigure) -> tuple[int, int] | None:
 
 def _summed_span(figures: Sequence[LedgerFigure | None]) -> tuple[int, int] | None:
     """Any sum of what several printed figures stand for; None where one is not printed."""
-    spans = [None if f is None else _printed_span(f) for f in figures]
-    if not spans or any(span is None for span in spans):
+    spans = [span for f in figures if f is not None and (span := _printed_span(f)) is not None]
+    if not spans or len(spans) < len(figures):
         return None
-    return (
-        sum(span[0] for span in spans if span is not None),
-        sum(span[1] for span in spans if span is not None),
-    )
+    return sum(low for low, _ in spans), sum(high for _, high in spans)
 
 
 def _printed_bytes(ledger: Ledger, name: str, what: str) -> Observation:

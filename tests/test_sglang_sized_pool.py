@@ -307,20 +307,9 @@ def test_the_measured_residue_is_over_the_same_count_the_plan_makes() -> None:
 
 
 def _budget_shape(folder: Path, kv: str) -> Path:
-    path = folder / "sglang-budget.yaml"
-    path.write_text(
-        f"""name: sglang-budget
-engine: sglang
-engine_version: "0.5.2"
-model: {json.dumps(str(LLAMA_8B))}
-card: {{total: 79.19 GiB}}
-budget: {{weights: 15.2 GiB, kv: {kv}}}
-serving:
-  max_num_seqs: 48
-  max_model_len: 8192
-""",
-        encoding="utf-8",
-    )
+    """The sized shape with a budget in place of its fraction."""
+    path = _shape(folder, extra=f"budget: {{weights: 15.2 GiB, kv: {kv}}}\n")
+    path.write_text(path.read_text().replace("  mem_fraction_static: 0.88\n", ""))
     return path
 
 

@@ -107,7 +107,9 @@ def test_a_tied_last_stage_builds_its_embedding_first() -> None:
     config["tie_word_embeddings"] = True
     layers = [weights._layer_tensors(config, "llama", 1, False) for _ in range(16)]
     matrix = 128_256 * 4096
-    order = weights._creation_order(layers, matrix, False, True, 1, 4096, 2, 1 << 25, True)
+    order = weights._creation_order(
+        layers, 2, matrix * 2, 4096 * 2, 1 << 25, leading=True, trailing=False, last=True
+    )
     assert order[0] == matrix * 2 and matrix * 2 not in order[1:]
     plain = vllm_rank_weights(config, "llama", pp=2, stage=1)
     assert plain is not None and sum(order) == plain.bytes

@@ -135,7 +135,10 @@ def vllm_rank_weights(
     rows = -(-int(text["vocab_size"]) // VOCAB_PAD) * VOCAB_PAD // tp
     tied = bool(text.get("tie_word_embeddings", False))
     last = stage == pp - 1
-    embeds = (stage == 0) + (last and (not tied or pp > 1))
+    # the vocab matrices a stage builds: embed_tokens on the first stage, and on a tied
+    # model's last (lm_head ties to it); a separate lm_head on an untied model's last
+    leading, trailing = stage == 0 or (last and tied), last and not tied
+    embeds = leading + trailing
     layers_own = [_layer_tensors(text, model_type, tp, i in sparse) for i in own]
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
     linear = sum(n for n, is_linear in tensors if is_linear)
@@ -158,10 +161,9 @@ def vllm_rank_weights(
         if not cuda_blocks:
             return RankWeights(total, derivation)
         blocks = allocated_bytes(
-            _creation_order(
-                layers_own, rows * hidden, stage == 0, last, embeds, hidden, size, rope, tied
-            )
-        )
+            _creation_order(layers_own, size, rows * hidden * size, hidden * size, rope,
+                            leading=leading, trailing=trailing, last=last)
+        )  # fmt: skip
         return RankWeights(
             blocks,
             f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
@@ -181,27 +183,23 @@ def vllm_rank_weights(
 
 def _creation_order(
     layers: list[tuple[Tensors, Tensors]],
-    embedding: int,
-    first: bool,
-    last: bool,
-    embeds: int,
-    hidden: int,
     size: int,
+    vocab_matrix: int,
+    norm: int,
     rope: int,
-    tied: bool,
+    *,
+    leading: bool,
+    trailing: bool,
+    last: bool,
 ) -> list[int]:
-    """The rank's tensors in bytes, in the order vLLM's model constructor creates them: the
-    embedding (the first stage's, or a tied model's last stage's, which lm_head ties to),
-    each layer (the first one's attention builds the one rotary cache), the final norm,
-    lm_head (LlamaForCausalLM and its kin)."""
-    tied_last = last and not first and tied  # its embed_tokens is built, lm_head ties to it
-    out = [embedding * size] if first or tied_last else []
+    """The rank's tensors in bytes, in the order vLLM's model constructor creates them: a
+    leading vocab matrix (embed_tokens), each layer (the first one's attention builds the
+    one rotary cache), the final norm on the last stage, a trailing lm_head
+    (LlamaForCausalLM and its kin)."""
+    out = [vocab_matrix] if leading else []
     for index, (attention, rest) in enumerate(layers):
         out += [n * size for n, _ in attention]
         out += [rope] if index == 0 else []
         out += [n * size for n, _ in rest]
-    if last:
-        out.append(hidden * size)
-        if embeds - first and not tied_last:
-            out.append(embedding * size)
-    return out
+    out += [norm] if last else []
+    return out + ([vocab_matrix] if trailing else [])
