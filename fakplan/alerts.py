@@ -4,17 +4,22 @@ Each rule compares what the engine exports (vLLM v0.32.0 vllm/v1/metrics/loggers
 SGLang v0.5.2 srt/metrics/collector.py) with a figure of the plan: the KV the running
 sequences should need at most, the slots the pool should serve, no preemption where the
 contract holds, and the engine's own KV token count against the ``kv-tokens``
-prediction. Series are selected by the engine's ``model_name`` label (the served model
-name); vLLM's ``cache_config_info`` has none, so it is joined on ``instance``.
+prediction. Series are selected by the endpoint's own labels (``monitoring.selector``,
+or ``--selector``; by default the scrape job named after the shape), never by the model
+alone: two endpoints serving one model would fire on each other's figures. The engine's
+``model_name`` label (the served model name) is added to them; vLLM's
+``cache_config_info`` has none, so it is selected by the endpoint's labels and joined on
+``instance``.
 A llama.cpp or custom shape has no rules: their servers export no such figures.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from fakplan.errors import SelectorError
 from fakplan.plan import Plan
 from fakplan.predict import KV_TOKENS
 
@@ -55,6 +60,12 @@ def _rule(alert: str, expr: str, plan: Plan, summary: str, why: str) -> dict[str
     }
 
 
+def _selector(plan: Plan, endpoint: str | None) -> tuple[str, str]:
+    """(the selector of the engine's model series, the endpoint's own matchers)."""
+    own = endpoint or plan.metrics_selector or f"job={quoted(plan.name)}"
+    return f"{{{own},model_name={quoted(_served(plan))}}}", own
+
+
 def _served(plan: Plan) -> str:
     argv = next((r.argv for r in plan.launch.roles), ())
     if "--served-model-name" in argv:
@@ -67,8 +78,8 @@ def _per_seq_tokens(plan: Plan) -> int:
     return pages * plan.page_tokens
 
 
-def _vllm_rules(plan: Plan) -> list[dict[str, Any]]:
-    sel = f"{{model_name={quoted(_served(plan))}}}"
+def _vllm_rules(plan: Plan, endpoint: str | None = None) -> list[dict[str, Any]]:
+    sel, own = _selector(plan, endpoint)
     window = _per_seq_tokens(plan)
     ratio = window / plan.tokens_backed
     rules = [
@@ -106,7 +117,7 @@ def _vllm_rules(plan: Plan) -> list[dict[str, Any]]:
         rules.append(
             _rule(
                 "FakplanKvTokensDiffer",
-                f'vllm:cache_config_info{{num_gpu_blocks!~"{range_regex(low, high)}"}} '
+                f'vllm:cache_config_info{{{own},num_gpu_blocks!~"{range_regex(low, high)}"}} '
                 f"and on(instance) vllm:num_requests_running{sel}",
                 plan,
                 f"{plan.name}: the engine's KV pool is not the predicted one",
@@ -132,8 +143,8 @@ def _contract_holds(plan: Plan) -> bool:
     return any(g.id == "pool-contract" and g.status == "pass" for g in plan.gates)
 
 
-def _sglang_rules(plan: Plan) -> list[dict[str, Any]]:
-    sel = f"{{model_name={quoted(_served(plan))}}}"
+def _sglang_rules(plan: Plan, endpoint: str | None = None) -> list[dict[str, Any]]:
+    sel, _ = _selector(plan, endpoint)
     window = _per_seq_tokens(plan)
     rules = [
         _rule(
@@ -178,24 +189,46 @@ def _sglang_rules(plan: Plan) -> list[dict[str, Any]]:
     return rules
 
 
-RULES = {"vllm": _vllm_rules, "sglang": _sglang_rules}
+RULES: dict[str, Callable[[Plan, str | None], list[dict[str, Any]]]] = {
+    "vllm": _vllm_rules,
+    "sglang": _sglang_rules,
+}
 
 
-def rule_groups(plans: Sequence[Plan]) -> dict[str, Any]:
-    """A Prometheus rules file: one group per shape whose engine exports the figures."""
+def rule_groups(plans: Sequence[Plan], selector: str | None = None) -> dict[str, Any]:
+    """A Prometheus rules file: one group per shape whose engine exports the figures.
+
+    ``selector`` (rendered matchers) replaces the one plan's own; two plans whose series
+    the same matchers pick are refused: their rules would fire on each other's figures."""
+    if selector is not None and len(plans) > 1:
+        raise SelectorError("--selector names one endpoint: give one shape, or state each "
+                          "shape's monitoring.selector")  # fmt: skip
+    picked: dict[tuple[str, str], str] = {}
+    for p in plans:
+        if p.engine not in RULES:
+            continue
+        key = (_selector(p, selector)[0], p.engine)
+        if key in picked:
+            raise SelectorError(
+                f"shapes {picked[key]} and {p.name} select the same series ({key[0]}): give "
+                "each a monitoring.selector naming its own endpoint (job, instance, ...)"
+            )
+        picked[key] = p.name
     groups = [
-        {"name": f"fakplan-{p.name}", "rules": RULES[p.engine](p)}
+        {"name": f"fakplan-{p.name}", "rules": RULES[p.engine](p, selector)}
         for p in plans
         if p.engine in RULES
     ]
     return {"groups": groups}
 
 
-def prometheus_rule(plans: Sequence[Plan], name: str) -> dict[str, Any]:
+def prometheus_rule(
+    plans: Sequence[Plan], name: str, selector: str | None = None
+) -> dict[str, Any]:
     """The same groups as the Prometheus operator's PrometheusRule."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "fakplan"}},
-        "spec": rule_groups(plans),
+        "spec": rule_groups(plans, selector),
     }

@@ -9,6 +9,8 @@
     ├── LedgerError              a boot log that states nothing fakplan recognises
     ├── RecordError              a compiled record (plan.json) that is missing or damaged
     ├── GatesError               an operator gates file that cannot be imported or clashes
+    ├── SelectorError            PromQL label matchers that cannot be read, or that pick
+    │                            another endpoint's series too
     └── ProbeError               an endpoint that cannot be probed at all
 
 Library code raises these and never exits; ``fakplan.cli`` maps them to exit
@@ -75,6 +77,10 @@ class RecordError(FakplanError):
 
 class GatesError(FakplanError):
     """An operator gates file that cannot be loaded, or a gate id used twice."""
+
+
+class SelectorError(FakplanError):
+    """Label matchers that are not PromQL's, or rules whose series another endpoint shares."""
 
 
 class ProbeError(FakplanError):

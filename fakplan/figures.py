@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fakplan.cluster import ClusterFacts
 from fakplan.contract import KvCost
 from fakplan.sizing import EngineSizing
+from fakplan.units import human
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,6 @@ class Figures:
     name: str
     engine: str
     kv_cache_dtype: str
-    accepted_dtypes: tuple[str, ...]
     max_num_seqs: int
     max_model_len: int
     spec_tokens: int
@@ -37,7 +37,7 @@ class Figures:
     ceiling_bytes: int | None
     ceiling_derivation: str
     max_spec_rows: int | None
-    unclaimed_warn_above: int | None
+    unclaimed_warn_above: int
     model: ModelFacts | None = None
 
     # engines that size the cache by a context length (llama.cpp): sessions the slots serve,
@@ -56,6 +56,18 @@ class Figures:
     ceiling_basis: str | None = None
     # the pods of a shape deployed on Kubernetes (launch.kubernetes)
     cluster: ClusterFacts | None = None
+    # the most any pair can be on the card under this engine (Engine.card_bound): it
+    # decides where no ceiling is known; None: the card's total
+    card_bound_bytes: int | None = None
+    card_bound_derivation: str | None = None
+
+    @property
+    def card_bound(self) -> tuple[int, str]:
+        """(bytes, derivation) of the card's bound on the pair."""
+        if self.card_bound_bytes is None:
+            total = self.card_total_bytes
+            return total, f"the card's {human(total)} ({total:,} B, card.total)"
+        return self.card_bound_bytes, self.card_bound_derivation or ""
 
     @property
     def whole_sessions(self) -> int:

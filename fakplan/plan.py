@@ -159,6 +159,8 @@ class Plan(BaseModel):
     retired_predictions: tuple[Prediction, ...] = ()
     engine_sizing: SizingRecord | None = None
     ceiling_basis: Literal["stated", "ledger", "predicted"] | None = None
+    # the PromQL label matchers that pick this endpoint's series (monitoring.selector)
+    metrics_selector: str = ""
 
     @property
     def failed(self) -> bool:
@@ -266,11 +268,11 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
     capacity = engine.capacity(loaded, cost, stated.kv)
     pair = stated.weights + stated.kv
     ceiling, ceiling_text, ceiling_basis = _ceiling(loaded, ledger_path)
+    bound, bound_text = engine.card_bound(loaded)
     return Figures(
         name=shape.name,
         engine=shape.engine,
         kv_cache_dtype=shape.serving.kv_cache_dtype,
-        accepted_dtypes=engine.accepted_dtypes(loaded),
         max_num_seqs=seqs,
         max_model_len=window,
         spec_tokens=shape.serving.spec_tokens,
@@ -287,6 +289,8 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
         ceiling_bytes=ceiling,
         ceiling_derivation=ceiling_text,
         ceiling_basis=ceiling_basis,
+        card_bound_bytes=bound,
+        card_bound_derivation=bound_text,
         cluster=cluster_facts(shape, stated.weights),
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
@@ -453,4 +457,5 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         launch=shape_relative_paths(loaded, engine.launch(loaded, f)),
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
         ceiling_basis=f.ceiling_basis,
+        metrics_selector=shape.metrics_selector,
     )

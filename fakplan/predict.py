@@ -339,14 +339,19 @@ def _point(
     )
 
 
+def _sequences(n: int) -> str:
+    return "sequence" if n == 1 else "sequences"
+
+
 def _sessions(path: str, f: Figures) -> Prediction:
     """The whole windows backed at once, as the ledger states or implies them."""
     if f.sized_tokens is not None and f.engine_sessions is None:
         # the engine sizes the pool: the windows of the kv-tokens prediction's range
         low, high = (tokens // f.max_model_len for tokens in f.sized_tokens)
+        span = f"{low}" if low == high else f"{low}..{high}"
         return Prediction(
             id=SESSIONS_AT_WINDOW,
-            claim=f"backs {low}..{high} sequences all at {f.max_model_len:,} tokens at once",
+            claim=f"backs {span} {_sequences(high)} all at {f.max_model_len:,} tokens at once",
             value=f.whole_sessions,
             low=low,
             high=high,
@@ -356,7 +361,10 @@ def _sessions(path: str, f: Figures) -> Prediction:
             closed_by="ledger",
             command=_verify_command(path),
         )
-    claim = f"backs {f.whole_sessions} sequences all at {f.max_model_len:,} tokens at once"
+    n = f.whole_sessions
+    claim = (
+        f"backs {n} {_sequences(n)} {'all ' if n > 1 else ''}at {f.max_model_len:,} tokens at once"
+    )
     return _point(
         SESSIONS_AT_WINDOW,
         claim,
@@ -369,16 +377,18 @@ def _sessions(path: str, f: Figures) -> Prediction:
 
 
 def _boundary(path: str, f: Figures) -> Prediction:
-    """Every slot at the full window: as many retrieve their marker as windows are backed."""
+    """Every slot at the full window at once: as many are served in full (accepted and
+    answered, none refused or preempted) as windows are backed. Whether the model then
+    repeats each prompt's marker is its quality, reported beside the verdict, not capacity."""
     seqs = f.max_num_seqs
-    retrieved = min(seqs, f.whole_sessions)
+    served = min(seqs, f.whole_sessions)
     return _point(
         BOUNDARY,
         f"{seqs} concurrent prompts of max_model_len - gen tokens each: "
-        f"{retrieved}/{seqs} return the marker at their head",
-        retrieved,
-        "retrieved",
-        f"min({seqs} slots, {f.whole_sessions} full windows backed) = {retrieved}",
+        f"{served}/{seqs} are accepted and served in full (none refused or preempted)",
+        served,
+        "served",
+        f"min({seqs} slots, {f.whole_sessions} full windows backed) = {served}",
         "probe boundary",
         f"fakplan probe {path} --url URL --only boundary",
     )

@@ -1,7 +1,8 @@
 """The capacity report: one static HTML page a person reads at a glance.
 
-Per shape, a card's memory as one bar — weights, KV pool, the engine's floor and what is
-unclaimed, against the card and the ceiling, the contract marked on the KV segment — its
+Per shape, a card's memory as one bar — the weights budget, KV pool, the engine's floor and
+what is unclaimed, against the card and the ceiling, with the contract's end and the weights
+the model needs marked, all to one scale (widened past the card where the plan is over) — its
 gates, and its predictions with their verdict history; for a fleet, one sortable row per
 endpoint; where git has the shape's history, the last change in words (``fakplan diff``).
 Self-contained: inline CSS, SVG and a few lines of script, nothing fetched. Meaning is in
@@ -50,22 +51,54 @@ class Entry:
     change: str = ""  # the last change's narrative, where git has it
     segments: tuple[Segment, ...] = ()
     contract_x: float | None = None
+    contract_past: int = 0  # the contract's end is this far past the bar (pinned to its end)
     ceiling_x: float | None = None
+    card_x: float = BAR_WIDTH  # where the card ends: short of the bar when the plan is over it
+    scale_bytes: int = 0  # the bytes the bar's full width stands for
+    weights_needed: int | None = None  # the weights per rank the model needs (weights-fit)
+    weights_needed_x: float | None = None
     failing: int = 0
     gates: tuple[dict[str, str], ...] = field(default_factory=tuple)
     predictions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
 
-def _x(n: int, card: int) -> float:
-    return round(n / card * BAR_WIDTH, 3)
+def _x(n: int, scale: int) -> float:
+    return round(n / scale * BAR_WIDTH, 3)
 
 
-def bar(plan: Plan) -> tuple[tuple[Segment, ...], float | None, float | None]:
+@dataclass(frozen=True)
+class Bar:
+    """A card as one bar, every segment and marker to one scale."""
+
+    segments: tuple[Segment, ...]
+    scale: int  # the bytes the full width stands for: the card, or more where the plan is over
+    contract_x: float
+    contract_past: int  # the contract's end lies this far past the bar: not drawn to scale
+    ceiling_x: float | None
+    card_x: float
+    weights_needed_x: float | None
+
+
+def weights_needed(plan: Plan) -> int | None:
+    """The weights per rank the model needs, as the weights-fit gate counted them."""
+    gate = next((g for g in plan.gates if g.id == "weights-fit"), None)
+    value = gate.numbers.get("weights_per_rank_bytes") if gate is not None else None
+    return value if isinstance(value, int) else None
+
+
+def bar(plan: Plan) -> Bar:
     """The card's bytes as segments: weights, KV pool, then (with a ceiling) what is
-    unclaimed up to it and the engine's floor above it; without one, the rest as free."""
+    unclaimed up to it and the engine's floor above it; without one, the rest as free.
+
+    Every segment is drawn to one scale, so nothing is clipped: where the pair or the
+    weights the model needs run past the card, the bar widens to hold them and the card's
+    end is marked inside it. A contract that ends past all of them is the one mark not to
+    scale: pinned to the bar's end, and said so."""
     card = plan.card_total_bytes
+    needed = weights_needed(plan)
+    reach = max(card, plan.pair_bytes, needed or 0)
     parts: list[tuple[str, str, int]] = [
-        ("weights", "weights", plan.weights_budget_bytes),
+        ("weights", "weights budget", plan.weights_budget_bytes),
         ("kv", "KV pool", plan.kv_budget_bytes),
     ]
     ceiling = plan.ceiling_bytes
@@ -77,11 +110,20 @@ def bar(plan: Plan) -> tuple[tuple[Segment, ...], float | None, float | None]:
         parts.append(("free", "not planned (no ceiling)", max(card - plan.pair_bytes, 0)))
     segments, at = [], 0
     for key, label, size in parts:
-        segments.append(Segment(key, label, size, _x(at, card), _x(size, card)))
+        segments.append(Segment(key, label, size, _x(at, reach), _x(size, reach)))
         at += size
-    # where the pool would have to reach: past the KV segment when the contract fails
-    contract = _x(min(plan.weights_budget_bytes + plan.contract_bytes, card), card)
-    return tuple(segments), contract, None if ceiling is None else _x(ceiling, card)
+    contract_end = plan.weights_budget_bytes + plan.contract_bytes
+    return Bar(
+        segments=tuple(segments),
+        scale=reach,
+        # where the pool would have to reach: past the KV segment when the contract fails;
+        # a contract past everything else is pinned to the bar's end and said so
+        contract_x=_x(min(contract_end, reach), reach),
+        contract_past=max(0, contract_end - reach),
+        ceiling_x=None if ceiling is None else _x(ceiling, reach),
+        card_x=_x(card, reach),
+        weights_needed_x=None if needed is None else _x(needed, reach),
+    )
 
 
 def _verdicts(plan: Plan) -> tuple[dict[str, Any], ...]:
@@ -129,7 +171,7 @@ def last_change(path: Path) -> str:
 
 
 def entry(path: str, plan: Plan, change: str = "") -> Entry:
-    segments, contract, ceiling = bar(plan)
+    drawn = bar(plan)
     gates = tuple(
         {"id": g.id, "title": g.title, "status": g.status, "summary": g.summary} for g in plan.gates
     )
@@ -137,9 +179,14 @@ def entry(path: str, plan: Plan, change: str = "") -> Entry:
         path=path,
         plan=plan,
         change=change,
-        segments=segments,
-        contract_x=contract,
-        ceiling_x=ceiling,
+        segments=drawn.segments,
+        contract_x=drawn.contract_x,
+        contract_past=drawn.contract_past,
+        ceiling_x=drawn.ceiling_x,
+        card_x=drawn.card_x,
+        scale_bytes=drawn.scale,
+        weights_needed=weights_needed(plan),
+        weights_needed_x=drawn.weights_needed_x,
         failing=sum(1 for g in plan.gates if g.status == "fail"),
         gates=gates,
         predictions=_verdicts(plan),

@@ -42,20 +42,18 @@ UNITS: dict[str, int] = {
 EXAMPLE = '"5120 MiB"'
 ACCEPTED_FORMS = (
     'a number and a unit, e.g. "5120 MiB", "31.86 GiB", "7488 B"; '
-    "units B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
+    "units B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal), in any case"
 )
 
 _NUMBER = r"[0-9][0-9_,]*(?:\.[0-9]+)?"  # digits, thousands separators, decimals
 _QUANTITY = re.compile(rf"^\s*(?P<number>{_NUMBER})\s*(?P<unit>[A-Za-z]+)\s*$")
+# every unit in any case, decimal as binary: "24 gb" is what "24 GB" is (a byte size has no
+# bits to mean, and an operator who types "gb" means the vendor's "GB")
 _UNIT_BY_FOLD = {unit.casefold(): unit for unit in UNITS}
-# "mb"/"Mb" are too easily bits or a typo for MiB: decimal units only in their exact spelling.
-_EXACT_ONLY = frozenset({"KB", "MB", "GB", "TB"})
 
 
 def _unit_pattern(unit: str) -> str:
     """The spellings ``parse_bytes`` takes for ``unit``, as a regex without flags."""
-    if unit in _EXACT_ONLY:
-        return unit
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in unit)
 
 
@@ -82,10 +80,10 @@ def parse_bytes(text: str) -> int:
     number_text = match["number"].replace(",", "").replace("_", "")
     unit_text = match["unit"]
     unit = unit_text if unit_text in UNITS else _UNIT_BY_FOLD.get(unit_text.casefold())
-    if unit is None or (unit != unit_text and unit in _EXACT_ONLY):
+    if unit is None:
         raise UnitsError(
-            f"unknown unit {unit_text!r} in {text!r}; "
-            "use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
+            f"unknown unit {unit_text!r} in {text!r}; use B, KiB, MiB, GiB, TiB (binary) "
+            "or KB, MB, GB, TB (decimal), in any case"
         )
     try:
         value = Decimal(number_text) * UNITS[unit]

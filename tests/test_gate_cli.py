@@ -77,7 +77,13 @@ def test_before_shape_fails_pool_contract_with_its_numbers(in_root: Path) -> Non
     assert (
         pool["numbers"]["tokens_backed"] == (3543 * MIB - 3 * 110 * MIB - 448 * MIB) // FP8_PAGE * 4
     )
-    assert "grow budget.kv by at least 1,520 MiB" in pool["fix"]
+    # growing the pool to the contract must keep the pair under the 29,120 MiB ceiling:
+    # 5,063 + 26,071 - 29,120 = 2,014 MiB comes out of the weights (issue 26: the fix once
+    # said "grow budget.kv by at least 1,520 MiB", which the pair gate then failed)
+    assert pool["fix"].startswith(
+        "grow budget.kv to at least 5,063 MiB and take 2,014 MiB out of budget.weights "
+        "(the pair must fit in the ceiling's 29,120 MiB)"
+    )
 
 
 def test_after_shape_passes_every_gate(in_root: Path) -> None:
@@ -94,8 +100,8 @@ def test_after_shape_passes_every_gate(in_root: Path) -> None:
     assert [d.split(": ")[1].split(" (")[0] for _, d, _ in tests] == [
         "pool ≥ contract",
         "pair ≤ ceiling",
-        "KV dtype accepted",
         "speculative rows within bound",
+        "unclaimed VRAM",
     ]
     data = json.loads(_gate("shapes/frank-archon.yaml", "--format", "json").stdout)
     assert data["ok"] is True
@@ -110,9 +116,11 @@ def test_folder_gates_every_shape(repo: Path, monkeypatch: pytest.MonkeyPatch) -
     lines = list(Parser().parse_text(result.stdout))
     assert lines[1].expected_tests == 8
     tests = _tests(result.stdout)
-    assert [ok for ok, _, _ in tests] == [False, False, True, True, True, True, True, True]
+    # the before-shape fails pool, pair and (over its ceiling, no VRAM left) unclaimed
+    assert [ok for ok, _, _ in tests] == [False, False, True, False, True, True, True, True]
     assert tests[0][1].startswith("- frank-archon-fp8: pool ≥ contract")
     assert tests[1][1].startswith("- frank-archon-fp8: pair ≤ ceiling (29,614 MiB > 29,120 MiB)")
+    assert tests[3][1].startswith("- frank-archon-fp8: unclaimed VRAM (-494 MiB unclaimed")
     rows = perl_tap(result.stdout)
     assert ["plan", "8"] in rows
     assert not [row for row in rows if row[0] == "error"]
@@ -196,12 +204,13 @@ def test_unknown_gate_is_a_skip_never_a_silent_pass(
     monkeypatch.chdir(repo)
     result = _gate("shapes/frank-archon.yaml")
     assert result.exit_code == 0
+    # the card (31.86 GiB = 32,625 MiB) holds the pair, so nothing decides: a skip
     assert (
-        "ok 2 - frank-archon: pair ≤ ceiling (pair 29,120 MiB, ceiling unknown) "
-        "# SKIP unknown: the shape states no ceiling\n" in result.stdout
+        "ok 2 - frank-archon: pair ≤ ceiling (pair 29,120 MiB ≤ 32,625 MiB the card holds, "
+        "ceiling unknown) # SKIP unknown: the shape states no ceiling" in result.stdout
     )
     tests = _tests(result.stdout)
-    assert [skip for _, _, skip in tests] == [False, True, False, False]
+    assert [skip for _, _, skip in tests] == [False, True, False, True]
 
 
 # --- operator gates -------------------------------------------------------------
@@ -253,8 +262,8 @@ def test_operator_gates_are_discovered_next_to_shapes(
     assert list(gates) == [
         "pool-contract",
         "pair-ceiling",
-        "kv-dtype",
         "spec-rows",
+        "unclaimed",
         "two-windows",
         "fp8-only",
         "divides",
@@ -301,7 +310,7 @@ def test_gates_option_replaces_discovery(repo: Path, monkeypatch: pytest.MonkeyP
     result = _gate("shapes/frank-archon.yaml", "--gates", "elsewhere", "--format", "json")
     assert result.exit_code == 0, result.output
     ids = [g["id"] for g in json.loads(result.stdout)["shapes"][0]["gates"]]
-    assert ids == ["pool-contract", "pair-ceiling", "kv-dtype", "spec-rows", "always"]
+    assert ids == ["pool-contract", "pair-ceiling", "spec-rows", "unclaimed", "always"]
 
 
 @pytest.mark.parametrize(

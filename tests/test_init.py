@@ -33,9 +33,11 @@ WRITTEN = [  # in the order init reports them
     "gates/conftest.py",
     ".github/workflows/fakplan.yml",
     "README.md",
+    ".gitignore",
 ]
 SCAFFOLD = [
     ".github/workflows/fakplan.yml",
+    ".gitignore",
     "README.md",
     "gates/conftest.py",
     "gates/headroom.py",
@@ -71,13 +73,17 @@ def test_example_shape_passes_every_gate(
     assert shape["name"] == "example"
     assert {g["status"] for g in shape["gates"]} == {"pass"}  # no warning, nothing unknown
     gates = {g["id"]: g for g in shape["gates"]}
-    # 4 slots x 8,192 tokens x 131,072 B = 4 GiB; the pool is 6,656 MiB
+    # issue 26: the example is the engine operators run, with a catalog model
+    example = yaml.safe_load((repo / "shapes" / "example.yaml").read_text())
+    assert (example["engine"], example["model"]) == ("vllm", "meta-llama/Llama-3.1-8B-Instruct")
+    # 4 slots x 8,192 tokens x 131,072 B (32 layers x 8 KV heads x 256 x 2 B) = 4 GiB;
+    # the pool is 5 GiB
     assert gates["pool-contract"]["numbers"]["contract_bytes"] == 4 * 8192 * 131_072
-    # the example operator gate ran from gates/headroom.py: 4 GiB x 1.1 <= 6,656 MiB
+    # the example operator gate ran from gates/headroom.py: 4 GiB x 1.1 <= 5 GiB
     headroom = gates["contract-headroom"]
     assert headroom["source"] == "gates/headroom.py"
     assert headroom["numbers"] == {
-        "pool_bytes": 6656 * 1024 * 1024,
+        "pool_bytes": 5 * 1024**3,
         "needed_bytes": 4 * 8192 * 131_072 * 11 // 10,
     }
 
@@ -124,8 +130,12 @@ def test_ci_workflow_gates_on_changes_to_shapes_and_gates(repo: Path) -> None:
     checkout = _steps(repo)[0]
     assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["fetch-depth"] == 0
     told = _step(repo, "what this pull request does to shapes/")
-    assert told["run"] == 'fakplan diff --rev "origin/$GITHUB_BASE_REF" shapes/'
+    assert 'fakplan diff --rev "origin/$GITHUB_BASE_REF" shapes/' in told["run"]
+    assert '>> "$GITHUB_STEP_SUMMARY"' in told["run"]  # the review lands on the run's page
     assert told["if"].startswith("github.event_name == 'pull_request'")
+    # issue 26: the pytest gates ran only when the gate step passed; they run after a failure
+    suite = _step(repo, "the gate suite under pytest")
+    assert "!cancelled()" in suite["if"] and "always" not in suite["if"]
 
 
 def test_readme_stub(repo: Path) -> None:
@@ -158,7 +168,7 @@ def test_refusal_counts_every_existing_file(repo: Path, runner: CliRunner) -> No
     result = runner.invoke(main, ["init", str(repo), "--install", SPEC])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"{repo.as_posix()}/shapes/example.yaml: already exists (and 5 more); "
+        f"{repo.as_posix()}/shapes/example.yaml: already exists (and 6 more); "
         "fakplan init writes nothing over existing files (--force overwrites)"
     ]
 
@@ -169,6 +179,7 @@ def test_wheel_ships_init_templates_and_the_pytest_entry_point(built_wheel: Buil
         source = {
             ".github/workflows/fakplan.yml": "github/workflows/fakplan.yml.j2",
             "README.md": "README.md.j2",
+            ".gitignore": "gitignore",
         }.get(target, target)
         assert f"fakplan/templates/init/{source}" in names
     assert "[pytest11]\nfakplan = fakplan.gates.pytest_plugin" in entry_text
@@ -479,10 +490,35 @@ def test_generated_workflow_installs_and_gates_in_a_scratch_environment(
     (scaffold / "shapes" / "second.yaml").write_text(
         example.replace("name: example", "name: second", 1)
     )
+    summary = tmp_path / "step-summary.md"
     told = _bash(
         _step(scaffold, "what this pull request does")["run"],
         scaffold,
-        {**env, "GITHUB_BASE_REF": "main"},
+        {**env, "GITHUB_BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)},
     )
     assert told.returncode == 0, told.stdout + told.stderr
     assert told.stdout.startswith("second: added (shapes/second.yaml); gated in full\n")
+    page = summary.read_text()
+    assert page.startswith("## fakplan diff\n\n```\nsecond: added (shapes/second.yaml)")
+    assert page.endswith("```\n")
+
+    # a change an operator gate refuses: the diff step fails and names the gate (issue 26:
+    # it exited 0 and named none while fakplan gate failed)
+    subprocess.run([*git, "add", "--", "."], cwd=scaffold, check=True)
+    subprocess.run([*git, "commit", "-qm", "second"], cwd=scaffold, check=True)
+    subprocess.run(
+        ["git", "update-ref", "refs/remotes/origin/main", "HEAD"], cwd=scaffold, check=True
+    )
+    (scaffold / "shapes" / "second.yaml").write_text(
+        (scaffold / "shapes" / "second.yaml")
+        .read_text()
+        .replace("max_model_len: 8192", "max_model_len: 10240")
+    )
+    refused = _bash(
+        _step(scaffold, "what this pull request does")["run"],
+        scaffold,
+        {**env, "GITHUB_BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "  contract-headroom: pass -> fail" in refused.stdout
+    assert "    fix: grow budget.kv to at least 5,632 MiB" in refused.stdout

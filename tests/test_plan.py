@@ -210,14 +210,18 @@ def test_weights_fix_never_grows_past_the_card(tmp_path: Path) -> None:
     small = compile_plan(load_shape(_shape(tmp_path, _llama("8 GiB", "6 GiB", "1 GiB"))))
     assert gate(small, "weights-fit").fix == (
         "the weights per rank (15,317 MiB) exceed the card's 8,192 MiB (card.total): shard "
-        "wider (parallel.tensor or parallel.pipeline) or serve a smaller checkpoint"
+        "wider (parallel.tensor or parallel.pipeline), quantize them, or serve a smaller "
+        "checkpoint"
     )
     # on 24 GiB beside a 10 GiB pool: 16,060,522,496 + 10 GiB - 24 GiB = 1,028,136,960 B
-    # (980.5 MiB) must come out of budget.kv
+    # (980.5 MiB) must come out of budget.kv, leaving 10,737,418,240 - 1,028,136,960 =
+    # 9,709,281,280 B (9,259.5 MiB), still above the contract
     tight = compile_plan(load_shape(_shape(tmp_path, _llama("24 GiB", "14 GiB", "10 GiB"))))
+    assert tight.contract_bytes <= 9_709_281_280
     assert gate(tight, "weights-fit").fix == (
         "grow budget.weights to at least 15,317 MiB and take 981 MiB out of budget.kv "
-        "(the pair must fit in the card's 24,576 MiB (card.total)), or shard wider"
+        "(to 9,259 MiB, still the contract; the pair must fit in the card's 24,576 MiB "
+        "(card.total)), or shard wider"
     )
 
 

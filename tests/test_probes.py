@@ -233,7 +233,7 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
         "--json",
     )
     assert first.exit_code == 0, first.output
-    doc = json.loads(first.output)
+    doc = json.loads(first.stdout)  # progress lines go to stderr
     assert doc["schema"] == "fakplan.probe/1"
     assert doc["server"]["flavour"] == "llama-cpp-python"
     # a rate on a shared 2-core machine is the machine's, not the engine's: assert that the
@@ -248,11 +248,15 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
     record = json.loads((out / "tiny-probe" / "plan.json").read_text(encoding="utf-8"))
     by_id = {p["id"]: p for p in record["predictions"]}
     (verdict,) = by_id["boundary"]["verdicts"]
-    # the random model retrieves nothing: killed, exit 1 (held, exit 0, if it ever did)
-    assert second.exit_code == (0 if verdict["status"] == "held" else 1), second.output
-    # answered, or (without the lead-byte bias above) an HTTP 500 from the wrapper: either
-    # way the verdict is recorded with the slot's fate
-    assert verdict["note"].startswith(f"{verdict['observed']}/1 markers retrieved (predicted 1); ")
+    # issue 26: capacity and model quality are two things. The full-window prompt is
+    # accepted and served: held, exit 0, though the random model repeats no marker (which
+    # was once a kill). The answer slack keeps the wrapper's HTTP 500 at the window's last
+    # cell away (boundary.ANSWER_SLACK).
+    assert (verdict["status"], second.exit_code) == ("held", 0), second.output
+    assert verdict["note"].startswith("1/1 served in full at ")
+    assert "model quality, not capacity: 0/1 repeated the marker at their head" in verdict["note"]
+    # no progress noise in the record; a line per probe on stderr
+    assert "fakplan probe: boundary ok (" in second.stderr
     # the decode verdict of the first run is still there, and in the env header
     assert [v["status"] for v in by_id["decode-vs-control"]["verdicts"]] == [decode["status"]]
     env = (out / "tiny-probe" / "tiny-probe.env").read_text(encoding="utf-8")
@@ -358,11 +362,11 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
         "128",
         "-rA",
     )
-    # the random model retrieves no marker: the boundary prediction is killed; every probe
-    # runs; the decode rate's verdict is the loaded machine's, so either outcome is the engine's
-    assert "markers retrieved (predicted 1)" in done.stdout
+    # the full-window prompt is served: the boundary prediction (capacity) holds, though the
+    # random model repeats no marker; every probe runs; the decode rate's verdict is the
+    # loaded machine's, so either outcome is the engine's
     outcomes = suite_outcomes(done.stdout)
-    assert outcomes.pop("test_predictions_held[probe boundary]") == "FAILED"
+    assert outcomes.pop("test_predictions_held[probe boundary]") == "PASSED", done.stdout
     assert outcomes.pop("test_predictions_held[probe decode]") in {"PASSED", "FAILED"}
     assert sorted(outcomes.items()) == [
         (f"test_probe_ran[{probe}]", "PASSED")

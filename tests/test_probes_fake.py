@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fakplan.cli import main
+from fakplan.errors import ProbeError
 from fakplan.plan import compile_plan
 from fakplan.probes import (
     Deadline,
@@ -109,6 +111,7 @@ class FakeEngine:
         chunk_delay_s: float = 0.0005,
         token_delay_s: float | None = None,
         burst: bool = False,
+        model: str = "fake",
     ) -> None:
         self.server = server
         self.flavour = flavour
@@ -124,7 +127,7 @@ class FakeEngine:
         self.burst = burst  # the stream held back and sent in one write, as a buffer would
         self.chat: Callable[[Request], Response] | None = None  # a test's override
         server.expect_request("/v1/models").respond_with_json(
-            {"object": "list", "data": [{"id": "fake", "owned_by": OWNER.get(flavour, "me")}]}
+            {"object": "list", "data": [{"id": model, "owned_by": OWNER.get(flavour, "me")}]}
         )
         server.expect_request("/openapi.json").respond_with_json({"paths": {}})
         server.expect_request("/props").respond_with_data("", status=404)
@@ -249,6 +252,9 @@ def shape(tmp_path: Path) -> Path:
 
 
 def _run(url: str, shape: Path, **options: Any) -> Any:
+    # the fakes stand in for every flavour with one llama.cpp shape: the check that the
+    # endpoint is the shape's own is waived here (its tests pass any_endpoint=False)
+    options.setdefault("any_endpoint", True)
     with httpx.Client() as client:
         endpoint = Endpoint(client, url, api_key=options.pop("api_key", None))
         return run_probes(load_shape(shape), endpoint, httpx.AsyncClient, ProbeOptions(**options))
@@ -511,6 +517,7 @@ def test_the_key_is_sent_and_never_shown(
         main,
         [
             "probe",
+            "--any-endpoint",  # a vLLM fake stands in for the llama.cpp shape's endpoint
             str(shape),
             "--url",
             fake.url,
@@ -547,6 +554,7 @@ def test_a_boundary_that_holds_exits_0(
         main,
         [
             "probe",
+            "--any-endpoint",  # a vLLM fake stands in for the llama.cpp shape's endpoint
             str(shape),
             "--url",
             fake.url,
@@ -560,7 +568,7 @@ def test_a_boundary_that_holds_exits_0(
         ],
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)  # progress lines go to stderr
     assert doc["schema"] == "fakplan.probe/1"
     assert doc["verdicts"]["boundary"]["status"] == "held"
     assert doc["probes"]["calibrate"]["requested"] is False
@@ -730,7 +738,9 @@ def test_progress_is_told_every_step(fake_server: HTTPServer, shape: Path) -> No
             load_shape(shape),
             Endpoint(client, fake.url),
             httpx.AsyncClient,
-            ProbeOptions(only=("decode",), repeat=2, max_tokens=128, timeout_s=20),
+            ProbeOptions(
+                only=("decode",), repeat=2, max_tokens=128, timeout_s=20, any_endpoint=True
+            ),
             recorder,
         )
     assert recorder.calls == [
@@ -838,3 +848,46 @@ def test_data_parallel_engines_that_disagree(fake_server: HTTPServer, shape: Pat
     assert kv.notes[0] == "2 different caches stated by 3 engines; the smallest is used"
     assert 'kv_cache_size_tokens="1024"' in kv.statement and "2048" not in kv.statement
     assert verdicts_for(run, compile_plan(load_shape(shape)))["kv-tokens"].status == "held"
+
+
+# ------------------------------------------------- the endpoint is the shape's (issue 26)
+
+
+def test_another_engine_serving_another_model_is_refused_before_any_probe(
+    fake_server: HTTPServer, shape: Path, tmp_path: Path
+) -> None:
+    """Issue 26: a vLLM shape probed against a llama-cpp-python server serving tiny.gguf
+    exited 0 with a note. Here the other way round: a vLLM server serving 'fake' for the
+    llama.cpp shape of tiny.gguf is refused, exit 2, nothing written."""
+    fake = FakeEngine(fake_server, "vllm")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["probe", str(shape), "--url", fake.url, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert f" is not the endpoint {shape.as_posix()} plans: " in line
+    assert "it is vllm (/v1/models owned_by 'vllm'), the shape's engine is llamacpp" in line
+    assert "it serves 'fake', the shape 'tiny.gguf'" in line
+    assert line.endswith("check --url, or pass --any-endpoint to probe it anyway")
+    assert not out.exists()
+    assert not [r for r in fake.bodies if "messages" in r or "prompt" in r]  # no probe ran
+
+
+def test_the_shapes_own_endpoint_is_probed(fake_server: HTTPServer, shape: Path) -> None:
+    """llama-server listing the GGUF by the path it was started with: the same file."""
+    fake = FakeEngine(fake_server, "llama-server", model="/models/tiny.gguf")
+    run = _run(fake.url, shape, only=("calibrate",), any_endpoint=False)
+    assert run.probes["calibrate"].status == "ok"
+    assert not [n for n in run.notes if "mismatch" in n]
+
+
+def test_a_renaming_proxy_is_probed_with_the_override_and_noted(
+    fake_server: HTTPServer, shape: Path
+) -> None:
+    fake = FakeEngine(fake_server, "llama-server", model="team-alias")
+    with pytest.raises(
+        ProbeError, match=re.escape("it serves 'team-alias', the shape 'tiny.gguf'")
+    ):
+        _run(fake.url, shape, only=("calibrate",), any_endpoint=False)
+    run = _run(fake.url, shape, only=("calibrate",), any_endpoint=True)
+    assert run.probes["calibrate"].status == "ok"
+    assert any(n.startswith("probed despite a mismatch (--any-endpoint): ") for n in run.notes)

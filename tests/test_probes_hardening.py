@@ -381,7 +381,9 @@ def probe_in_child(
     start = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         child = subprocess.Popen(
-            [sys.executable, "-c", RUN_FAKPLAN, str(peak), "probe", *args],
+            # the fault server answers as vLLM serving "fake": it stands in for the
+            # shape's endpoint, so the served-model check is waived
+            [sys.executable, "-c", RUN_FAKPLAN, str(peak), "probe", "--any-endpoint", *args],
             stdout=out,
             stderr=err,
             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
@@ -615,6 +617,7 @@ def _probe_with_key(url: str, shape: Path, out: Path, only: str, *extra: str) ->
         main,
         [
             "probe",
+            "--any-endpoint",  # the fault server stands in for the shape's endpoint
             str(shape),
             "--url",
             url,
@@ -789,7 +792,9 @@ def test_a_long_verbose_decode_fits(loopback: Loopback, shape: Path) -> None:
             load_shape(shape),
             Endpoint(client, loopback.url),
             httpx.AsyncClient,
-            ProbeOptions(only=("decode",), repeat=1, max_tokens=2048, timeout_s=60),
+            ProbeOptions(
+                only=("decode",), repeat=1, max_tokens=2048, timeout_s=60, any_endpoint=True
+            ),
         )
     assert run.probes["decode"].status == "ok", run.probes["decode"].error
     assert run.result("decode").reps[0]["streamed_tokens"] == 2048

@@ -343,12 +343,17 @@ def _run(**results: Any) -> ProbeRun:
     )
 
 
-def _boundary(retrieved: int, slots: int = 1, counted: int = 992) -> BoundaryResult:
+def _boundary(
+    retrieved: int, slots: int = 1, counted: int = 992, answered: int | None = None
+) -> BoundaryResult:
+    """``slots`` prompts, the first ``answered`` (default all) served, the first
+    ``retrieved`` of them repeating their marker; the rest preempted."""
+    served = slots if answered is None else answered
     results = tuple(
         SlotResult(
             slot=i,
             marker="AAAA-BBBB-CCCC",
-            status="answered",
+            status="answered" if i < served else "preempted",
             http_status=200,
             latency_s=0.1,
             prompt_tokens=counted,
@@ -384,9 +389,17 @@ def test_boundary_verdicts(tiny_plan: Any) -> None:
     predicted = next(p for p in tiny_plan.predictions if p.id == "boundary")
     assert predicted.value == 1
     assert verdicts_for(_run(boundary=_boundary(1)), tiny_plan)["boundary"].status == "held"
-    killed = verdicts_for(_run(boundary=_boundary(0)), tiny_plan)["boundary"]
+    # issue 26: the window accepted and served is capacity, the prediction; whether the
+    # model repeated the marker is its quality, reported, never the verdict
+    quality = verdicts_for(_run(boundary=_boundary(0)), tiny_plan)["boundary"]
+    assert (quality.status, quality.observed) == ("held", 1)
+    assert quality.note.startswith("1/1 served in full at 992 tokens (predicted 1)")
+    assert "model quality, not capacity: 0/1 repeated the marker at their head" in quality.note
+    killed = verdicts_for(_run(boundary=_boundary(0, answered=0)), tiny_plan)["boundary"]
     assert (killed.status, killed.observed) == ("killed", 0)
-    assert killed.note.startswith("0/1 markers retrieved (predicted 1)")
+    assert killed.note.startswith(
+        "0/1 served in full at 992 tokens (predicted 1); 0 refused, 1 preempted"
+    )
     off = verdicts_for(_run(boundary=_boundary(1, counted=900)), tiny_plan)["boundary"]
     assert off.status == "unverifiable"  # 900 is 9 % under 992: not the predicted boundary
 

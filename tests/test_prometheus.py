@@ -214,17 +214,22 @@ def _case(
     }
 
 
-MODEL = 'model_name="meta-llama/Llama-3.1-8B-Instruct",instance="a:8000",job="vllm"'
-SG_MODEL = 'model_name="Qwen/Qwen3-32B",instance="b:30000",job="sglang"'
+# each endpoint's scrape job is named after its shape: what fakplan rules selects by default
+MODEL = 'model_name="meta-llama/Llama-3.1-8B-Instruct",instance="a:8000",job="example"'
+SG_MODEL = 'model_name="Qwen/Qwen3-32B",instance="b:30000",job="qwen3-32b-sglang"'
 
 
 def _vllm_cases(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """shapes/example.yaml: 40,960 tokens backed, 16,384 a sequence, 2 slots, 2,560 blocks
     (kv-tokens allows 2,548..2,572)."""
-    labels = {"model_name": "meta-llama/Llama-3.1-8B-Instruct", "instance": "a:8000", "job": "vllm"}
+    labels = {
+        "model_name": "meta-llama/Llama-3.1-8B-Instruct",
+        "instance": "a:8000",
+        "job": "example",
+    }
     usage, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_running"
     waiting, preempt = "vllm:num_requests_waiting", "vllm:num_preemptions_total"
-    info = 'vllm:cache_config_info{instance="a:8000",job="vllm",engine="0",block_size="16",num_gpu_blocks="%s"}'
+    info = 'vllm:cache_config_info{instance="a:8000",job="example",engine="0",block_size="16",num_gpu_blocks="%s"}'
     u, w, p, k = (rules[n] for n in ("FakplanKvUsageAbovePlan", "FakplanRequestsWaitingBelowSlots",
                                       "FakplanPreemptionDespiteContract", "FakplanKvTokensDiffer"))  # fmt: skip
     return [
@@ -241,7 +246,7 @@ def _vllm_cases(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         _case(p, [{"series": f"{preempt}{{{MODEL}}}", "values": "4x20"}], False, labels),
         _case(k, [{"series": info % "3000", "values": "1x20"},
                   {"series": f"{running}{{{MODEL}}}", "values": "0x20"}], True,
-              {"instance": "a:8000", "job": "vllm", "engine": "0", "block_size": "16",
+              {"instance": "a:8000", "job": "example", "engine": "0", "block_size": "16",
                "num_gpu_blocks": "3000"}),
         _case(k, [{"series": info % "2560", "values": "1x20"},
                   {"series": f"{running}{{{MODEL}}}", "values": "0x20"}], False, {}),
@@ -249,7 +254,7 @@ def _vllm_cases(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _sglang_cases(rules: dict[str, dict[str, Any]], low: int, high: int) -> list[dict[str, Any]]:
-    labels = {"model_name": "Qwen/Qwen3-32B", "instance": "b:30000", "job": "sglang"}
+    labels = {"model_name": "Qwen/Qwen3-32B", "instance": "b:30000", "job": "qwen3-32b-sglang"}
     used, running = "sglang:num_used_tokens", "sglang:num_running_reqs"
     queue, usage = "sglang:num_queue_reqs", "sglang:token_usage"
     u, w, k = (
@@ -282,20 +287,178 @@ def test_each_alert_fires_and_stays_quiet_under_promtool(promtool: str, tmp_path
     _, text, _ = _run(
         ["rules", str(SHAPES / "example.yaml"), str(SHAPES / "qwen3-32b-sglang.yaml")]
     )
-    (tmp_path / "rules.yaml").write_text(text)
     _, plan_text, _ = _run(["plan", str(SHAPES / "qwen3-32b-sglang.yaml"), "--json"])
     tokens = next(p for p in json.loads(plan_text)["predictions"] if p["id"] == "kv-tokens")
     tests = _vllm_cases(_alerts(text, "example"))
     tests += _sglang_cases(_alerts(text, "qwen3-32b-sglang"), tokens["low"], tokens["high"])
     # a contract that fails gets no preemption rule: qwen3-32b-sglang's holds, so it has one
     assert "FakplanPreemptionDespiteContract" in _alerts(text, "qwen3-32b-sglang")
+    _promtool_test(promtool, tmp_path, text, tests)
+
+
+# ------------------------------------- two endpoints serving one model (issue 26)
+
+
+def _two_llamas(folder: Path, small: str = "", big: str = "") -> tuple[Path, Path]:
+    """shapes/example.yaml twice, one model: a 5 GiB pool (2,560 blocks) and a 10 GiB one
+    (5,120 blocks), each with an optional monitoring block."""
+    text = (SHAPES / "example.yaml").read_text()
+    one = folder / "llama-small.yaml"
+    one.write_text(text.replace("name: example", "name: llama-small") + small)
+    two = folder / "llama-big.yaml"
+    two.write_text(
+        text.replace("name: example", "name: llama-big")
+        .replace("kv: 5 GiB", "kv: 10 GiB")
+        .replace("total: 24 GiB", "total: 32 GiB")
+        .replace("ceiling: 22 GiB", "ceiling: 27 GiB")
+        + big
+    )
+    return one, two
+
+
+def _pool_cases(rules: dict[str, dict[str, dict[str, Any]]], jobs: dict[str, str]) -> list[Any]:
+    """Each endpoint's own pool as its engine states it (cache_config_info), both at once:
+    neither shape's FakplanKvTokensDiffer may fire on the other's figures."""
+    series = []
+    for shape, blocks in (("llama-small", 2560), ("llama-big", 5120)):
+        own = f'instance="{shape}:8000",{jobs[shape]}'
+        series.append(
+            {
+                "series": f'vllm:cache_config_info{{{own},engine="0",block_size="16",'
+                f'num_gpu_blocks="{blocks}"}}',
+                "values": "1x20",
+            }
+        )
+        series.append(
+            {
+                "series": f"vllm:num_requests_running{{{own},"
+                'model_name="meta-llama/Llama-3.1-8B-Instruct"}',
+                "values": "1x20",
+            }
+        )
+    # promtool checks every alert of that name, the two groups' alike: none may fire
+    return [_case(rules["llama-small"]["FakplanKvTokensDiffer"], series, False, {})]
+
+
+def _promtool_test(promtool: str, folder: Path, rules: str, tests: list[Any]) -> None:
+    (folder / "rules.yaml").write_text(rules)
     suite = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
+    (folder / "test.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     run = subprocess.run(
         [promtool, "test", "rules", "test.yaml"],
-        cwd=tmp_path,
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_two_shapes_serving_one_model_get_disjoint_rules(promtool: str, tmp_path: Path) -> None:
+    """Issue 26: both shapes selected model_name only, so each fired the other's
+    FakplanKvTokensDiffer forever. Selected by the scrape job named after each shape, the
+    two endpoints' own pools keep both quiet under promtool, and a pool that is not the
+    predicted one still fires its own shape's alert only."""
+    small, big = _two_llamas(tmp_path)
+    code, text, err = _run(["rules", str(small), str(big)])
+    assert code == 0, err
+    rules = {shape: _alerts(text, shape) for shape in ("llama-small", "llama-big")}
+    for shape, alerts in rules.items():
+        for rule in alerts.values():
+            assert f'job="{shape}"' in rule["expr"], rule["expr"]
+    jobs = {"llama-small": 'job="llama-small"', "llama-big": 'job="llama-big"'}
+    tests = _pool_cases(rules, jobs)
+    # the small endpoint booting the big one's pool fires the small shape's alert, alone
+    wrong = [
+        {
+            "series": 'vllm:cache_config_info{instance="s:8000",job="llama-small",engine="0",'
+            'block_size="16",num_gpu_blocks="5120"}',
+            "values": "1x20",
+        },
+        {
+            "series": 'vllm:num_requests_running{instance="s:8000",job="llama-small",'
+            'model_name="meta-llama/Llama-3.1-8B-Instruct"}',
+            "values": "1x20",
+        },
+    ]
+    fired = {
+        "instance": "s:8000",
+        "job": "llama-small",
+        "engine": "0",
+        "block_size": "16",
+        "num_gpu_blocks": "5120",
+    }
+    # exactly one alert of that name fires: the small shape's (the big one's stays quiet)
+    tests.append(_case(rules["llama-small"]["FakplanKvTokensDiffer"], wrong, True, fired))
+    _promtool_test(promtool, tmp_path, text, tests)
+
+
+def test_the_operator_names_each_endpoint_by_its_own_labels(promtool: str, tmp_path: Path) -> None:
+    """monitoring.selector in each shape, and --selector for one shape, pick the series."""
+    small, big = _two_llamas(
+        tmp_path,
+        small='monitoring: {selector: \'job="vllm", instance="10.0.0.5:8000"\'}\n',
+        big='monitoring:\n  selector: \'{job="vllm",instance="10.0.0.6:8000"}\'\n',
+    )
+    code, text, err = _run(["rules", str(small), str(big)])
+    assert code == 0, err
+    rules = {shape: _alerts(text, shape) for shape in ("llama-small", "llama-big")}
+    assert (
+        'job="vllm",instance="10.0.0.5:8000",model_name='
+        in (rules["llama-small"]["FakplanKvUsageAbovePlan"]["expr"])
+    )
+    jobs = {
+        "llama-small": 'job="vllm"',
+        "llama-big": 'job="vllm"',
+    }
+    # the series carry the instance the selectors name
+    tests = _pool_cases(rules, jobs)
+    for case in tests:
+        for entry in case["input_series"]:
+            entry["series"] = (
+                entry["series"]
+                .replace('instance="llama-small:8000"', 'instance="10.0.0.5:8000"')
+                .replace('instance="llama-big:8000"', 'instance="10.0.0.6:8000"')
+            )
+    _promtool_test(promtool, tmp_path, text, tests)
+    # --selector for the one shape it names
+    code, one, err = _run(["rules", str(small), "--selector", 'job="edge",instance=~"a:.*"'])
+    assert code == 0, err
+    assert 'job="edge",instance=~"a:.*",model_name=' in one
+    code, _, err = _run(["rules", str(small), str(big), "--selector", 'job="edge"'])
+    assert code == 2 and "--selector names one endpoint" in err
+
+
+def test_two_shapes_selecting_the_same_series_are_refused(tmp_path: Path) -> None:
+    same = "monitoring: {selector: 'job=\"vllm\"'}\n"
+    small, big = _two_llamas(tmp_path, small=same, big=same)
+    code, text, err = _run(["rules", str(small), str(big)])
+    assert code == 2 and text == ""
+    assert err.strip() == (
+        'shapes llama-small and llama-big select the same series ({job="vllm",model_name='
+        '"meta-llama/Llama-3.1-8B-Instruct"}): give each a monitoring.selector naming its own '
+        "endpoint (job, instance, ...)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("selector", "why"),
+    [
+        ("job=vllm", "expected a double-quoted value after job="),
+        ('job="a" instance="b"', "expected ',' between matchers"),
+        ('model_name="x"', "'model_name' is a label fakplan's rules select themselves"),
+        ('job=~"("', "the regex of job does not compile"),
+        ('"}) or vector(1) #', "expected a label name"),
+        ("", "no matchers"),
+    ],
+)
+def test_a_selector_that_is_not_promql_matchers_is_refused(
+    tmp_path: Path, selector: str, why: str
+) -> None:
+    small, _ = _two_llamas(tmp_path)
+    code, _, err = _run(["rules", str(small), "--selector", selector])
+    assert code == 2 and why in err, err
+    text = small.read_text() + f"monitoring: {{selector: {json.dumps(selector)}}}\n"
+    small.write_text(text)
+    code, _, err = _run(["rules", str(small)])
+    assert code == 2 and why in err and "monitoring.selector" in err, err

@@ -170,18 +170,32 @@ def test_the_report_in_a_real_browser(
             assert [
                 shown.nth(i).get_attribute("data-status") for i in range(shown.count())
             ] == expected
-        # each segment's drawn width is its share of the card's
-        card = section.locator('rect[data-key="card"]').bounding_box()
+        # every segment, the card and the weights needed are drawn to one scale: the card,
+        # or more where the plan runs past it (issue 26: a pair over the card was clipped)
+        whole = section.locator("svg.bar").bounding_box()
+        scale = int(section.get_attribute("data-scale"))
         total = plan["card_total_bytes"]
+        assert scale >= max(total, plan["pair_bytes"])
+        card = float(section.locator('rect[data-key="card"]').get_attribute("width") or "0")
+        assert abs(card - total / scale * 1000) <= 0.01, name  # in the bar's 1,000 units
         for i in range(section.locator("rect.segment").count()):
             rect = section.locator("rect.segment").nth(i)
             box = rect.bounding_box()
-            share = int(rect.get_attribute("data-bytes")) / total
-            assert abs(box["width"] - share * card["width"]) <= 1.0, (
+            share = int(rect.get_attribute("data-bytes")) / scale
+            assert abs(box["width"] - share * whole["width"]) <= 1.0, (
                 name,
                 rect.get_attribute("data-key"),
             )
-            assert box["x"] + box["width"] <= card["x"] + card["width"] + 1.0
+            assert box["x"] + box["width"] <= whole["x"] + whole["width"] + 1.0
+        # a contract past the bar is pinned to its end and said to be not to scale
+        contract_end = plan["weights_budget_bytes"] + plan["contract_bytes"]
+        marked = section.locator('li[data-key="contract"]').get_attribute("data-scale")
+        assert (marked == "not to scale") is (contract_end > scale), name
+        needed = section.locator("line.weights-needed")
+        if needed.count():
+            x = float(needed.get_attribute("x1") or "0") / 1000 * whole["width"]
+            weights = int(needed.get_attribute("data-bytes") or "0")
+            assert abs(x - weights / scale * whole["width"]) <= 1.0, name
     # the hostile model is text on the page, never an element (and so never fetched)
     assert HOSTILE_MODEL in page.locator('section[data-shape="hostile-model"]').inner_text()
     assert page.title() == "fakplan capacity report"
@@ -275,3 +289,91 @@ def test_the_last_change_in_words_where_git_has_it(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     html = page_path.read_text()
     assert "last change" in html and "serving.max_num_seqs: 2 -&gt; 1" in html
+
+
+# ------------------------------------------- shapes over the card (issue 26)
+
+OVER_CARD = """name: {name}
+engine: vllm
+engine_version: 0.19.0
+model: {model}
+card: {{total: {card}}}
+budget: {{weights: {weights}, kv: {kv}}}
+serving: {{max_num_seqs: 4, max_model_len: {window}, kv_cache_dtype: auto}}
+"""
+
+
+def test_a_plan_over_its_card_is_drawn_to_scale_and_failed(
+    chromium: str, browser: Any, tmp_path: Path
+) -> None:
+    """Issue 26: the report showed "failing gates 0" for a pair larger than the card,
+    clipped the KV bar to the card without saying so, and drew a 70B model's 16 GiB
+    weights budget as if it fitted. Now the pair gate fails, the bar widens to hold the
+    pair (the card's end marked, "past the card" said), and the weights the model needs
+    are a marker beside the budget."""
+    shapes = tmp_path / "shapes"
+    shapes.mkdir()
+    (shapes / "nosms.yaml").write_text(
+        OVER_CARD.format(
+            name="nosms",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            card="24 GiB",
+            weights="15.5 GiB",
+            kv="16 GiB",
+            window=32768,
+        )
+    )
+    (shapes / "big.yaml").write_text(
+        OVER_CARD.format(
+            name="big",
+            model="meta-llama/Llama-3.1-70B-Instruct",
+            card="22 GiB",
+            weights="16 GiB",
+            kv="1 GiB",
+            window=1024,
+        )
+    )
+    page_path = tmp_path / "report.html"
+    result = _cli("report", str(shapes), "-o", str(page_path))
+    assert result.exit_code == 0, result.output
+    page, errors, requests = _open(browser, page_path, *WIDTHS["phone"])
+    nosms = page.locator('#fleet tr[data-shape="nosms"]')
+    assert nosms.get_attribute("data-failing") == "1"  # pair ≤ ceiling fails on the card
+    assert nosms.get_attribute("data-slots") == "4"
+    assert nosms.get_attribute("data-sessions") == "4"  # 4 x 32,768 tokens fit in 16 GiB
+    section = page.locator('section[data-shape="nosms"]')
+    # 15.5 + 16 = 31.5 GiB of pair on a 24 GiB card: the bar is 31.5 GiB wide
+    assert int(section.get_attribute("data-scale") or "0") == int(31.5 * (1 << 30))
+    card = float(section.locator('rect[data-key="card"]').get_attribute("width") or "0")
+    assert abs(card - 24 / 31.5 * 1000) <= 0.01
+    kv = section.locator('rect[data-key="kv"]')
+    end = float(kv.get_attribute("x") or "0") + float(kv.get_attribute("width") or "0")
+    assert abs(end - 1000) <= 0.01  # the pool drawn whole, past the card's end
+    assert "7.50 GiB past the card" in section.inner_text()
+    big = page.locator('section[data-shape="big"]')
+    needed = int(big.locator("line.weights-needed").get_attribute("data-bytes") or "0")
+    assert needed > 16 * (1 << 30)  # 70B parameters in bf16: far past the budget
+    assert "past the weights budget" in big.locator('li[data-key="weights-needed"]').inner_text()
+    assert int(big.get_attribute("data-scale") or "0") == needed
+    # cells break between words at a phone's width: no word's letters on two lines
+    broken = page.evaluate(
+        """() => {
+          const out = [];
+          for (const cell of document.querySelectorAll('table td, table th')) {
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+              if (node.parentElement.closest('.path')) continue;
+              const re = /[^\\s/-]+/g; let m;  // a hyphen or slash is a break too
+              while ((m = re.exec(node.data))) {
+                const range = document.createRange();
+                range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+                const tops = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+                if (tops.size > 1) out.push(m[0]);
+              }
+            }
+          }
+          return out;
+        }"""
+    )
+    assert broken == []
+    assert errors == [] and requests == []

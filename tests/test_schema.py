@@ -193,7 +193,7 @@ REFUSED = {
     "unknown nested key": (GOOD.replace("  max_num_seqs: 2", "  max_num_seq: 2"), "serving"),
     "bare number for bytes": (GOOD.replace("kv: 6912 MiB", "kv: 6912"), "budget.kv"),
     "bare number for a ceiling": (GOOD.replace("ceiling: 29120 MiB", "ceiling: 29120"), "ceiling"),
-    "unknown unit": (GOOD.replace("kv: 6912 MiB", "kv: 6912 mb"), "budget.kv"),
+    "unknown unit": (GOOD.replace("kv: 6912 MiB", "kv: 6912 mbit"), "budget.kv"),
     "unknown engine": (GOOD.replace("engine: custom", "engine: tgi"), "engine"),
     "ceiling with two sources": (
         GOOD.replace("ceiling: 29120 MiB", "ceiling: {ledger: boot.log, bytes: 29120 MiB}"),

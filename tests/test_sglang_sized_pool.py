@@ -362,14 +362,24 @@ def test_a_pair_without_a_ceiling_says_why_none_is_predicted(
     assert gate.status == "unknown" and words in (gate.detail or gate.summary or "")
 
 
-def test_a_budget_pair_that_leaves_sglang_nothing_is_one_line(tmp_path: Path) -> None:
+def test_a_budget_pair_that_leaves_sglang_nothing_fails_its_gate(tmp_path: Path) -> None:
     """15.2 + 63.6 GiB on 79.19 GiB: after the 0.615 GiB in use before the weights, the
-    fraction SGLang would need is (78.8 / 78.575) > 1; refused at budget, nothing written."""
+    fraction SGLang would need is (78.8 / 78.575) > 1. Issue 26: this was exit 2 at budget
+    while vLLM and llama.cpp passed the same mistake; now every engine fails the pair gate
+    with the numbers (exit 1), and serve.sh refuses to start."""
+    from fakplan.engines.sglang_sizing import IN_USE_MEASURED
+
     path = _budget_shape(tmp_path, "63.6 GiB")
     result = CliRunner().invoke(main, ["compile", str(path), "--out", str(tmp_path / "out")])
-    assert result.exit_code == 2, result.output
-    (line,) = result.output.strip().splitlines()
-    assert str(path) in line and "budget" in line and "a fraction of 1 or more" in line, line
-    assert not (tmp_path / "out").exists()
-    # 0.5 GiB less fits: 78.3 / 78.575 rounds up to 0.997
+    assert result.exit_code == 1, result.output
+    assert "FAILS" in result.output and "pair ≤ ceiling" in result.output
+    plan = compile_plan(load_shape(path))
+    (pair,) = [g for g in plan.gates if g.id == "pair-ceiling"]
+    (_, in_use), _ = IN_USE_MEASURED[1]
+    total = load_shape(path).shape.card.total
+    # by hand: a fraction below 1 after rounding up at 3 places needs pair <= 0.999 x free
+    bound = 999 * (total - in_use) // 1000
+    assert pair.status == "fail"
+    assert pair.numbers["card_bound_bytes"] == bound
+    assert pair.numbers["over_bytes"] == int((15.2 + 63.6) * (1 << 30)) - bound
     compile_plan(load_shape(_budget_shape(tmp_path, "63.1 GiB")))

@@ -54,7 +54,53 @@ def test_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
     err = error_of(path)
     assert err.line == line_of(text, "max_num_seq: 2")
     assert err.field == "serving.max_num_seq"
-    assert "unknown key; expected one of: max_num_seqs, max_model_len" in str(err)
+    assert (
+        "unknown key 'max_num_seq' (did you mean 'max_num_seqs'?); expected one of: "
+        "max_num_seqs, max_model_len" in str(err)
+    )
+
+
+def test_a_misspelled_key_is_reported_at_its_line_before_the_field_it_hides(
+    tmp_path: Path,
+) -> None:
+    """Issue 26: `max_num_seq:` was reported as `serving.max_num_seqs: required field is
+    missing (and 1 more)` at the `serving:` line; the typo itself was hidden."""
+    text = GOOD.replace("  max_num_seqs: 2", "  max_num_seq: 2")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert err.line == line_of(text, "max_num_seq: 2")
+    assert err.field == "serving.max_num_seq"
+    assert str(err).startswith(
+        f"{path}:{err.line}: serving.max_num_seq: unknown key 'max_num_seq' (did you mean "
+        "'max_num_seqs'? serving.max_num_seqs is required and missing); expected one of: "
+        "max_num_seqs, max_model_len"
+    )
+    assert str(err).endswith("(and 1 more)")
+
+
+def test_a_misspelled_section_is_reported_at_its_line(tmp_path: Path) -> None:
+    text = GOOD.replace("serving:", "servng:")
+    path = write(tmp_path, text)
+    err = error_of(path)
+    assert (err.field, err.line) == ("servng", line_of(text, "servng:"))
+    assert "unknown key 'servng' (did you mean 'serving'? serving is required and missing)" in str(
+        err
+    )
+
+
+def test_an_unknown_key_near_no_field_gets_no_guess(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "zzz: 1\n")
+    assert "did you mean" not in str(error_of(path))
+
+
+@pytest.mark.parametrize("spelling", ["24 gb", "24 Gb", "24 gB", "24 GB"])
+def test_decimal_units_read_in_any_case(tmp_path: Path, spelling: str) -> None:
+    """Issue 26: `24 gb` was `unknown unit 'gb'` while `5 gib` was accepted."""
+    text = GOOD.replace("total: ", f"total: {spelling}  # was: ", 1).replace(
+        "ceiling: 29120 MiB", "ceiling: 22000 MiB"
+    )
+    shape = load_shape(write(tmp_path, text)).shape
+    assert shape.card.total == 24 * 10**9
 
 
 def test_unknown_top_level_key(tmp_path: Path) -> None:

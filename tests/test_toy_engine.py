@@ -48,9 +48,6 @@ class ToyEngine(Engine):
     def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
         return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return ("auto", "bf16")
-
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         shape = loaded.shape
         argv = ("toy-serve", "--model", shape.model, "--pool-bytes", str(figures.kv_budget_bytes))

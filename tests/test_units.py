@@ -25,6 +25,8 @@ from fakplan.units import GIB, KIB, MIB, format_bytes, human, parse_bytes
         ("  8 GiB ", 8 * 2**30),
         ("8GiB", 8 * 2**30),
         ("4 gib", 4 * 2**30),
+        ("24 gb", 24 * 10**9),  # decimal units in any case, as binary ones (issue 26)
+        ("2 mb", 2_000_000),
         # 31 x 2^30 = 33,285,996,544; 0.86 x 2^30 = 923,417,968.64; sum rounded to the byte
         ("31.86 GiB", 34_209_414_513),
     ],
@@ -34,7 +36,7 @@ def test_parse_bytes(text: str, expected: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["5120", "", "MiB", "-1 MiB", "5 parsecs", "1e3 MiB", "5 mb", "1.2.3 GiB"]
+    "text", ["5120", "", "MiB", "-1 MiB", "5 parsecs", "1e3 MiB", "5 mbit", "1.2.3 GiB"]
 )
 def test_parse_bytes_refuses(text: str) -> None:
     with pytest.raises(UnitsError):
@@ -134,10 +136,10 @@ GRAMMAR_SAMPLES = [
     ("-1 MiB", False),
     ("1e3 MiB", False),
     ("1.2.3 GiB", False),
-    ("5 mb", False),  # decimal units only as spelled: "mb" could be bits
-    ("5 Mb", False),
-    ("5 gB", False),
-    ("5 kB", False),
+    ("5 mb", True),  # decimal units in any case, as binary ones (issue 26: "24 gb")
+    ("5 Mb", True),
+    ("5 gB", True),
+    ("5 kB", True),
     ("5 parsecs", False),
     ("5 MiBs", False),
     (".5 GiB", False),

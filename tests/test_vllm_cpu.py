@@ -380,7 +380,9 @@ def test_a_real_prometheus_scrapes_the_engine_and_runs_the_rules(
     (tmp_path / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "rule_files: [rules.yaml]\n"
-        f"scrape_configs: [{{job_name: vllm, static_configs: [{{targets: ['{target}']}}]}}]\n"
+        # the scrape job named after the shape: what fakplan rules selects by default
+        "scrape_configs: [{job_name: tiny-vllm-cpu, static_configs: "
+        f"[{{targets: ['{target}']}}]}}]\n"
     )
     port = free_port()
     log = (tmp_path / "prometheus.log").open("wb")
@@ -397,7 +399,9 @@ def test_a_real_prometheus_scrapes_the_engine_and_runs_the_rules(
         while time.monotonic() < deadline and process.poll() is None:
             try:
                 answer = httpx.get(
-                    f"{api}/query", params={"query": "vllm:cache_config_info"}, timeout=5
+                    f"{api}/query",
+                    params={"query": 'vllm:cache_config_info{job="tiny-vllm-cpu"}'},
+                    timeout=5,
                 )
                 found = answer.json()["data"]["result"]
                 groups = httpx.get(f"{api}/rules", timeout=5).json()["data"]["groups"]

@@ -35,6 +35,17 @@ def out_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+gates_option = click.option(
+    "--gates",
+    "gates_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of operator gates (*.py) to run with the built-ins "
+    "[default: gates/ next to each shape's folder].",
+)
+"""``--gates DIR``: the operator gates, found as ``fakplan gate`` finds them."""
+
+
 records_option = click.option(
     "--records",
     type=click.Path(file_okay=False, path_type=Path),

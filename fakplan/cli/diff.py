@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from fakplan.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, out_option
+from fakplan.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, gates_option, out_option
 from fakplan.diff import ShapeDiff, diff_plans, narrative, review, shape_changes
+from fakplan.gates.operator import GatesCache, OperatorGate
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 
@@ -30,7 +31,14 @@ from fakplan.shape import load_shape
     help="Print JSON (schema fakplan.diff/1): per shape its status "
     "(added, deleted, renamed, changed), old_path and new_path, and the rows that moved.",
 )
-def diff(shapes: tuple[str, ...], rev: str | None, out_dir: Path, as_json: bool) -> None:
+@gates_option
+def diff(
+    shapes: tuple[str, ...],
+    rev: str | None,
+    out_dir: Path,
+    as_json: bool,
+    gates_dir: Path | None,
+) -> None:
     """What a shape change moves and what it costs, in words a reviewer reads.
 
     \b
@@ -49,15 +57,34 @@ def diff(shapes: tuple[str, ...], rev: str | None, out_dir: Path, as_json: bool)
     shape as it is now. With no SHAPE, a YAML file counts as a shape when it is
     a mapping with an engine: key on either side (others are named on stderr).
 
+    Every gate judges both sides: the built-in ones and the operator's own
+    (gates/ beside the shapes' folder, or --gates DIR), as fakplan gate runs them.
+    A gate that flipped is printed with its fix, and every gate the new side
+    fails is named, flipped or not (--json: "gates" and "failing", each with its
+    status, summary, fix and numbers).
+
     Exit 0 every new or changed shape passes its gates, 1 one fails a gate,
     2 bad input (a shape as it is now cannot be read; a revision git does not know).
     """
     diffs: list[ShapeDiff] = []
+    cache = GatesCache()
+
+    def gates_for(shape: Path) -> tuple[OperatorGate, ...]:
+        return cache.for_shape(shape, gates_dir)
+
     if rev is None:
         if len(shapes) != 2:
             raise click.UsageError("give OLD and NEW shapes, or --rev REV [SHAPE...]")
         old, new = load_shape(shapes[0]), load_shape(shapes[1])  # either unreadable: exit 2
-        diffs.append(diff_plans(old.shape, compile_plan(old), new.shape, compile_plan(new)))
+        diffs.append(
+            diff_plans(
+                old.shape,
+                compile_plan(old),
+                new.shape,
+                compile_plan(new),
+                gates_for(Path(shapes[1])),
+            )
+        )
     else:
         cwd = Path.cwd()
         git, changes, skipped = shape_changes(rev, shapes, cwd)
@@ -65,7 +92,7 @@ def diff(shapes: tuple[str, ...], rev: str | None, out_dir: Path, as_json: bool)
             click.echo(
                 f"fakplan diff: skipped {path} (not a YAML mapping with an engine: key)", err=True
             )
-        diffs = [review(change, git, cwd, out_dir) for change in changes]
+        diffs = [review(change, git, cwd, out_dir, gates_for) for change in changes]
     if as_json:
         click.echo(
             json.dumps(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fakplan.cli import gates_option
 from fakplan.gates.operator import gate_paths
 from fakplan.gates.report import FORMATS
 from fakplan.ledger import parse_ledger
@@ -22,14 +23,7 @@ from fakplan.ledger import parse_ledger
     show_default=True,
     help="tap for people and prove, junit for CI test views, json (fakplan.gates/1) for tools.",
 )
-@click.option(
-    "--gates",
-    "gates_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Folder of operator gates (*.py) to run with the built-ins "
-    "[default: gates/ next to each shape's folder].",
-)
+@gates_option
 @click.option(
     "--ledger",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -26,6 +26,7 @@ SCAFFOLD: tuple[tuple[str, str], ...] = (
     ("gates/conftest.py", "init/gates/conftest.py"),
     (".github/workflows/fakplan.yml", "init/github/workflows/fakplan.yml.j2"),
     ("README.md", "init/README.md.j2"),
+    (".gitignore", "init/gitignore"),
 )
 
 

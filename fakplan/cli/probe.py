@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,25 @@ class _Bars:
         self.progress.update(task, completed=total, description=f"{probe}: {status}")
 
 
+class _Lines:
+    """Progress where stderr is no terminal (CI logs, pipes): a line as each probe starts
+    and one as it ends, so a long run is never silent."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def begin(self, probe: str, steps: int) -> None:
+        self.started[probe] = time.monotonic()
+        click.echo(f"fakplan probe: {probe} ...", err=True)
+
+    def step(self, probe: str, text: str) -> None:
+        pass  # a line per repetition would drown the log; the end line says how long
+
+    def end(self, probe: str, status: str) -> None:
+        took = time.monotonic() - self.started.get(probe, time.monotonic())
+        click.echo(f"fakplan probe: {probe} {status} ({took:.1f} s)", err=True)
+
+
 def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
     folder = out_dir / run.name / "probes"
     path = folder / f"{run.id}.json"
@@ -143,6 +163,12 @@ def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
     show_default=True,
     help="Seconds each probe may take in all (connect at most 10 s).",
 )
+@click.option(
+    "--any-endpoint",
+    is_flag=True,
+    help="Probe even when the endpoint's engine or served model (GET /v1/models) is not "
+    "the shape's (a proxy that renames it); the mismatch is then a note in the record.",
+)
 def probe(
     shape: Path,
     url: str,
@@ -153,6 +179,7 @@ def probe(
     repeat: int,
     max_tokens: int,
     timeout: float,
+    any_endpoint: bool,
 ) -> None:
     """Probe a deployed endpoint and record verdicts on the shape's live predictions.
 
@@ -161,10 +188,17 @@ def probe(
                "kv-tokens" and "sessions-at-window" as the boot log would
     calibrate  chars/token of the probe corpus, counted for free (tokenize
                route, or the count an above-window refusal names)
-    boundary   max_num_seqs concurrent prompts of max_model_len - 32 tokens,
-               each asked for the marker at its head (closes "boundary")
+    boundary   max_num_seqs concurrent prompts of max_model_len - 32 tokens at
+               once: how many are served in full closes "boundary" (capacity);
+               how many repeat the marker at their head is reported (model quality)
     decode     tokens/s over --max-tokens, streamed and not (closes decode expectations)
     prefill    tokens/s of a cold window-sized prompt (closes prefill expectations)
+
+    The endpoint must be the shape's: GET /v1/models must list the model the
+    shape serves (launch.served_model_name, else launch.weights or model) and the
+    server must be the shape's engine, or the run stops with exit 2 before any
+    probe (--any-endpoint overrides). Progress goes to stderr: bars on a
+    terminal, a line as each probe starts and ends otherwise.
 
     Verdicts go into DIR/<name>/plan.json and the rendered headers; the run's
     figures into DIR/<name>/probes/<UTC time>.json. Exit 0 when every
@@ -175,7 +209,13 @@ def probe(
     plan = compile_plan(loaded)
     record = record_path(out_dir, plan.name)
     previous = read_record(record) if record.exists() else None  # a damaged record: exit 2 now
-    options = ProbeOptions(only=selected, repeat=repeat, max_tokens=max_tokens, timeout_s=timeout)
+    options = ProbeOptions(
+        only=selected,
+        repeat=repeat,
+        max_tokens=max_tokens,
+        timeout_s=timeout,
+        any_endpoint=any_endpoint,
+    )
     run, endpoint = _measure(loaded, plan, url, key, options)
     # the run is masked already (run_probes); verdicts quote it, and nothing else leaves unmasked
     verdicts = {
@@ -231,7 +271,7 @@ def _measure(
             return httpx.AsyncClient(limits=limits)
 
         if not err.is_terminal:
-            return run_probes(loaded, endpoint, concurrent, options), endpoint
+            return run_probes(loaded, endpoint, concurrent, options, _Lines()), endpoint
         with RichProgress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -296,9 +336,9 @@ def _figure(result: Any) -> str:
     if isinstance(result, BoundaryResult):
         latency = f"; latency median {result.latency_s['median']:g} s" if result.latency_s else ""
         return (
-            f"{result.retrieved}/{result.slots} retrieved; {result.answered}/{result.slots} "
-            f"answered at {result.target_tokens:,} tokens, {result.refused} refused, "
-            f"{result.preempted} preempted{latency}"
+            f"{result.answered}/{result.slots} served in full at {result.target_tokens:,} "
+            f"tokens, {result.refused} refused, {result.preempted} preempted{latency}; "
+            f"{result.retrieved}/{result.slots} repeated the marker (model quality)"
         )
     if isinstance(result, RateResult):
         if result.figure is None:

@@ -9,6 +9,8 @@ import yaml
 
 from fakplan.alerts import prometheus_rule, rule_groups
 from fakplan.cli.metrics import plans_of
+from fakplan.errors import SelectorError
+from fakplan.matchers import parse_matchers, render
 
 
 @click.command()
@@ -28,7 +30,16 @@ from fakplan.cli.metrics import plans_of
     show_default=True,
     help="The PrometheusRule's metadata.name (--format operator).",
 )
-def rules(shapes: tuple[str, ...], format_: str, name: str) -> None:
+@click.option(
+    "--selector",
+    default=None,
+    metavar="MATCHERS",
+    help="PromQL label matchers that pick the one endpoint's series, e.g. "
+    '\'job="vllm-a",instance="10.0.0.5:8000"\' (one shape only; several shapes state '
+    "monitoring.selector each) [default: the shape's monitoring.selector, else "
+    'job="<shape name>"].',
+)
+def rules(shapes: tuple[str, ...], format_: str, name: str, selector: str | None) -> None:
     """Print Prometheus alert rules comparing each endpoint's engine metrics with its plan.
 
     \b
@@ -41,12 +52,29 @@ def rules(shapes: tuple[str, ...], format_: str, name: str) -> None:
       FakplanKvTokensDiffer            the engine's KV pool (vLLM cache_config_info
                                        blocks; SGLang used / usage) outside kv-tokens
 
-    Series are selected by model_name (the served model name). vLLM and SGLang shapes
-    get rules; llama.cpp and custom shapes none. Check them with promtool check rules.
-    A shape that does not load is one line on stderr (exit 2); the others are printed.
+    Each endpoint's series are picked by labels the operator sets once, never by
+    the model alone (two endpoints serving one model would fire on each other's
+    figures): --selector for one shape, else the shape's monitoring.selector, else
+    job="<shape name>" (name the scrape job after the shape). model_name (the
+    served model name) is added to them. Two shapes whose rules would pick the
+    same series are refused (exit 2).
+
+    vLLM and SGLang shapes get rules; llama.cpp and custom shapes none. Check them
+    with promtool check rules. A shape that does not load is one line on stderr
+    (exit 2); the others are printed.
     """
+    endpoint = None
+    if selector is not None:
+        try:
+            endpoint = render(parse_matchers(selector))
+        except SelectorError as exc:
+            raise click.BadParameter(str(exc), param_hint="--selector") from None
     plans, errors = plans_of(shapes, None)
-    document = rule_groups(plans) if format_ == "prometheus" else prometheus_rule(plans, name)
+    document = (
+        rule_groups(plans, endpoint)
+        if format_ == "prometheus"
+        else prometheus_rule(plans, name, endpoint)
+    )
     click.echo(yaml.safe_dump(document, sort_keys=False, width=100), nl=False)
     for line in errors:
         click.echo(line, err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.engines import ENGINES, printed_pool_tokens, query_for_shape
 from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
@@ -68,6 +70,10 @@ def verify(
     ledger = parse_ledger(ledger_path, engine)
 
     floor = loaded.shape.ceiling.engine_floor if loaded.shape.ceiling else None
+    # a log of a larger card is bad input at the shape's card.total, as gate --ledger says
+    problem = above_card(ceiling_from_ledger(ledger, floor), loaded.shape.card.total, ledger_path)
+    if problem:
+        raise loaded.error(problem, "card", "total")
     verdicts = ledger_verdicts(
         compile_plan(loaded), ledger, floor, at_printed_pool=_pool_counts(loaded, ledger)
     )
@@ -157,20 +163,31 @@ def _report(
     """A table of the verdicts, then each one's note and log line, fitted to the terminal."""
     console = Console(highlight=False, soft_wrap=False)
     console.print(Text(f"{folder.name}: {ledger_path} ({ledger.engine})", style="bold"))
-    table = Table(
-        box=box.SIMPLE_HEAD, show_header=True, header_style="bold", show_edge=False, pad_edge=False
-    )
-    for column in ("prediction", "verdict", "predicted", "observed"):
-        table.add_column(column, no_wrap=True, overflow="ellipsis")
-    for pid, verdict in verdicts.items():
-        prediction = claims[pid]
-        table.add_row(
-            Text(pid),
-            Text(verdict.status, style=_STYLE.get(verdict.status, "")),
-            Text(describe(prediction)),
-            Text(_observed(prediction, verdict)),
+    rows = [
+        (pid, verdict.status, describe(claims[pid]), _observed(claims[pid], verdict))
+        for pid, verdict in verdicts.items()
+    ]
+    if console.width >= _table_width(rows):
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            show_header=True,
+            header_style="bold",
+            show_edge=False,
+            pad_edge=False,
         )
-    console.print(table)
+        for column in ("prediction", "verdict", "predicted", "observed"):
+            table.add_column(column, no_wrap=True)
+        for pid, status, predicted, seen in rows:
+            table.add_row(Text(pid), Text(status, style=_STYLE.get(status, "")), predicted, seen)
+        console.print(table)
+    else:
+        # too narrow for the table (a phone, a split pane): one verdict a line, wrapped,
+        # so the verdict is never the column that gives way
+        for pid, status, predicted, seen in rows:
+            row = Text(f"{pid}: ")
+            row.append(status, style=_STYLE.get(status, ""))
+            row.append(f" (predicted {predicted}, observed {seen})")
+            console.print(row)
     error = ledger.figure("error")
     if ledger.boot_failed and error is not None:  # once, not under every verdict it kills
         console.print(Text(f"boot failed, {ledger.file}:{error.line}: {ledger.error}"))
@@ -184,6 +201,13 @@ def _report(
     for line in ledger.notes:
         console.print(Text(f"note: {line}"))
     console.print(Text(_written(len(verdicts), already, folder)))
+
+
+def _table_width(rows: Sequence[tuple[str, str, str, str]]) -> int:
+    """The columns' widest cells, headers included, and the table's separators."""
+    headers = ("prediction", "verdict", "predicted", "observed")
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
+    return sum(widths) + 3 * (len(widths) - 1)
 
 
 def _written(count: int, already: tuple[str, ...], folder: Path) -> str:
@@ -238,10 +262,21 @@ def _anchor(
     stated += [f for per in ledger.ranks.values() for f in per.values() if f.line == line]
     stated.sort(key=lambda f: f.value != verdict.observed)  # the observed figure first
     for figure in stated:
-        at = text.find(figure.printed or "\0")
-        if at >= 0:
-            return at, at + len(figure.printed or "")
+        found = _printed_at(text, figure.printed)
+        if found is not None:
+            return found
     return None
+
+
+def _printed_at(text: str, printed: str | None) -> tuple[int, int] | None:
+    """Where ``printed`` ("1.89 GiB", as the ledger normalises it) stands in the engine's
+    own text, which may write it "1.89GiB" or "1.89 GiB": the number not inside another."""
+    if not printed:
+        return None
+    number, _, unit = printed.partition(" ")
+    pattern = rf"(?<![\d.]){re.escape(number)}\s*{re.escape(unit)}" if unit else re.escape(number)
+    found = re.search(pattern, text)
+    return None if found is None else found.span()
 
 
 def _cut(text: str, span: tuple[int, int] | None, width: int) -> str:

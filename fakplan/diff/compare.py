@@ -13,6 +13,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from fakplan.errors import FakplanError, RecordError
+from fakplan.gates import GateResult
+from fakplan.gates.operator import OperatorGate
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction
 from fakplan.record import read_record, record_path
@@ -39,16 +41,36 @@ class Side:
     plan: Plan | None = None
     error: str | None = None
     name_hint: str | None = None  # the ``name:`` read loosely, for a shape that did not load
+    # every gate's verdict: the built-in ones of the plan, then the operator's (gates/)
+    gates: tuple[GateResult, ...] = ()
 
     @classmethod
-    def load(cls, path: str, loader: Callable[[], LoadedShape], hint: str | None = None) -> Side:
-        """Load and compile; a shape that cannot be is kept with its one-line reason."""
+    def load(
+        cls,
+        path: str,
+        loader: Callable[[], LoadedShape],
+        hint: str | None = None,
+        operator_gates: tuple[OperatorGate, ...] = (),
+    ) -> Side:
+        """Load, compile and gate; a shape that cannot be is kept with its one-line reason."""
         try:
             loaded = loader()
-            return cls(path, loaded.shape, compile_plan(loaded), name_hint=hint)
+            plan = compile_plan(loaded)
         except FakplanError as exc:
             message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
             return cls(path, error=message, name_hint=hint)
+        return cls(path, loaded.shape, plan, name_hint=hint, gates=judged(plan, operator_gates))
+
+    @property
+    def verdicts(self) -> tuple[GateResult, ...]:
+        """Every gate's verdict on this side (the plan's own where no gates were run)."""
+        return self.gates or (self.plan.gates if self.plan else ())
+
+
+def judged(plan: Plan, operator_gates: tuple[OperatorGate, ...] = ()) -> tuple[GateResult, ...]:
+    """The plan's built-in verdicts, then each operator gate's that applies."""
+    own = (g.run(plan) for g in operator_gates)
+    return (*plan.gates, *(result for result in own if result is not None))
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,8 @@ class ShapeDiff:
     old_plan: Plan | None
     new_plan: Plan | None
     status: Status = "changed"
+    old_gates: tuple[GateResult, ...] = ()
+    new_gates: tuple[GateResult, ...] = ()  # built-in and operator verdicts on the new side
     old_path: str | None = None
     new_path: str | None = None
     rev: str | None = None  # the revision the old side was read at (None: a file)
@@ -77,13 +101,34 @@ class ShapeDiff:
         return not (self.declared or self.derived or self.gates or self.predictions)
 
     @property
+    def failing(self) -> tuple[GateResult, ...]:
+        """The gates the shape as it now stands fails, built-in and operator ones."""
+        return tuple(g for g in self.new_gates if g.status == "fail")
+
+    @property
     def failed(self) -> bool:
         """The shape as it now stands fails a gate (a deletion fails nothing)."""
-        return self.new_plan is not None and self.new_plan.failed
+        return bool(self.failing)
 
     def to_dict(self) -> dict[str, Any]:
         def rows(changes: tuple[Change, ...]) -> list[dict[str, Any]]:
             return [{"field": c.field, "old": c.old, "new": c.new} for c in changes]
+
+        now = {g.id: g for g in self.new_gates}
+
+        def verdict(g: GateResult) -> dict[str, Any]:
+            return {
+                "id": g.id,
+                "status": g.status,
+                "summary": g.summary,
+                "fix": g.fix,
+                "numbers": g.numbers,
+            }
+
+        def flipped(c: Change) -> dict[str, Any]:
+            g = now.get(c.field)
+            extra = {} if g is None else {k: v for k, v in verdict(g).items() if k != "id"}
+            return {"field": c.field, "old": c.old, "new": c.new, **extra}
 
         return {
             "name": self.name,
@@ -92,7 +137,8 @@ class ShapeDiff:
             "new_path": self.new_path,
             "declared": rows(self.declared),
             "derived": rows(self.derived),
-            "gates": rows(self.gates),
+            "gates": [flipped(c) for c in self.gates],
+            "failing": [verdict(g) for g in self.failing],
             "predictions": rows(self.predictions),
             "old_error": self.old_error,
             "new_error": self.new_error,
@@ -178,8 +224,8 @@ def _moved(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[Change, ...]
     )
 
 
-def _gate_statuses(plan: Plan | None) -> dict[str, str]:
-    return {g.id: g.status for g in (plan.gates if plan else ())}
+def _gate_statuses(side: Side | None) -> dict[str, str]:
+    return {g.id: g.status for g in (side.verdicts if side else ())}
 
 
 def _claims(plan: Plan | None) -> dict[str, str]:
@@ -210,7 +256,7 @@ def diff_sides(
         name=_name(old, new),
         declared=_declared(old.shape if old else None, new.shape if new else None),
         derived=_derived(old_plan, new_plan),
-        gates=_moved(_gate_statuses(old_plan), _gate_statuses(new_plan)),
+        gates=_moved(_gate_statuses(old), _gate_statuses(new)),
         predictions=_moved(_claims(old_plan), _claims(new_plan)),
         old_plan=old_plan,
         new_plan=new_plan,
@@ -220,13 +266,23 @@ def diff_sides(
         rev=rev,
         old_error=old.error if old else None,
         new_error=new.error if new else None,
+        old_gates=old.verdicts if old else (),
+        new_gates=new.verdicts if new else (),
     )
 
 
-def diff_plans(old_shape: Shape, old: Plan, new_shape: Shape, new: Plan) -> ShapeDiff:
-    """Two compiled shapes, compared as a change."""
+def diff_plans(
+    old_shape: Shape,
+    old: Plan,
+    new_shape: Shape,
+    new: Plan,
+    operator_gates: tuple[OperatorGate, ...] = (),
+) -> ShapeDiff:
+    """Two compiled shapes, compared as a change, each judged by every gate."""
     return diff_sides(
-        Side(old.shape, old_shape, old), Side(new.shape, new_shape, new), status="changed"
+        Side(old.shape, old_shape, old, gates=judged(old, operator_gates)),
+        Side(new.shape, new_shape, new, gates=judged(new, operator_gates)),
+        status="changed",
     )
 
 

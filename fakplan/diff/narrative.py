@@ -101,7 +101,7 @@ def _in_full(d: ShapeDiff, plan: Plan) -> list[str]:
         lines.append(f"  {_LABELS[name]}: {_show(name, getattr(plan, name))}")
     lines.append(f"  rate: {plan.derivations['rate_bytes_per_token']}")
     lines.append("gates:")
-    for g in plan.gates:
+    for g in d.new_gates or plan.gates:
         lines.append(f"  {g.id}: {g.status} ({g.summary})")
         if g.fix and g.status != "pass":
             lines.append(f"    fix: {g.fix}")
@@ -150,15 +150,33 @@ def _costs(d: ShapeDiff, plan: Plan) -> list[str]:
     return lines
 
 
-def _flipped(d: ShapeDiff, plan: Plan) -> list[str]:
-    """The gates whose status moved, with the new side's summary where the gate still runs."""
+def _flipped(d: ShapeDiff) -> list[str]:
+    """The gates whose status moved, with the new side's summary and, where it does not
+    hold, its fix."""
     if not d.gates:
         return []
-    by_id = {g.id: g for g in plan.gates}
+    by_id = {g.id: g for g in d.new_gates}
     lines = ["gates that flipped:"]
     for c in d.gates:
-        summary = f" ({by_id[c.field].summary})" if c.field in by_id else ""
+        g = by_id.get(c.field)
+        summary = f" ({g.summary})" if g is not None else ""
         lines.append(f"  {c.field}: {c.old or 'absent'} -> {c.new or 'absent'}{summary}")
+        if g is not None and g.fix and g.status != "pass":
+            lines.append(f"    fix: {g.fix}")
+    return lines
+
+
+def _still_failing(d: ShapeDiff) -> list[str]:
+    """The gates the new side fails that did not flip: a review names every one."""
+    flipped = {c.field for c in d.gates}
+    left = [g for g in d.failing if g.id not in flipped]
+    if not left:
+        return []
+    lines = ["gates failing before and after the change:"]
+    for g in left:
+        lines.append(f"  {g.id}: {g.title} ({g.summary})")
+        if g.fix:
+            lines.append(f"    fix: {g.fix}")
     return lines
 
 
@@ -181,12 +199,13 @@ def _changed(d: ShapeDiff, plan: Plan) -> list[str]:
         else f"{d.name}:"
     )
     if d.empty:
-        return [f"{head} no change in the shape or in anything derived from it"]
-    lines = [f"{head} {len(d.declared)} declared value(s) moved"]
+        return [f"{head} no change in the shape or in anything derived from it", *_still_failing(d)]
+    moved = len(d.declared)
+    lines = [f"{head} {moved} declared {'value' if moved == 1 else 'values'} moved"]
     lines.extend(
         f"  {c.field}: {_declared_value(c.old)} -> {_declared_value(c.new)}" for c in d.declared
     )
-    return [*lines, *_costs(d, plan), *_flipped(d, plan), *_predictions_made(d)]
+    return [*lines, *_costs(d, plan), *_flipped(d), *_still_failing(d), *_predictions_made(d)]
 
 
 def narrative(d: ShapeDiff) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from fakplan.diff.compare import ShapeDiff, Side, diff_sides, retire
 from fakplan.diff.git import GitRevision, Touched, name_of
 from fakplan.errors import ShapeError
+from fakplan.gates.operator import OperatorGate
 from fakplan.shape import load_shape_text
 
 
@@ -20,16 +22,30 @@ def _text(data: bytes, path: str, rev: str | None) -> str:
         raise ShapeError(f"cannot read{at}: not UTF-8 text", file=path) from None
 
 
-def review(change: Touched, git: GitRevision, cwd: Path, out_dir: Path) -> ShapeDiff:
-    """Load and compile both sides of one touched shape and compare them.
+GatesFor = Callable[[Path], tuple[OperatorGate, ...]]
+
+
+def review(
+    change: Touched,
+    git: GitRevision,
+    cwd: Path,
+    out_dir: Path,
+    gates_for: GatesFor | None = None,
+) -> ShapeDiff:
+    """Load, compile and gate both sides of one touched shape and compare them.
 
     Paths are shown relative to ``cwd``. The old side is read from the revision
     (relative references resolve against today's tree); a side that cannot be
-    read is reported in the diff, never raised.
+    read is reported in the diff, never raised. ``gates_for`` names the operator
+    gates of a shape path (today's ``gates/``, for both sides: a review judges the old
+    and the new shape by the same rules).
     """
 
     def shown(relative: str) -> str:
         return Path(os.path.relpath(git.top / relative, cwd)).as_posix()
+
+    judge = (change.new or change.old) or ""
+    operator_gates = gates_for(git.top / judge) if gates_for and judge else ()
 
     def side(relative: str | None, data: bytes | None, rev: str | None) -> Side | None:
         if relative is None:
@@ -41,6 +57,7 @@ def review(change: Touched, git: GitRevision, cwd: Path, out_dir: Path) -> Shape
             path,
             lambda: load_shape_text(_text(data, path, rev), Path(path)),
             name_of(data),
+            operator_gates,
         )
 
     d = diff_sides(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from fakplan.contract import Capacity, KvCost
 from fakplan.engines.query import query_for_shape
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.units import human
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
@@ -65,13 +66,25 @@ class Engine:
         """Tokens the pool backs, counted as this engine counts them at boot."""
         raise NotImplementedError
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        """The ``kv_cache_dtype`` spellings this engine takes."""
-        raise NotImplementedError
-
     def version_used(self, loaded: LoadedShape) -> str | None:
         """The release whose arithmetic applied (None where there are none)."""
         return None
+
+    def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        """The weights' bytes where the engine quantizes them as it loads
+        (``serving.quantization``), and how they were counted; None with the reason where
+        fakplan does not count them."""
+        return None, (
+            f"quantized as it loads (--quantization {loaded.shape.serving.quantization}): "
+            f"fakplan does not count what {self.name} then holds"
+        )
+
+    def card_bound(self, loaded: LoadedShape) -> tuple[int, str]:
+        """The most weights + KV one card can hold under this engine whatever else is
+        unknown: the card itself, less what the engine is known to take beside the pair.
+        A pair above it fails even where no ceiling is stated, read or predicted."""
+        total = loaded.shape.card.total
+        return total, f"the card's {human(total)} ({total:,} B, card.total)"
 
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         """A stated pair's ceiling before any boot, from the engine's predicted floor."""

@@ -79,14 +79,6 @@ class CustomEngine(Engine):
     name = "custom"
     needs_contract = True
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        contract = loaded.shape.contract
-        assert contract is not None
-        if contract.dtypes:
-            return tuple(contract.dtypes)
-        stated = {c.dtype for c in contract.per_token if c.dtype}
-        return tuple(sorted(stated)) or ("auto",)
-
     def check(self, loaded: LoadedShape) -> None:
         """The KV dtype is one the contract says the engine takes (contract.dtypes)."""
         contract = loaded.shape.contract

@@ -104,10 +104,8 @@ def served_weights(
             raise loaded.error(str(exc), "launch", "weights") from None
         return own.weight_bytes, own.weight_source
     if shape.serving.quantization is not None:
-        return None, (
-            f"quantized as it loads (--quantization {shape.serving.quantization}): the "
-            "checkpoint's size is not what the engine holds"
-        )
+        # the checkpoint's size is not what the engine holds: the engine's own count is
+        return engine.quantized_weights(loaded)
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:
         return geometry.weight_bytes, geometry.weight_source

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.base import ModelledEngine
-from fakplan.engines.choices import Choices, check_choice, check_dtypes, choices_for, unsized
+from fakplan.engines.choices import Choices, check_choice, check_dtypes, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.sglang_sizing import IN_USE_MEASURED, shape_sizing
@@ -279,8 +279,20 @@ class SglangEngine(ModelledEngine):
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         return launch_record(loaded, figures)
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
+    def card_bound(self, loaded: LoadedShape) -> tuple[int, str]:
+        """A budget pair takes ``--mem-fraction-static`` = pair / (card - what is in use
+        before the weights), rounded up at 3 places: a pair whose fraction reaches 1 leaves
+        SGLang nothing, whatever its ceiling."""
+        if loaded.shape.engine_sized:
+            return super().card_bound(loaded)
+        total, in_use, source = _in_use_before_weights(loaded.shape)
+        bound = 999 * (total - in_use) // 1000
+        beside = f" - {in_use:,} B in use before the weights ({source})" if in_use else ""
+        return bound, (
+            f"floor(0.999 x (card.total {total:,} B{beside})) = {bound:,} B, the most a "
+            "pair can be with --mem-fraction-static below 1 (SGLang keeps 1 - fraction of "
+            "what is free before the weights load)"
+        )
 
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         return None, (
@@ -374,22 +386,19 @@ def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
     is in use then (CUDA context, torch.distributed) comes out of the pair unless the
     fraction is of what is free, not of the card. ``--max-total-tokens`` caps the pool."""
     shape = loaded.shape
-    budget, total = shape.stated_budget, shape.card.total
+    budget = shape.stated_budget
+    total, in_use, source = _in_use_before_weights(shape)
     pair = budget.weights + budget.kv
     named = f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B)"
-    measured = IN_USE_MEASURED.get(shape.parallel.tensor) if shape.parallel.pipeline == 1 else None
-    in_use = 0 if measured is None else measured[0][1]
     fraction = fraction_up(pair, max(total - in_use, 1), 3)
     if fraction >= 1:
-        raise loaded.error(
-            f"{named} = {pair:,} B leaves SGLang nothing for activations and CUDA graphs: "
-            f"it keeps 1 - --mem-fraction-static of what is free before the weights "
-            f"(card.total {total:,} B less up to {in_use:,} B in use then), and this pair "
-            "needs a fraction of 1 or more; lower budget.weights or budget.kv",
-            "budget",
+        # the pair-ceiling gate fails it against SGLangEngine.card_bound; serve.sh refuses
+        return fraction, (
+            f"{named} = {pair:,} B / (card.total {total:,} B - {in_use:,} B in use before the "
+            f"weights) = {fraction:.3f}: 1 or more leaves SGLang nothing for activations and "
+            "CUDA graphs (the pair-ceiling gate fails)"
         )
-    if measured is not None:
-        source = measured[1]
+    if in_use:
         return fraction, (
             f"{named} / (card.total {total:,} B - {in_use:,} B, the most memory in use "
             f"before the weights measured at TP {shape.parallel.tensor}: {source}; another "
@@ -405,6 +414,15 @@ def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
         "short of budget.kv by the fraction of that memory unless budget.weights leaves the "
         "slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool"
     )
+
+
+def _in_use_before_weights(shape: Shape) -> tuple[int, int, str]:
+    """(card.total, the most memory measured in use before the weights at this layout, where
+    that figure comes from); 0 in use where nothing is measured (TP > 1, PP > 1)."""
+    measured = IN_USE_MEASURED.get(shape.parallel.tensor) if shape.parallel.pipeline == 1 else None
+    if measured is None:
+        return shape.card.total, 0, ""
+    return shape.card.total, measured[0][1], measured[1]
 
 
 def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:

@@ -40,6 +40,11 @@ def _mib_up(n: int) -> str:
     return f"{-(-n // MIB):,} MiB"
 
 
+def _mib_down(n: int) -> str:
+    """MiB rounded down: what a fix lowers a budget to is never overstated."""
+    return f"{n // MIB:,} MiB"
+
+
 def _compared(a: int, sign: str, b: int) -> str:
     left, right = human_pair(a, b)
     return f"{left} {sign} {right}"
@@ -47,6 +52,55 @@ def _compared(a: int, sign: str, b: int) -> str:
 
 def _card(f: Figures) -> str:
     return f"the card's {_mib(f.card_total_bytes)} (card.total)"
+
+
+def _limit(f: Figures) -> tuple[int, str]:
+    """What the pair must fit in: the ceiling where one is known, else (and never above)
+    the card's bound."""
+    bound, _ = f.card_bound
+    if f.ceiling_bytes is not None and f.ceiling_bytes <= bound:
+        kind = "predicted ceiling" if f.ceiling_basis == "predicted" else "ceiling"
+        return f.ceiling_bytes, f"the {kind}'s {_mib(f.ceiling_bytes)}"
+    if bound == f.card_total_bytes:
+        return bound, _card(f)
+    return bound, f"the card's bound of {_mib(bound)}"
+
+
+def _pair_fix(f: Figures, limit: int, within: str) -> str:
+    """A pair over ``limit``: what to take out of which half, as far as each half has room
+    above what it must hold (the weights the model needs, the contract); else what cannot
+    fit at all."""
+    over = f.pair_bytes - limit
+    weights = f.model.weights_per_rank if f.model is not None else None
+    kv_spare = max(0, f.kv_budget_bytes - f.contract_bytes)
+    weights_spare = None if weights is None else max(0, f.weights_budget_bytes - weights)
+    if weights_spare is not None and kv_spare + weights_spare >= over:
+        from_kv = min(kv_spare, over)
+        from_weights = over - from_kv
+        steps = []
+        if from_kv:
+            steps.append(
+                f"budget.kv by {_mib_up(from_kv)} (to {_mib_down(f.kv_budget_bytes - from_kv)}, "
+                "still the contract)"
+            )
+        if from_weights:
+            steps.append(
+                f"budget.weights by {_mib_up(from_weights)} (to "
+                f"{_mib_down(f.weights_budget_bytes - from_weights)}, still the weights per rank)"
+            )
+        return f"lower {' and '.join(steps)}: the pair then fits in {within}"
+    if weights is None:
+        return (
+            f"take {_mib_up(over)} out of budget.weights or budget.kv (the pair must fit in "
+            f"{within}); budget.kv cannot go below the contract ({_mib_up(f.contract_bytes)})"
+        )
+    need = weights + f.contract_bytes
+    return (
+        f"the weights per rank ({_mib_up(weights)}) plus the contract "
+        f"({_mib_up(f.contract_bytes)}) = {_mib_up(need)} exceed {within}: lower "
+        "serving.max_num_seqs or serving.max_model_len, use a smaller serving.kv_cache_dtype, "
+        "quantize the weights, or shard wider (parallel.tensor)"
+    )
 
 
 def _sized_fix(f: Figures, fewer: str, shorter: str) -> str:
@@ -76,6 +130,7 @@ def _contract_fix(f: Figures) -> str:
     fewer = f"lower serving.max_num_seqs (the pool backs {f.whole_sessions} at the full window)"
     if f.sizing is not None:
         return _sized_fix(f, fewer, shorter)
+    card, within = _limit(f)  # the ceiling where known: a grown pool must still fit under it
     if f.weights_budget_bytes + f.contract_bytes <= card:
         gap = f.contract_bytes - f.kv_budget_bytes
         return (
@@ -87,14 +142,14 @@ def _contract_fix(f: Figures) -> str:
         take = f.weights_budget_bytes + f.contract_bytes - card
         return (
             f"grow budget.kv to at least {contract} and take {_mib_up(take)} out of "
-            f"budget.weights (the pair must fit in {_card(f)}), or {fewer}, or {shorter}"
+            f"budget.weights (the pair must fit in {within}), or {fewer}, or {shorter}"
         )
     room = card - (weights or 0)
     cost = f.cost
     slot = pages_for(f.max_model_len, cost.page_tokens) * cost.page_bytes + cost.per_seq_bytes
     fit = (room - cost.fixed_bytes) // slot if slot else 0
     if fit >= 1:
-        beside = "in the card" if weights is None else "beside the weights"
+        beside = f"in {within}" if weights is None else f"beside the weights in {within}"
         fewer = f"lower serving.max_num_seqs to {fit} (its contract fits {beside})"
     what = (
         f"the contract ({contract}) alone exceeds"
@@ -102,7 +157,7 @@ def _contract_fix(f: Figures) -> str:
         else f"the contract ({contract}) plus the weights per rank ({_mib_up(weights)}) exceed"
     )
     return (
-        f"{what} {_card(f)}, so no budget.kv serves {f.max_num_seqs} slots at the "
+        f"{what} {within}, so no budget.kv serves {f.max_num_seqs} slots at the "
         f"full window: {fewer}, {shorter}, use a smaller serving.kv_cache_dtype, or shard "
         "wider (parallel.tensor)"
     )
@@ -137,13 +192,30 @@ def pool_covers_contract(g: Gate, f: Figures) -> GateResult:
     "weights + KV above the engine's ceiling does not boot, or settles below the engine's floor",
 )
 def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
+    bound, bound_text = f.card_bound
+    numbers: dict[str, int | float | str | None] = {
+        "pair_bytes": f.pair_bytes,
+        "ceiling_bytes": f.ceiling_bytes,
+        "card_bound_bytes": bound,
+    }
+    if f.pair_bytes > bound:
+        # the card decides, whatever else is unknown: no ceiling can be above it
+        unknown = "" if f.ceiling_bytes is not None else "; no ceiling known"
+        return g.verdict(
+            status="fail",
+            summary=f"{_compared(f.pair_bytes, '>', bound)} the card holds{unknown}",
+            detail=f"pair: {f.pair_derivation}; the card bounds every pair: {bound_text}; "
+            f"ceiling: {f.ceiling_derivation}",
+            fix=_pair_fix(f, bound, _limit(f)[1]),
+            numbers={**numbers, "over_bytes": f.pair_bytes - bound},
+        )
     if f.ceiling_bytes is None:
         return g.verdict(
             status="unknown",
-            summary=f"pair {_mib(f.pair_bytes)}, ceiling unknown",
-            detail=f.ceiling_derivation,
+            summary=f"pair {_compared(f.pair_bytes, '≤', bound)} the card holds, ceiling unknown",
+            detail=f"{f.ceiling_derivation}; the card bounds the pair: {bound_text}",
             fix="state ceiling: as a byte size read from a boot ledger, or {ledger: PATH}",
-            numbers={"pair_bytes": f.pair_bytes, "ceiling_bytes": None},
+            numbers=numbers,
         )
     ok = f.pair_bytes <= f.ceiling_bytes
     over = f.pair_bytes - f.ceiling_bytes
@@ -153,30 +225,8 @@ def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
         basis="predicted" if predicted else None,
         summary=predicted + _compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
         detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
-        fix=None
-        if ok
-        else f"take {_mib_up(over)} out of budget.weights or budget.kv (the pair is over the ceiling)",
-        numbers={
-            "pair_bytes": f.pair_bytes,
-            "ceiling_bytes": f.ceiling_bytes,
-            "over_bytes": max(0, over),
-        },
-    )
-
-
-@builtin(
-    "kv-dtype",
-    "KV dtype accepted",
-    "an engine refuses at boot a --kv-cache-dtype it does not take",
-)
-def dtype_accepted(g: Gate, f: Figures) -> GateResult:
-    ok = f.kv_cache_dtype in f.accepted_dtypes
-    return g.verdict(
-        status="pass" if ok else "fail",
-        summary=f"{f.kv_cache_dtype} {'in' if ok else 'not in'} {', '.join(f.accepted_dtypes)}",
-        detail=f"{f.engine} takes --kv-cache-dtype {'|'.join(f.accepted_dtypes)}",
-        fix=None if ok else f"set serving.kv_cache_dtype to one of {', '.join(f.accepted_dtypes)}",
-        numbers={"kv_cache_dtype": f.kv_cache_dtype},
+        fix=None if ok else _pair_fix(f, f.ceiling_bytes, _limit(f)[1]),
+        numbers={**numbers, "over_bytes": max(0, over)},
     )
 
 
@@ -205,11 +255,36 @@ def spec_rows_within_bound(g: Gate, f: Figures) -> GateResult | None:
     "VRAM between the pair and the ceiling is throughput left on the floor (a warning)",
 )
 def unclaimed_below_floor(g: Gate, f: Figures) -> GateResult | None:
+    if f.sizing is not None:
+        return None  # the engine sizes its pool to fill what it requests: nothing left over
     kv_idle = f.kv_unclaimed_bytes or 0  # budget.kv the engine's cache leaves unused
-    if f.unclaimed_warn_above is None or (f.unclaimed_bytes is None and not kv_idle):
-        return None
+    threshold = f.unclaimed_warn_above
+    numbers: dict[str, int | float | str | None] = {
+        "unclaimed_bytes": f.unclaimed_bytes,
+        **({} if f.kv_unclaimed_bytes is None else {"kv_unclaimed_bytes": kv_idle}),
+        "floor_bytes": threshold,
+    }
+    if f.unclaimed_bytes is None and not kv_idle:
+        return g.verdict(
+            status="unknown",
+            summary=f"no ceiling to measure it against; warns above {_mib(threshold)}",
+            detail=f"unclaimed = ceiling - pair, and {f.ceiling_derivation}",
+            fix="state ceiling: as a byte size read from a boot ledger, or {ledger: PATH}",
+            numbers=numbers,
+        )
+    if f.unclaimed_bytes is not None and f.unclaimed_bytes < 0:
+        # a pair over its ceiling leaves a debt, not a margin
+        ceiling = f.ceiling_bytes or 0
+        return g.verdict(
+            status="fail",
+            basis="predicted" if f.ceiling_basis == "predicted" else None,
+            summary=f"{_mib(f.unclaimed_bytes)} unclaimed: the pair is over the ceiling",
+            detail=f"ceiling - pair = {ceiling:,} B - {f.pair_bytes:,} B = {f.unclaimed_bytes:,} B",
+            fix=_pair_fix(f, ceiling, _limit(f)[1]),
+            numbers=numbers,
+        )
     unclaimed = (f.unclaimed_bytes or 0) + kv_idle
-    over = unclaimed > f.unclaimed_warn_above
+    over = unclaimed > threshold
     parts = [] if f.unclaimed_bytes is None else [f"ceiling - pair = {f.unclaimed_bytes:,} B"]
     if kv_idle:
         parts.append(
@@ -226,16 +301,11 @@ def unclaimed_below_floor(g: Gate, f: Figures) -> GateResult | None:
         )
     return g.verdict(
         status="warn" if over else "pass",
-        summary=_compared(
-            unclaimed, "unclaimed >" if over else "unclaimed ≤", f.unclaimed_warn_above
-        ),
+        basis="predicted" if f.ceiling_basis == "predicted" else None,
+        summary=_compared(unclaimed, "unclaimed >" if over else "unclaimed ≤", threshold),
         detail="unclaimed = " + " + ".join(parts),
         fix=fix,
-        numbers={
-            "unclaimed_bytes": f.unclaimed_bytes,
-            **({} if f.kv_unclaimed_bytes is None else {"kv_unclaimed_bytes": kv_idle}),
-            "floor_bytes": f.unclaimed_warn_above,
-        },
+        numbers=numbers,
     )
 
 
@@ -246,7 +316,9 @@ def unclaimed_below_floor(g: Gate, f: Figures) -> GateResult | None:
 )
 def weights_fit_budget(g: Gate, f: Figures) -> GateResult | None:
     m = f.model
-    if m is None:
+    if m is None or f.sizing is not None:
+        # an engine that sizes its own pool loads the weights first and fits the pool
+        # around them: its weights "budget" is the prediction, nothing to hold it against
         return None
     share = m.weights_per_rank
     if share is None:
@@ -261,29 +333,52 @@ def weights_fit_budget(g: Gate, f: Figures) -> GateResult | None:
                 "weights_per_rank_bytes": None,
             },
         )
-    ok = share <= f.weights_budget_bytes
     split = f" / (TP {m.tp} x PP {m.pp})" if m.tp * m.pp > 1 else ""
+    detail = f"{m.weight_bytes:,} B ({m.weight_source}){split} = {share:,} B per rank at least"
+    numbers: dict[str, int | float | str | None] = {
+        "weights_budget_bytes": f.weights_budget_bytes,
+        "weights_per_rank_bytes": share,
+    }
+    bound, bound_text = f.card_bound
+    if share > bound:  # no budget can hold them: the card decides
+        return g.verdict(
+            status="fail",
+            summary=f"{_compared(share, '>', bound)} the card holds",
+            detail=f"{detail}; the card bounds them: {bound_text}",
+            fix=_weights_fix(f, share),
+            numbers={**numbers, "card_bound_bytes": bound},
+        )
+    ok = share <= f.weights_budget_bytes
     return g.verdict(
         status="pass" if ok else "fail",
         summary=_compared(share, "≤" if ok else ">", f.weights_budget_bytes),
-        detail=f"{m.weight_bytes:,} B ({m.weight_source}){split} = {share:,} B per rank at least",
+        detail=detail,
         fix=None if ok else _weights_fix(f, share),
-        numbers={"weights_budget_bytes": f.weights_budget_bytes, "weights_per_rank_bytes": share},
+        numbers=numbers,
     )
 
 
 def _weights_fix(f: Figures, share: int) -> str:
-    """Grow the weights budget only as far as the card holds it; else say what cannot fit."""
-    if share > f.card_total_bytes:
+    """Grow the weights budget only as far as the pair's limit holds it; else say what
+    cannot fit."""
+    limit, within = _limit(f)
+    if share > limit:
         return (
-            f"the weights per rank ({_mib_up(share)}) exceed {_card(f)}: shard wider "
-            "(parallel.tensor or parallel.pipeline) or serve a smaller checkpoint"
+            f"the weights per rank ({_mib_up(share)}) exceed {within}: shard wider "
+            "(parallel.tensor or parallel.pipeline), quantize them, or serve a smaller checkpoint"
         )
-    over = share + f.kv_budget_bytes - f.card_total_bytes
+    over = share + f.kv_budget_bytes - limit
+    if over > 0 and share + f.contract_bytes > limit:
+        return (
+            f"the weights per rank ({_mib_up(share)}) plus the contract "
+            f"({_mib_up(f.contract_bytes)}) exceed {within}: lower serving.max_num_seqs or "
+            "serving.max_model_len, use a smaller serving.kv_cache_dtype, or shard wider"
+        )
     if over > 0:
         return (
             f"grow budget.weights to at least {_mib_up(share)} and take {_mib_up(over)} out of "
-            f"budget.kv (the pair must fit in {_card(f)}), or shard wider"
+            f"budget.kv (to {_mib_down(f.kv_budget_bytes - over)}, still the contract; the pair "
+            f"must fit in {within}), or shard wider"
         )
     return f"grow budget.weights to at least {_mib_up(share)} or shard wider"
 
@@ -471,7 +566,6 @@ BUILTIN_GATES: tuple[Gate, ...] = tuple(
         "weights-fit",
         "context",
         "tp-heads",
-        "kv-dtype",
         "spec-rows",
         "unclaimed",
         "k8s-gpus",

@@ -49,6 +49,7 @@ class Server:
 
     flavour: Flavour = FLAVOURS["openai"]
     model: str | None = None
+    models: tuple[str, ...] = ()  # every id /v1/models lists (model is the first)
     evidence: str = ""
     context: int | None = None  # the window the server states, where it states one
     eos_ids: tuple[int, ...] = ()  # token ids to bias away (from the model's GGUF header)
@@ -71,6 +72,7 @@ class Server:
             "flavour": self.flavour.name,
             "evidence": self.evidence,
             "model": self.model,
+            "models": list(self.models),
             "context": self.context,
             "eos_suppression": self.eos_policy(),
             "extra_fields": sorted(self.extra_body),

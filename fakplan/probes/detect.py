@@ -81,6 +81,7 @@ def detect(
     return Server(
         flavour=FLAVOURS[name],
         model=model if isinstance(model, str) else None,
+        models=tuple(m for m in observed.model_ids if len(m) <= MAX_MODEL_ID_CHARS)[:64],
         evidence=evidence,
         context=served_context(observed),
         eos_ids=eos_ids,

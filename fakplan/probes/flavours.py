@@ -30,6 +30,7 @@ class Flavour:
     ignore_eos: bool  # takes "ignore_eos": true
     thinking_kwargs: bool  # takes chat_template_kwargs.enable_thinking
     source: str
+    engine: str | None = None  # the shape engine whose server this is (None: any)
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -40,6 +41,7 @@ FLAVOURS: dict[str, Flavour] = {
         ignore_eos=True,
         thinking_kwargs=True,
         source="vLLM v0.6.6-v0.33.0 (docs/engines.md §1.12)",
+        engine="vllm",
     ),
     "sglang": Flavour(
         "sglang",
@@ -48,6 +50,7 @@ FLAVOURS: dict[str, Flavour] = {
         ignore_eos=True,
         thinking_kwargs=True,
         source="SGLang v0.5.23 (docs/engines.md §2.8)",
+        engine="sglang",
     ),
     "llama-server": Flavour(
         "llama-server",
@@ -56,6 +59,7 @@ FLAVOURS: dict[str, Flavour] = {
         ignore_eos=True,
         thinking_kwargs=True,  # with --jinja; other builds ignore the field
         source="llama.cpp 0c1e57098 tools/server (docs/engines.md §3.9)",
+        engine="llamacpp",
     ),
     "llama-cpp-python": Flavour(
         "llama-cpp-python",
@@ -64,6 +68,7 @@ FLAVOURS: dict[str, Flavour] = {
         ignore_eos=False,  # no such parameter: EOS is suppressed by logit_bias only
         thinking_kwargs=False,
         source="llama-cpp-python 0.3.36 (docs/engines-on-cpu.md §4)",
+        engine="llamacpp",
     ),
     "openai": Flavour(
         "openai",
@@ -82,6 +87,18 @@ class Observed:
     models: Mapping[str, Any] | None = None
     openapi_paths: frozenset[str] | None = None
     props: Mapping[str, Any] | None = None
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        """Every model id the listing names, in its order."""
+        data = (self.models or {}).get("data")
+        if not isinstance(data, list):
+            return ()
+        return tuple(
+            entry["id"]
+            for entry in data
+            if isinstance(entry, Mapping) and isinstance(entry.get("id"), str)
+        )
 
     @property
     def first_model(self) -> Mapping[str, Any]:

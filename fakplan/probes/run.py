@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fakplan.engines import ENGINES
-from fakplan.errors import GeometryError
+from fakplan.errors import GeometryError, ProbeError
 from fakplan.probes.api import Server
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
@@ -76,6 +77,9 @@ class Quiet:
 @dataclass(frozen=True)
 class ProbeOptions:
     only: tuple[str, ...] = PROBES
+    # probe an endpoint whose engine or served model is not the shape's (a renaming proxy):
+    # the mismatch is then a note instead of a refusal
+    any_endpoint: bool = False
     repeat: int = 3
     max_tokens: int = DEFAULT_DECODE_TOKENS
     timeout_s: float = 600.0  # total, per probe
@@ -148,6 +152,44 @@ def _finish(
         notes=tuple(header.notes),
     )
     return redacted(run, endpoint)
+
+
+def served_name(loaded: LoadedShape) -> str:
+    """The model id the shape's endpoint lists: its served name, else what it loads."""
+    launch = loaded.shape.launch
+    return launch.served_model_name or launch.weights or loaded.shape.model
+
+
+def _same_model(listed: str, planned: str) -> bool:
+    """An id names the planned model: the same text, or the same file (an engine lists a
+    path as it was given, relative or absolute)."""
+    if listed == planned:
+        return True
+    looks_like_path = any(
+        x.endswith((".gguf", "/")) or x.startswith((".", "/")) for x in (listed, planned)
+    )
+    return looks_like_path and PurePath(listed).name == PurePath(planned).name
+
+
+def endpoint_mismatch(loaded: LoadedShape, server: Server) -> str | None:
+    """Why the endpoint is not the one the shape plans (another engine, another model), or
+    None. Verdicts from another endpoint would be recorded against the wrong plan."""
+    problems = []
+    engine = loaded.shape.engine
+    # an engine fakplan does not model (custom) may be served by any server
+    modelled = not ENGINES[engine].needs_contract
+    if modelled and server.flavour.engine not in (None, engine):
+        problems.append(
+            f"it is {server.flavour.name} ({server.evidence}), the shape's engine is {engine}"
+        )
+    planned = served_name(loaded)
+    if server.models and not any(_same_model(m, planned) for m in server.models):
+        listed = ", ".join(repr(m) for m in server.models[:3])
+        problems.append(
+            f"it serves {listed}, the shape {planned!r} (launch.served_model_name, else "
+            "launch.weights or model)"
+        )
+    return "; ".join(problems) or None
 
 
 def _window_note(server: Server, window: int) -> str | None:
@@ -309,6 +351,14 @@ def run_probes(
     except ProbeFault as exc:
         failed = ProbeOutcome(status="failed", error=f"engine detection: {exc}")
         return _finish(loaded, endpoint, header, None, dict.fromkeys(options.only, failed))
+    mismatch = endpoint_mismatch(loaded, server)
+    if mismatch and not options.any_endpoint:
+        raise ProbeError(
+            f"{endpoint.url} is not the endpoint {loaded.path.as_posix()} plans: {mismatch}; "
+            "check --url, or pass --any-endpoint to probe it anyway"
+        )
+    if mismatch:
+        header.notes.append(f"probed despite a mismatch (--any-endpoint): {mismatch}")
     note = _window_note(server, loaded.shape.serving.max_model_len)
     if note:
         header.notes.append(note)

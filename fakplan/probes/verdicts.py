@@ -7,11 +7,12 @@ Verdict rules:
   ``tokens // max_model_len``, exactly as vLLM's boot ledger would; an engine
   that states nothing gives no verdict.
 
-- ``boundary``: held when the markers retrieved are at least the predicted
-  count (the prediction is a floor: ``min(slots, whole windows backed)``;
-  more retrieved than predicted is reported, not a kill); killed when fewer;
-  unverifiable when the engine counted the prompts outside -3 %..+1 % of
-  ``max_model_len - gen`` (the boundary was not the one predicted).
+- ``boundary``: held when the prompts served in full at the window (accepted and
+  answered, none refused or preempted) are at least the predicted count (a floor:
+  ``min(slots, whole windows backed)``; more than predicted is reported, not a
+  kill); killed when fewer; unverifiable when the engine counted the prompts
+  outside -3 %..+1 % of ``max_model_len - gen`` (the boundary was not the one
+  predicted). The markers repeated are the model's quality, in the note only.
 - decode / prefill expectations: the figure (median of the repetitions) is
   held inside [low, high]; killed when even its noise band (the spread, at
   least ±3 %) misses the range; otherwise "inside noise". A decode run that
@@ -59,29 +60,35 @@ def _previous(previous: Plan | None, prediction_id: str, like: str) -> float | N
 def _boundary_verdict(
     prediction: Prediction, result: BoundaryResult, source: str, at: str
 ) -> Verdict:
+    """Capacity: the prompts served in full at the window. The markers the model repeated
+    are its quality (a random-weight model repeats none), said in the note, never judged."""
     expected = int(prediction.value or 0)
     facts = (
-        f"{result.retrieved}/{result.slots} markers retrieved (predicted {expected}); "
-        f"{result.answered} answered, {result.refused} refused, {result.preempted} preempted, "
-        f"{result.failed} failed; prompts of {result.target_tokens:,} tokens"
+        f"{result.answered}/{result.slots} served in full at {result.target_tokens:,} tokens "
+        f"(predicted {expected}); {result.refused} refused, {result.preempted} preempted, "
+        f"{result.failed} failed"
     )
     if result.latency_s:
         facts += f"; latency median {result.latency_s['median']:g} s"
+    facts += (
+        f"; model quality, not capacity: {result.retrieved}/{result.answered or result.slots} "
+        "repeated the marker at their head"
+    )
     if not result.sized_ok:
         return Verdict(
             status="unverifiable",
-            observed=result.retrieved,
+            observed=result.answered,
             source=source,
             at=at,
             note=f"{facts}; the engine counted the prompts off their target, so this was not "
             "the predicted boundary",
         )
-    if result.retrieved >= expected:
-        more = " (more than predicted)" if result.retrieved > expected else ""
+    if result.answered >= expected:
+        more = " (more than predicted)" if result.answered > expected else ""
         return Verdict(
-            status="held", observed=result.retrieved, source=source, at=at, note=facts + more
+            status="held", observed=result.answered, source=source, at=at, note=facts + more
         )
-    return Verdict(status="killed", observed=result.retrieved, source=source, at=at, note=facts)
+    return Verdict(status="killed", observed=result.answered, source=source, at=at, note=facts)
 
 
 def _rate_verdict(

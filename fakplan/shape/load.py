@@ -12,7 +12,7 @@ from fakplan.budget import DeviceBudget, probe_budget
 from fakplan.engines import ENGINES
 from fakplan.errors import ShapeError
 from fakplan.shape.checks import check_semantics
-from fakplan.shape.messages import field_path, message
+from fakplan.shape.messages import field_path, first_error, message
 from fakplan.shape.model import AUTO, KubernetesLaunch, Shape
 from fakplan.shape.source import LineMap, read_shape_file, read_yaml
 
@@ -71,11 +71,11 @@ def load_shape_text(text: str, path: Path, budget: BudgetProbe | None = None) ->
     try:
         shape = Shape.model_validate(data)
     except ValidationError as exc:
-        errors = sorted(exc.errors(), key=lambda e: lines.line(e["loc"]))
-        first = errors[0]
+        errors = exc.errors()
+        first = first_error(errors, lines)
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ShapeError(
-            message(first, Shape) + more,
+            message(first, Shape, errors) + more,
             file=path,
             line=lines.line(first["loc"]),
             field=field_path(first["loc"]) or None,

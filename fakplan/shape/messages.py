@@ -7,12 +7,14 @@ megabytes).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from fakplan.shape.source import excerpt
+from fakplan.shape.source import LineMap, excerpt
 
 
 def field_path(loc: tuple[str | int, ...]) -> str:
@@ -22,13 +24,23 @@ def field_path(loc: tuple[str | int, ...]) -> str:
     return text
 
 
-def message(error: ErrorDetails, model: type[BaseModel]) -> str:
+def first_error(errors: Sequence[ErrorDetails], lines: LineMap) -> ErrorDetails:
+    """The error to report: the first unknown key, else the first by line.
+
+    A misspelled key (``max_num_seq:``) also leaves its real field missing; the typo is
+    the cause, at its own line, so it is reported before what it hides."""
+    by_line = sorted(errors, key=lambda e: lines.line(e["loc"]))
+    unknown = [e for e in by_line if e["type"] == "extra_forbidden"]
+    return (unknown or by_line)[0]
+
+
+def message(
+    error: ErrorDetails, model: type[BaseModel], others: Sequence[ErrorDetails] = ()
+) -> str:
     kind = error["type"]
     got = error.get("input")
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, error["loc"][:-1])
-        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
-        return f"unknown key{hint}"
+        return _unknown_key(error, model, others)
     if kind == "missing":
         return "required field is missing"
     if kind in {"greater_than", "greater_than_equal", "less_than_equal"}:
@@ -47,6 +59,28 @@ def message(error: ErrorDetails, model: type[BaseModel]) -> str:
     for prefix in ("Value error, ",):
         msg = msg.removeprefix(prefix)
     return msg
+
+
+def _unknown_key(
+    error: ErrorDetails, model: type[BaseModel], others: Sequence[ErrorDetails]
+) -> str:
+    """``unknown key 'max_num_seq' (did you mean 'max_num_seqs'? ... is required and missing)``."""
+    parent, key = error["loc"][:-1], str(error["loc"][-1])
+    allowed = _allowed_keys(model, parent)
+    missing = [
+        str(e["loc"][-1]) for e in others if e["type"] == "missing" and e["loc"][:-1] == parent
+    ]
+    # a required field left missing beside it is the likeliest meaning, then any known key
+    meant = difflib.get_close_matches(key, missing, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key, allowed, n=1, cutoff=0.6
+    )
+    text = f"unknown key {excerpt(key)}"
+    if meant:
+        hides = ""
+        if meant[0] in missing:
+            hides = f" {field_path((*parent, meant[0]))} is required and missing"
+        text += f" (did you mean {meant[0]!r}?{hides})"
+    return text + (f"; expected one of: {', '.join(allowed)}" if allowed else "")
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:

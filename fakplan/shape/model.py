@@ -6,6 +6,7 @@ unit, and ``fakplan schema`` prints these models as JSON Schema.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,7 +22,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from fakplan.engines import ENGINES
-from fakplan.errors import UnitsError
+from fakplan.errors import SelectorError, UnitsError
+from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
+from fakplan.matchers import parse_matchers, render
 from fakplan.units import ByteSize, parse_bytes
 
 PositiveInt = Annotated[int, Strict(), Field(gt=0)]
@@ -245,14 +248,20 @@ class Contract(Strict_):
     dtypes: list[str] | None = Field(None, description="the KV dtypes this engine accepts")
 
 
+UNCLAIMED_WARN_ABOVE = "1 GiB"  # what the unclaimed gate tolerates unless limits state it
+
+
 class Limits(Strict_):
     """Declared bounds the gates hold a shape to."""
 
     max_spec_rows: PositiveInt | None = Field(
         None, description="bound on seqs x (1 + spec_tokens), e.g. a sampler's exactness bound"
     )
-    unclaimed_warn_above: ByteSize | None = Field(
-        None, description="warn when more than this is left between the pair and the ceiling"
+    unclaimed_warn_above: ByteSize = Field(
+        UNCLAIMED_WARN_ABOVE,
+        validate_default=True,
+        description="warn when more than this is left between the pair and the ceiling "
+        "(default 1 GiB: VRAM the engine could use for sessions it is not given)",
     )
     kv_tokens_tolerance_pct: Annotated[Finite, Field(gt=0, le=50)] = Field(
         0.5, description="tolerance of the KV-tokens prediction against the boot ledger"
@@ -432,6 +441,32 @@ def _pool_sources(schema: dict[str, Any]) -> None:
     ]
 
 
+def _quoted(value: str) -> str:
+    return json.dumps(value)
+
+
+class Monitoring(Strict_):
+    """How the fleet's Prometheus tells this endpoint's series from every other's."""
+
+    selector: str | None = Field(
+        None,
+        max_length=MAX_SELECTOR,
+        description="PromQL label matchers that pick this endpoint's series, e.g. "
+        'job="vllm-a",instance="10.0.0.5:8000" (default: job="<name>", the shape\'s name as '
+        "the scrape job); fakplan rules adds model_name to them",
+    )
+
+    @field_validator("selector")
+    @classmethod
+    def _matchers(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return render(parse_matchers(value))
+        except SelectorError as exc:
+            raise PydanticCustomError("selector", str(exc)) from None
+
+
 class Shape(Strict_):
     """One endpoint, as an operator reviews it in git."""
 
@@ -463,6 +498,13 @@ class Shape(Strict_):
     limits: Limits = Limits()
     expect: list[Expectation] = Field(default_factory=list)
     launch: Launch = Launch()
+    monitoring: Monitoring = Monitoring()
+
+    @property
+    def metrics_selector(self) -> str:
+        """The matchers that pick this endpoint's series (default: the scrape job named
+        after the shape)."""
+        return self.monitoring.selector or render(parse_matchers(f"job={_quoted(self.name)}"))
 
     @property
     def stated_budget(self) -> Budget:

@@ -210,9 +210,6 @@ class LlamacppEngine(ModelledEngine):
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         return launch_record(loaded, figures)
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return ("auto", *CACHE_TYPES)
-
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         return None, (
             "unknown: the shape states no ceiling, and llama.cpp's floor is not predicted: "

@@ -33,7 +33,7 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
-from fakplan.engines.vllm.sizing import predicted_ceiling, shape_sizing
+from fakplan.engines.vllm.sizing import predicted_ceiling, quantized_weights, shape_sizing
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
@@ -80,9 +80,6 @@ class VllmEngine(ModelledEngine):
 
     # ---- the planner's side (engines.Engine)
 
-    def accepted_dtypes(self, loaded: LoadedShape) -> tuple[str, ...]:
-        return choices_for(KV_CACHE_DTYPE_CHOICES, loaded.shape.engine_version).values
-
     def check(self, loaded: LoadedShape) -> None:
         """What vLLM's parser would refuse, refused where the shape says it."""
         check_dtypes(loaded, "vllm", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
@@ -98,6 +95,9 @@ class VllmEngine(ModelledEngine):
 
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         return predicted_ceiling(loaded)
+
+    def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
+        return quantized_weights(loaded)
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
         return shape_sizing(loaded, *loaded.engine_total())

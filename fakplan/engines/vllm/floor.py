@@ -50,6 +50,29 @@ NON_TORCH_MEASURED = {
     "tp2": (round(2.06 * GIB), round(2.11 * GIB)),  # prof-002, -008, -010, -013, vllm-420, -434
     "tp4": (round(2.13 * GIB), round(2.21 * GIB)),  # prof-003, -009, vllm-422
 }
+# What is in use when the worker takes its init snapshot (CUDA context; NCCL and the custom
+# all-reduce buffers at TP > 1): total - free at init, "worker init memory snapshot ...
+# cuda_memory=" in the 0.19.0 H100 boots of tests/data/public (0.51 GiB at TP 1 in 19 boots;
+# 1.53 and 2.01 GiB at TP 2; 1.55 GiB at TP 4), and at TP 1 the 0.60-0.61 GiB of vLLM
+# 0.11.0 H100 boots (llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md
+# at 4f4d4494); each +- the print's 0.005 GiB
+CONTEXT_MEASURED = {
+    "tp1": (round(0.505 * GIB), round(0.615 * GIB)),
+    "tp2": (round(1.525 * GIB), round(2.015 * GIB)),
+    "tp4": (round(1.545 * GIB), round(1.555 * GIB)),
+}
+# The CUDA-graph pool vLLM captures after the KV pool ("Graph capturing finished in X secs,
+# took Y GiB", gpu_model_runner.py capture_model, measured after empty_cache from 0.18):
+# the 0.19.0 H100 boots of tests/data/public/profiler with their print's rounding (TP 1:
+# 0.65 Llama-3.1-8B PP 2 .. 1.57 DeepSeek-V2-Lite; TP 2: 0.76 .. 1.85; TP 4: 0.67 .. 1.66)
+GRAPHS_MEASURED = {
+    "tp1": (round(0.645 * GIB), round(1.575 * GIB)),
+    "tp2": (round(0.755 * GIB), round(1.855 * GIB)),
+    "tp4": (round(0.665 * GIB), round(1.665 * GIB)),
+}
+# vLLM's own margin where it suggests a --kv-cache-memory-bytes that fills the card
+# (gpu_worker.py compile_or_warm_up_model, 0.19.0: redundancy_buffer_memory = 150 MiB)
+REDUNDANCY = 150 << 20
 READ = ((0, 17), (0, 19))  # the releases whose terms were all read
 
 

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
 from fakplan.engines.served import served_dtype
-from fakplan.engines.vllm.floor import Unknown, VllmFloor, floor_for
+from fakplan.engines.vllm.floor import (
+    CONTEXT_MEASURED,
+    GRAPHS_MEASURED,
+    REDUNDANCY,
+    Unknown,
+    VllmFloor,
+    floor_for,
+)
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
 from fakplan.engines.vllm.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm
@@ -54,9 +61,16 @@ DEFAULT_FRACTION = 0.9
 
 
 def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
-    """A stated pair's ceiling before any boot: what vLLM's default fraction of the card
-    leaves beside its floor, as a boot ledger at that fraction would read it
-    (``ceiling._from_profiler``); unknown, with the reason, where the floor is not read."""
+    """A stated pair's ceiling before any boot, as the launch fakplan renders boots it.
+
+    The launch passes ``--kv-cache-memory-bytes`` (0.11 on), which sizes the pool without
+    the utilization (gpu_worker.py determine_available_memory, 0.19.0: the profiling run
+    still runs, nothing is measured); only the startup check keeps it (free at init >=
+    ceil(total x 0.9)). What must fit beside weights + KV while serving is then the CUDA
+    context at init, the activation peak, non-torch memory, the CUDA graphs captured after
+    the pool, and vLLM's own 150 MiB margin: each at the top of its measured range, so
+    the ceiling is the one that holds. Unknown, with the reason, where the floor is not read.
+    """
     shape = loaded.shape
     if shape.card.device == "cpu":
         return None, "unknown: the CPU build keeps no profiled floor to predict a ceiling from"
@@ -72,15 +86,45 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
             None,
             f"unknown: the shape states no ceiling, and fakplan cannot predict one: {found.reason}",
         )
-    low, high = found.non_torch
-    ceiling = found.requested.bytes - found.activation.bytes - high
-    return ceiling, (
-        f"predicted (no boot ledger yet): vLLM's default --gpu-memory-utilization "
-        f"{DEFAULT_FRACTION} x {total_text}: {found.requested.derivation}; - activation peak "
-        f"{found.activation.bytes:,} B ({found.activation.derivation}) - non-torch {high:,} B "
-        f"(the top of {low:,}..{high:,} B measured at TP {shape.parallel.tensor}) = "
-        f"{ceiling:,} B; a boot ledger replaces it (ceiling: {{ledger: PATH}})"
+    key = f"tp{shape.parallel.tensor}"
+    (_, torch_high), (_, context), (_, graphs) = (
+        found.non_torch,
+        CONTEXT_MEASURED[key],
+        GRAPHS_MEASURED[key],
     )
+    activation = found.activation.bytes
+    ceiling = total - context - activation - torch_high - graphs - REDUNDANCY
+    tp = f"at TP {shape.parallel.tensor}"
+    return ceiling, (
+        f"predicted (no boot ledger yet) for --kv-cache-memory-bytes, which vLLM sizes "
+        f"without --gpu-memory-utilization: {total_text}; - CUDA context at init "
+        f"{context:,} B (the top measured {tp}) - activation peak {activation:,} B "
+        f"({found.activation.derivation}) - non-torch {torch_high:,} B (the top measured "
+        f"{tp}) - CUDA graphs {graphs:,} B (the top measured {tp}; captured after the pool) "
+        f"- vLLM's 150 MiB margin = {ceiling:,} B; a boot ledger replaces it "
+        "(ceiling: {ledger: PATH})"
+    )
+
+
+def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
+    """The whole model's weights as ``--quantization`` leaves them, counted as ``fakplan kv
+    --quantization`` counts them (``weights.vllm_rank_weights`` at TP 1)."""
+    query = query_for_shape(loaded)
+    g = query.geometry
+    method = loaded.shape.serving.quantization
+    if g.text_config is None:
+        return (
+            None,
+            f"{g.source}: no config.json to count the weights --quantization {method} loads",
+        )
+    served, _ = served_dtype(query, DOWNCAST)
+    weights = vllm_rank_weights(g.text_config, g.architecture, served=served, quantization=method)
+    if weights is None:
+        return None, (
+            f"{g.architecture} under --quantization {method}: fakplan counts the plain dense "
+            "decoders' online fp8 only"
+        )
+    return weights.bytes, f"vLLM --quantization {method}: {weights.derivation}"
 
 
 def _unknown(loaded: LoadedShape, reason: str) -> Exception:

@@ -21,7 +21,8 @@
 #   unknown  weights fit their budget (budget 33,792 MiB, weight bytes unknown)
 #            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
 #   ok       max_model_len ≤ trained context (32,768 ≤ 32,768)
-#   ok       KV dtype accepted (q8_0 in auto, f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+#   warn     unclaimed VRAM (4,608 MiB unclaimed > 1,024 MiB)
+#            fix: give the unclaimed bytes to budget.kv or budget.weights
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 1 = 1 ranks per node (TP 1 x PP 1 / 1 node(s)))
 #   ok       TP x PP = GPUs per pod x pods (1 x 1 = 1 = 1 x 1 = 1)
 #   ok       startup budget ≥ load estimate (600 s ≥ 169 s)
@@ -33,7 +34,7 @@
 #   sessions-at-window: backs 2 sequences all at 32,768 tokens at once
 #     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
 #     verdict: open
-#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
+#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 are accepted and served in full (none refused or preempted)
 #     closed by probe boundary: fakplan probe shapes/qwen2.5-coder-llamacpp.yaml --url URL --only boundary
 #     verdict: open
 #   weights: the boot's weights fit budget.weights (33,792 MiB)

@@ -20,7 +20,8 @@
 #   ok       weights fit their budget (31,244 MiB ≤ 36,864 MiB)
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
 #   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
-#   ok       KV dtype accepted (fp8_e4m3 in auto, fp8_e5m2, fp8_e4m3)
+#   warn     unclaimed VRAM (6,144 MiB unclaimed > 1,024 MiB)
+#            fix: give the unclaimed bytes to budget.kv or budget.weights
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 2 = 2 ranks per node (TP 2 x PP 1 / 1 node(s)))
 #   ok       TP x PP = GPUs per pod x pods (2 x 1 = 2 = 2 x 1 = 2)
 #   ok       startup budget ≥ load estimate (740 s ≥ 369 s)
@@ -33,7 +34,7 @@
 #   sessions-at-window: backs 12 sequences all at 40,960 tokens at once
 #     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
 #     verdict: open
-#   boundary: 12 concurrent prompts of max_model_len - gen tokens each: 12/12 return the marker at their head
+#   boundary: 12 concurrent prompts of max_model_len - gen tokens each: 12/12 are accepted and served in full (none refused or preempted)
 #     closed by probe boundary: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only boundary
 #     verdict: open
 #   weights: the boot's weights fit budget.weights (36,864 MiB)

@@ -19,7 +19,6 @@
 #   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
 #   ok       weights fit their budget (15,317 MiB ≤ 16,384 MiB)
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
-#   ok       KV dtype accepted (auto in auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
 #            fix: give the unclaimed bytes to budget.kv or budget.weights
 #
@@ -30,7 +29,7 @@
 #   sessions-at-window: backs 2 sequences all at 16,384 tokens at once
 #     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
 #     verdict: open
-#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 return the marker at their head
+#   boundary: 2 concurrent prompts of max_model_len - gen tokens each: 2/2 are accepted and served in full (none refused or preempted)
 #     closed by probe boundary: fakplan probe shapes/example.yaml --url URL --only boundary
 #     verdict: open
 #   weights: the boot's weights fit budget.weights (16,384 MiB)
