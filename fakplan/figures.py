@@ -7,11 +7,15 @@ one below it and none reaches up (the layering is a checked contract).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fakplan.cluster import ClusterFacts
 from fakplan.contract import KvCost
 from fakplan.sizing import EngineSizing
 from fakplan.units import human
+
+if TYPE_CHECKING:
+    from fakplan.engines.refusals import Finding
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class Figures:
     # decides where no ceiling is known; None: the card's total
     card_bound_bytes: int | None = None
     card_bound_derivation: str | None = None
+    # the engine's boot refusals checked against the shape (engines.refusals); None: the
+    # engine lists none (custom)
+    boot: tuple[Finding, ...] | None = None
 
     @property
     def card_bound(self) -> tuple[int, str]:

@@ -65,10 +65,25 @@ def _image(loaded: LoadedShape, plan: Plan) -> str:
     return default.format(version=plan.engine_version)
 
 
-def _env(plan: Plan, role: RoleRecord) -> list[dict[str, str]]:
-    merged = dict(plan.launch.env)
+def _env(loaded: LoadedShape, plan: Plan, role: RoleRecord) -> list[dict[str, Any]]:
+    """The scripts' variables as values; Secret keys (launch.env, the HF token) by reference,
+    so no manifest holds a credential."""
+    merged: dict[str, Any] = dict(plan.launch.env)
     merged.update({k: v for k, v in role.environment.items() if v is not None})
-    return [{"name": k, "value": str(v)} for k, v in sorted(merged.items())]
+    k8s = loaded.shape.launch.kubernetes
+    if k8s is not None and k8s.model_cache is not None and "HF_HOME" not in merged:
+        merged["HF_HOME"] = k8s.model_cache.path
+    entries: list[dict[str, Any]] = [{"name": k, "value": str(v)} for k, v in merged.items()]
+    refs = {k: (r.secret, r.key, False) for k, r in plan.launch.secrets.items()}
+    token = k8s.hf_token_secret if k8s is not None else None
+    if token is not None and "HF_TOKEN" not in merged and "HF_TOKEN" not in refs:
+        refs["HF_TOKEN"] = (token.name, token.key, True)  # optional: a public model needs none
+    for name, (secret, key, optional) in refs.items():
+        ref: dict[str, Any] = {"name": secret, "key": key}
+        if optional:
+            ref["optional"] = True
+        entries.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    return sorted(entries, key=lambda e: str(e["name"]))
 
 
 def _command(role: RoleRecord, args: tuple[str, ...]) -> dict[str, Any]:
@@ -109,7 +124,7 @@ def _pod(
         "name": plan.engine if serves else f"{plan.engine}-{role.name}",
         "image": _image(loaded, plan),
         **_command(role, args),
-        "env": _env(plan, role),
+        "env": _env(loaded, plan, role),
     }
     if serves:
         container["ports"] = [{"name": "http", "containerPort": port}]
@@ -139,6 +154,17 @@ def _pod(
                 "persistentVolumeClaim": {"claimName": volume.claim, "readOnly": True},
             }
         )
+    if k8s is not None and k8s.model_cache is not None:
+        cache = k8s.model_cache
+        container.setdefault("volumeMounts", []).append(
+            {"name": "model-cache", "mountPath": cache.path}
+        )
+        source: dict[str, Any] = (
+            {"persistentVolumeClaim": {"claimName": cache.claim}}
+            if cache.claim
+            else {"emptyDir": {"sizeLimit": f"{-(-cache.size // MIB)}Mi"} if cache.size else {}}
+        )
+        spec.setdefault("volumes", []).append({"name": "model-cache", **source})
     if k8s is not None and k8s.node_selector:
         spec["nodeSelector"] = dict(k8s.node_selector)
     if k8s is not None and k8s.tolerations:

@@ -34,6 +34,15 @@ class RoleRecord(BaseModel):
     note: str = ""
 
 
+class SecretRef(BaseModel):
+    """A variable whose value is a Secret's key: referenced, never written to a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret: str
+    key: str
+
+
 class LaunchRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -47,6 +56,31 @@ class LaunchRecord(BaseModel):
         (),
         description="argv words that are paths relative to the shape's folder; the scripts "
         "run the engine from that folder, so it opens the files fakplan read",
+    )
+    secrets: dict[str, SecretRef] = Field(
+        default_factory=dict,
+        description="variables the engine needs from a Secret (launch.env): the manifests "
+        "reference them, serve.sh refuses to start without them",
+    )
+
+
+def with_shape_env(shape: Shape, launch: LaunchRecord) -> LaunchRecord:
+    """The launch with the shape's own variables (launch.env): plain values exported by every
+    role and listed in the env file, Secret keys referenced by name only."""
+    plain = {k: v for k, v in shape.launch.env.items() if isinstance(v, str)}
+    secrets = {
+        k: SecretRef(secret=v.name, key=v.key)
+        for k, v in shape.launch.env.items()
+        if not isinstance(v, str)
+    }
+    if not plain and not secrets:
+        return launch
+    roles = tuple(
+        role.model_copy(update={"environment": {**role.environment, **plain}})
+        for role in launch.roles
+    )
+    return launch.model_copy(
+        update={"env": {**launch.env, **plain}, "roles": roles, "secrets": secrets}
     )
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from fakplan.plan import Plan
@@ -159,3 +161,23 @@ def exposition(plans: Sequence[Plan]) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Plans(plans))
     return generate_latest(registry).decode("utf-8")
+
+
+def exposition_json(text: str) -> dict[str, Any]:
+    """``fakplan.metrics/1``: the exposition read back by prometheus_client's own parser, so
+    the JSON and the text cannot say different things."""
+    return {
+        "schema": "fakplan.metrics/1",
+        "families": [
+            {
+                "name": family.name,
+                "type": family.type,
+                "help": family.documentation,
+                "samples": [
+                    {"name": s.name, "labels": dict(s.labels), "value": s.value}
+                    for s in family.samples
+                ],
+            }
+            for family in text_string_to_metric_families(text)
+        ],
+    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,13 +22,20 @@ from fakplan.contract import (
     exact_number,
     per_token_rate,
 )
-from fakplan.engines import ENGINES, ModelledEngine, shape_geometry
+from fakplan.engines import (
+    ENGINES,
+    BootInputs,
+    ModelledEngine,
+    findings,
+    planned_version,
+    shape_geometry,
+)
 from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError, RuleError
 from fakplan.figures import Figures, ModelFacts
 from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
-from fakplan.launch import LaunchRecord, shape_relative_paths
+from fakplan.launch import LaunchRecord, shape_relative_paths, with_shape_env
 from fakplan.predict import Prediction, predictions_for
 from fakplan.shape import LoadedShape
 from fakplan.sizing import EngineSizing
@@ -259,6 +266,17 @@ def _pair(loaded: LoadedShape, cost: KvCost) -> _Pair:
 
 
 def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figures:
+    """The figures, with the engine's boot refusals checked against them."""
+    figures = _figures(loaded, ledger_path)
+    engine = ENGINES[loaded.shape.engine]
+    if not engine.boot_refusals:
+        return figures
+    version = planned_version(loaded, engine.version_used(loaded))
+    boot = findings(engine.boot_refusals, BootInputs(loaded, figures, version))
+    return replace(figures, boot=boot)
+
+
+def _figures(loaded: LoadedShape, ledger_path: Path | None) -> Figures:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
     cost = engine.kv_cost(loaded)
@@ -419,9 +437,25 @@ def compile_plan(loaded: LoadedShape, ledger_path: Path | None = None) -> Plan:
         raise loaded.error(str(exc), *exc.field) from None
 
 
+def check_head_address(loaded: LoadedShape) -> None:
+    """A multi-node launch names the address the other nodes join: launch.head_address,
+    or a LeaderWorkerSet's leader (launch.kubernetes, or compile --target kubernetes)."""
+    shape = loaded.shape
+    nodes = shape.parallel.nodes
+    if nodes > 1 and shape.launch.head_address is None and shape.launch.kubernetes is None:
+        raise loaded.error(
+            f"parallel.nodes is {nodes}: give launch.head_address, the address the other "
+            "nodes join, or deploy it on Kubernetes (compile --target kubernetes, or "
+            "launch.kubernetes: the LeaderWorkerSet's leader is their head)",
+            "parallel",
+            "nodes",
+        )
+
+
 def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
+    check_head_address(loaded)
     f = derive_figures(loaded, ledger_path)
     cost = f.cost
     components = tuple(ComponentRecord.of(c, cost.page_tokens) for c in cost.components)
@@ -454,7 +488,7 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         derivations=_derivations(loaded, f, components),
         gates=run_gates(f),
         predictions=predictions_for(shape, loaded.path.as_posix(), f),
-        launch=shape_relative_paths(loaded, engine.launch(loaded, f)),
+        launch=with_shape_env(shape, shape_relative_paths(loaded, engine.launch(loaded, f))),
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
         ceiling_basis=f.ceiling_basis,
         metrics_selector=shape.metrics_selector,

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from fakplan.cli import main
 
-from .conftest import SHAPES
+from .conftest import PUBLIC, SHAPES
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -261,3 +261,219 @@ def test_a_shape_failing_before_and_after_names_its_gates(tmp_path: Path) -> Non
         result.stdout
     )
     assert "    fix: grow budget.kv to at least 5,063 MiB" in result.stdout
+
+
+# ------------------------------------------------------------- verify (issue 26)
+
+
+def _sized(folder: Path) -> Path:
+    """A vLLM 0.19.0 shape sizing its pool as llm-d-planner's prof-001 boot did."""
+    config = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
+    path = folder / "sized.yaml"
+    path.write_text(
+        "name: sized\nengine: vllm\nengine_version: '0.19.0'\n"
+        f"model: {json.dumps(str(config))}\ncard: {{total: 79.19 GiB, sms: 132}}\n"
+        "serving:\n  max_num_seqs: 1024\n  max_model_len: 8192\n"
+        "  max_num_batched_tokens: 8192\n  prefix_caching: false\n"
+        "  gpu_memory_utilization: 0.95\n"
+    )
+    return path
+
+
+def test_verify_quotes_the_figure_it_judged_at_any_width(tmp_path: Path) -> None:
+    """9fcf43b: activation-peak's excerpt was cut around the non-torch figure
+    (`…d increase memory: 0.25GiB; weights memory: 14.99GiB.`), and at 40 columns the
+    verdict column vanished."""
+    shape, log = _sized(tmp_path), PUBLIC / "profiler" / "prof-001.log"
+    args = ["verify", str(shape), "--ledger", str(log), "-o", str(tmp_path / "out")]
+    wide = CliRunner().invoke(main, args, env={"COLUMNS": "100"})
+    lines = wide.stdout.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("  activation-peak: ")))
+    assert "torch peak memory increase: 1.89GiB" in lines[at + 1]  # the figure it judged
+    narrow = CliRunner().invoke(main, args, env={"COLUMNS": "40"})
+    text = narrow.stdout
+    for prediction in ("kv-tokens", "weights", "kv-pool", "activation-peak", "non-torch"):
+        assert f"{prediction}: held (predicted " in text  # the verdict beside its name
+    assert all(len(line) <= 40 for line in text.splitlines())
+
+
+def test_verify_names_file_line_and_field_for_a_larger_cards_log(tmp_path: Path) -> None:
+    """9fcf43b: `the ceiling logs/vllm-217.log measures, 74,844 MiB, is above the card's
+    24,576 MiB` with no file:line: field, where gate --ledger printed them."""
+    shape = _shape(tmp_path, kv="5 GiB", window=8192)
+    log = PUBLIC / "profiler" / "prof-001.log"
+    result = CliRunner().invoke(main, ["verify", str(shape), "--ledger", str(log)])
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert line.startswith(f"{shape}:{_line(shape, 'card:')}: card.total: the ceiling {log}")
+    assert "is above the card's 24,576 MiB" in line
+
+
+def _line(path: Path, needle: str) -> int:
+    return next(i for i, x in enumerate(path.read_text().splitlines(), 1) if needle in x)
+
+
+# --------------------------------------------------------- Kubernetes and launch (issue 26)
+
+
+TWO_NODES = """name: two
+engine: vllm
+engine_version: 0.19.0
+model: meta-llama/Llama-3.1-405B
+card: {total: 79.19 GiB, count: 8, sms: 132}
+parallel: {tensor: 8, pipeline: 2, nodes: 2}
+budget: {weights: 48 GiB, kv: 20 GiB}
+serving: {max_num_seqs: 8, max_model_len: 32768}
+"""
+
+
+def test_target_kubernetes_is_the_leader_address_of_a_multi_node_shape(tmp_path: Path) -> None:
+    """9fcf43b: `fakplan compile --target kubernetes two.yaml` (no launch.kubernetes) said
+    `parallel.nodes is 2: give launch.head_address … (or launch.kubernetes …)`, though the
+    flag already says Kubernetes."""
+    shape = tmp_path / "two.yaml"
+    shape.write_text(TWO_NODES)
+    out = tmp_path / "out"
+    k8s = CliRunner().invoke(
+        main, ["compile", str(shape), "-o", str(out), "--target", "kubernetes"]
+    )
+    assert k8s.exit_code in (0, 1), k8s.output  # written (a gate may still fail)
+    assert (out / "two" / "kubernetes" / "leaderworkerset.yaml").exists()
+    scripts = CliRunner().invoke(main, ["compile", str(shape), "-o", str(tmp_path / "o2")])
+    assert scripts.exit_code == 2
+    assert "parallel.nodes: parallel.nodes is 2: give launch.head_address" in scripts.stderr
+    assert "compile --target kubernetes" in scripts.stderr
+
+
+def test_launch_env_reaches_the_env_file_the_script_and_the_manifests(tmp_path: Path) -> None:
+    """9fcf43b: shapes had no launch.env for the engine's variables, and manifests carried
+    no Hugging Face token and no model cache."""
+    shape = _shape(
+        tmp_path,
+        kv="5 GiB",
+        window=8192,
+        extra=(
+            "ceiling: 22 GiB\nlaunch:\n  env:\n    VLLM_LOGGING_LEVEL: DEBUG\n"
+            "    HF_TOKEN: {name: hf-read, key: token}\n"
+            "  kubernetes: {model_cache: {claim: hf-cache}}\n"
+        ),
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    env = (out / "nosms" / "nosms.env").read_text()
+    assert "\nVLLM_LOGGING_LEVEL=DEBUG\n" in env
+    assert "# HF_TOKEN: from the Secret hf-read, key token" in env
+    serve = out / "nosms" / "serve.sh"
+    assert "export VLLM_LOGGING_LEVEL=DEBUG\n" in serve.read_text()
+    # a Secret's value is never in a file: serve.sh needs it from its environment
+    ran = subprocess.run(
+        ["bash", str(serve)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert ran.returncode == 1
+    assert ran.stderr.startswith("fakplan: nosms needs HF_TOKEN in the environment")
+    import yaml
+
+    deployment = yaml.safe_load((out / "nosms" / "kubernetes" / "deployment.yaml").read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    by_name = {e["name"]: e for e in container["env"]}
+    assert by_name["VLLM_LOGGING_LEVEL"] == {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}
+    assert by_name["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-read", "key": "token"}}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["model-cache"]["persistentVolumeClaim"] == {"claimName": "hf-cache"}
+    assert by_name["HF_HOME"]["value"] == "/root/.cache/huggingface"
+
+
+# ------------------------------------------------------------- interfaces (issue 26)
+
+
+def test_compile_init_report_and_metrics_take_json(tmp_path: Path) -> None:
+    """9fcf43b: compile, init, report and metrics had no --json."""
+    out = tmp_path / "out"
+    compiled = CliRunner().invoke(
+        main,
+        ["compile", str(SHAPES / "example.yaml"), str(_shape(tmp_path)), "-o", str(out), "--json"],
+    )
+    assert compiled.exit_code == 1
+    document = json.loads(compiled.stdout)
+    assert document["schema"] == "fakplan.compile/1" and document["exit"] == 1
+    by_name = {s["name"]: s for s in document["shapes"]}
+    assert by_name["example"]["status"] == "ok" and by_name["example"]["failing"] == []
+    assert by_name["example"]["files"] == ["plan.json", "example.env", "serve.sh"]
+    assert [g["id"] for g in by_name["nosms"]["failing"]] == ["pair-ceiling"]
+    for entry in by_name.values():  # every file named is on disk
+        assert all((Path(entry["folder"]) / f).is_file() for f in entry["files"])
+
+    init = CliRunner().invoke(
+        main, ["init", str(tmp_path / "repo"), "--install", "fakplan==0.1.0", "--json"]
+    )
+    assert init.exit_code == 0, init.output
+    made = json.loads(init.stdout)
+    assert made["schema"] == "fakplan.init/1" and made["requirement"] == "fakplan==0.1.0"
+    assert all(Path(p).is_file() for p in made["written"]) and len(made["written"]) == 7
+
+    page = tmp_path / "report.html"
+    report = CliRunner().invoke(
+        main, ["report", str(SHAPES / "example.yaml"), "-o", str(page), "--json"]
+    )
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout) == {
+        "schema": "fakplan.report/1",
+        "output": page.as_posix(),
+        "shapes": [{"path": str(SHAPES / "example.yaml"), "name": "example", "failing": 0}],
+        "exit": 0,
+    }
+
+    text = CliRunner().invoke(main, ["metrics", str(SHAPES / "example.yaml")]).stdout
+    as_json = json.loads(
+        CliRunner().invoke(main, ["metrics", str(SHAPES / "example.yaml"), "--json"]).stdout
+    )
+    assert as_json["schema"] == "fakplan.metrics/1"
+    samples = {
+        (s["name"], tuple(sorted(s["labels"].items()))): s["value"]
+        for family in as_json["families"]
+        for s in family["samples"]
+    }
+    # the text's own line for the KV pool: 5 GiB
+    assert 'fakplan_plan_bytes{class="kv_pool",shape="example"} 5.36870912e+09' in text
+    assert samples[("fakplan_plan_bytes", (("class", "kv_pool"), ("shape", "example")))] == 5 * GIB
+
+
+def test_plurals_and_a_range_of_one(tmp_path: Path) -> None:
+    """9fcf43b: "backs 1 sequences", "backs 21..21 sequences"."""
+    one = compile_plan_of(SHAPES / "frank-archon-fp8.yaml")
+    (sessions,) = [p for p in one.predictions if p.id == "sessions-at-window"]
+    assert sessions.claim == "backs 1 sequence at 200,000 tokens at once"
+    # a pool sized by vLLM whose kv-tokens range holds 3 windows of 131,072 at both ends
+    sized = _sized(tmp_path)
+    sized.write_text(sized.read_text().replace("max_model_len: 8192", "max_model_len: 131072"))
+    plan = compile_plan_of(sized)
+    (sessions,) = [p for p in plan.predictions if p.id == "sessions-at-window"]
+    assert (sessions.low, sessions.high) == (3, 3)
+    assert sessions.claim == "backs 3 sequences all at 131,072 tokens at once"
+
+
+def compile_plan_of(path: Path) -> Any:
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape
+
+    return compile_plan(load_shape(path))
+
+
+def test_shell_completion_works_as_documented() -> None:
+    """9fcf43b: completion worked through click but was not documented."""
+    readme = (SHAPES.parent / "README.md").read_text()
+    assert "_FAKPLAN_COMPLETE=bash_source fakplan" in readme
+    script = subprocess.run(
+        [str(Path(sys.executable).parent / "fakplan")],  # the entry point pip installed
+        env={"_FAKPLAN_COMPLETE": "bash_source", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    assert "_fakplan_completion" in script and "complete " in script

@@ -116,8 +116,16 @@ def test_each_container_runs_the_plans_argv_word_for_word(case: str, tmp_path: P
         if where == "worker" and "--node-rank" in expected:  # SGLang: the pod's own rank
             expected[expected.index("--node-rank") + 1] = "$(LWS_WORKER_INDEX)"
         assert words == expected, where
-        env = {e["name"]: e["value"] for e in container["env"]}
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
         assert {k: v for k, v in env.items() if k in plan["launch"]["env"]} == plan["launch"]["env"]
+        # credentials only by reference: the HF token from its Secret, optional by default
+        refs = {e["name"]: e["valueFrom"] for e in container["env"] if "valueFrom" in e}
+        assert refs["HF_TOKEN"] == {
+            "secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}
+        }
+        assert env["HF_HOME"] == "/root/.cache/huggingface"  # the model cache's mount
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts["model-cache"] == env["HF_HOME"]
 
 
 def test_a_two_node_group_is_one_leaderworkerset_sized_by_the_nodes(tmp_path: Path) -> None:

@@ -374,3 +374,39 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
     ], done.stdout
     # no prefill prediction; llama-cpp-python states no KV pool live
     assert re.search(r" 3 skipped in ", done.stdout), done.stdout
+
+
+def test_a_vllm_shape_is_not_probed_against_this_llama_cpp_server(
+    llama_server: RunningServer, tmp_path: Path
+) -> None:
+    """Issue 26: a vLLM Llama-8B shape probed against a llama-cpp-python server serving
+    models/tiny.gguf printed a note and exited 0. The real server's /v1/models now
+    refuses it before any probe runs; --any-endpoint probes it anyway, noted."""
+    shape = tmp_path / "llama.yaml"
+    shape.write_text(
+        "name: llama8b\nengine: vllm\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+        "card: {total: 24 GiB}\nbudget: {weights: 16 GiB, kv: 5 GiB}\n"
+        "serving: {max_num_seqs: 2, max_model_len: 1024}\nceiling: 22 GiB\n"
+    )
+    out = tmp_path / "out"
+    refused = _probe(str(shape), "--url", llama_server.url, "--only", "calibrate", "-o", str(out))
+    assert refused.exit_code == 2, refused.output
+    line = refused.stderr.strip().splitlines()[-1]
+    assert (
+        "it is llama-cpp-python (/openapi.json lists /extras/tokenize/count), the shape's engine is vllm"
+        in line
+    )
+    assert (
+        f"it serves '{llama_server.model}'" in line and "'meta-llama/Llama-3.1-8B-Instruct'" in line
+    )
+    assert not out.exists()
+    forced = _probe(
+        str(shape), "--url", llama_server.url, "--only", "calibrate", "-o", str(out),
+        "--any-endpoint", "--json",
+    )  # fmt: skip
+    assert forced.exit_code == 0, forced.output
+    notes = json.loads(forced.stdout)["notes"]
+    assert any(
+        n.startswith("probed despite a mismatch (--any-endpoint): it is llama-cpp-python")
+        for n in notes
+    )

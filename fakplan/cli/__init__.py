@@ -35,6 +35,11 @@ def out_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+def json_option(help_text: str) -> Callable[[F], F]:
+    """``--json``: the command's result as one JSON document on stdout (documented schema)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
 gates_option = click.option(
     "--gates",
     "gates_dir",

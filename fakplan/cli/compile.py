@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
+from fakplan.cli import EXIT_FAILED, EXIT_OK, json_option, out_option, templates_option
 from fakplan.errors import FakplanError
 from fakplan.plan import Plan, compile_plan
 from fakplan.record import carry_verdicts, read_record, record_path, rewrite_record
@@ -29,8 +30,16 @@ from fakplan.shape import LoadedShape, load_shape, shape_paths
     "shape's ConfigMap, the probe Job, kustomization.yaml), from launch.kubernetes or its "
     "defaults; a shape with launch.kubernetes gets them either way.",
 )
+@json_option(
+    "Print what was written as JSON (schema fakplan.compile/1): per shape its name, shape "
+    "file, folder, files and status, with each failing gate's id, summary and fix."
+)
 def compile_(
-    shapes: tuple[str, ...], out_dir: Path, templates: Path | None, target_kind: str
+    shapes: tuple[str, ...],
+    out_dir: Path,
+    templates: Path | None,
+    target_kind: str,
+    as_json: bool,
 ) -> None:
     """Compile shapes (files or folders of *.yaml) into DIR/<name>/.
 
@@ -64,14 +73,28 @@ def compile_(
         previous = read_record(target) if target.exists() else None
         render_plan(item, carry_verdicts(compiled, previous), templates, target.parent)
         staged.append((item, compiled))
-    failed = False
+    written: list[dict[str, object]] = []
     for item, plan in staged:
         # read again under the record's lock: a verdict verify or probe added since is kept
         compiled, files = rewrite_record(item, plan, out_dir, templates)
         folder = out_dir / compiled.name
-        names_written = ", ".join(["plan.json", *(f.name for f in files)])
-        failing = [g.title for g in compiled.gates if g.status == "fail"]
-        status = "FAILS " + ", ".join(failing) if failing else "ok"
-        click.echo(f"{folder}/: {names_written} ({status})")
-        failed = failed or bool(failing)
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+        written_files = ["plan.json", *(f.name for f in files)]
+        failing = [g for g in compiled.gates if g.status == "fail"]
+        if not as_json:
+            status = "FAILS " + ", ".join(g.title for g in failing) if failing else "ok"
+            click.echo(f"{folder}/: {', '.join(written_files)} ({status})")
+        written.append(
+            {
+                "name": compiled.name,
+                "shape": item.path.as_posix(),
+                "folder": folder.as_posix(),
+                "files": written_files,
+                "status": "fail" if failing else "ok",
+                "failing": [{"id": g.id, "summary": g.summary, "fix": g.fix} for g in failing],
+            }
+        )
+    code = EXIT_FAILED if any(w["failing"] for w in written) else EXIT_OK
+    if as_json:
+        document = {"schema": "fakplan.compile/1", "shapes": written, "exit": code}
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    sys.exit(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 import jinja2
 
-from fakplan.cli import EXIT_OK
+from fakplan.cli import EXIT_OK, json_option
 from fakplan.errors import FakplanError
 from fakplan.init import Requirement, ci_requirement, yaml_quote
 from fakplan.record import write_atomic
@@ -67,7 +68,11 @@ def scaffold_files(
     "'fakplan @ git+https://github.com/OWNER/fakplan@COMMIT' "
     "[default: how this fakplan was installed, if CI can reach it].",
 )
-def init(directory: Path, force: bool, install: str | None) -> None:
+@json_option(
+    "Print what was written as JSON (schema fakplan.init/1): the folder, each file, and "
+    "the requirement the workflow installs with where it came from."
+)
+def init(directory: Path, force: bool, install: str | None, as_json: bool) -> None:
     """Scaffold DIRECTORY: shapes/ with an example shape, gates/ with an example
     operator gate and the pytest wiring, a CI workflow and a README.
 
@@ -96,9 +101,20 @@ def init(directory: Path, force: bool, install: str | None) -> None:
             write_atomic(path, text)
         except OSError as exc:
             raise FakplanError(f"{path.as_posix()}: cannot write ({exc.strerror})") from None
-        click.echo(f"wrote {path.as_posix()}")
-    click.echo(
-        f"fakplan init: the workflow installs {requirement.spec} ({requirement.origin})",
-        err=True,
-    )
+        if not as_json:
+            click.echo(f"wrote {path.as_posix()}")
+    if as_json:
+        document = {
+            "schema": "fakplan.init/1",
+            "folder": directory.as_posix(),
+            "written": [(directory / target).as_posix() for target, _ in files],
+            "requirement": requirement.spec,
+            "origin": requirement.origin,
+        }
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        click.echo(
+            f"fakplan init: the workflow installs {requirement.spec} ({requirement.origin})",
+            err=True,
+        )
     sys.exit(EXIT_OK)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
-from fakplan.cli import records_option
-from fakplan.metrics import exposition
+from fakplan.cli import json_option, records_option
+from fakplan.metrics import exposition, exposition_json
 from fakplan.plan import Plan
 from fakplan.record import planned_shapes
 
@@ -22,7 +23,11 @@ def plans_of(shapes: tuple[str, ...], records: Path | None) -> tuple[list[Plan],
 @click.command()
 @click.argument("shapes", nargs=-1, required=True)
 @records_option
-def metrics(shapes: tuple[str, ...], records: Path | None) -> None:
+@json_option(
+    "Print the same figures as JSON (schema fakplan.metrics/1): each family's name, type and "
+    "help, and its samples' names, labels and values, read back with prometheus_client's parser."
+)
+def metrics(shapes: tuple[str, ...], records: Path | None, as_json: bool) -> None:
     """Print each shape's plan as Prometheus metrics (text exposition format 0.0.4).
 
     \b
@@ -40,7 +45,11 @@ def metrics(shapes: tuple[str, ...], records: Path | None) -> None:
     A shape that does not load is one line on stderr (exit 2); the others are printed.
     """
     plans, errors = plans_of(shapes, records)
-    click.echo(exposition(plans), nl=False)
+    text = exposition(plans)
+    if as_json:
+        click.echo(json.dumps(exposition_json(text), indent=2, ensure_ascii=False))
+    else:
+        click.echo(text, nl=False)
     for line in errors:
         click.echo(line, err=True)
     sys.exit(2 if errors else 0)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
-from fakplan.cli import records_option
+from fakplan.cli import json_option, records_option
 from fakplan.errors import FakplanError
 from fakplan.record import planned_shapes, write_atomic
 from fakplan.report import Entry, entry, last_change, render_report
@@ -34,7 +35,11 @@ def _entries(shapes: tuple[str, ...], records: Path | None) -> list[Entry]:
     show_default=True,
     help="The page to write.",
 )
-def report(shapes: tuple[str, ...], records: Path | None, output: Path) -> None:
+@json_option(
+    "Print what was written as JSON (schema fakplan.report/1): the page, and per shape its "
+    "name and failing gates, or why it could not be read."
+)
+def report(shapes: tuple[str, ...], records: Path | None, output: Path, as_json: bool) -> None:
     """Write one static HTML page: per shape, its card as a bar, its gates and verdicts.
 
     The bar is weights, KV pool, unclaimed and the engine's floor against the card and
@@ -53,5 +58,21 @@ def report(shapes: tuple[str, ...], records: Path | None, output: Path) -> None:
     errors = [e for e in entries if e.error]
     for bad in errors:
         click.echo(bad.error, err=True)
-    click.echo(f"{output}: {len(entries) - len(errors)} shape(s), {len(errors)} unreadable")
-    sys.exit(2 if errors else 0)
+    code = 2 if errors else 0
+    if as_json:
+        document = {
+            "schema": "fakplan.report/1",
+            "output": output.as_posix(),
+            "shapes": [
+                {"path": e.path, "name": e.plan.name, "failing": e.failing}
+                if e.plan is not None
+                else {"path": e.path, "error": e.error}
+                for e in entries
+            ],
+            "exit": code,
+        }
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        read = len(entries) - len(errors)
+        click.echo(f"{output}: {read} shape{'' if read == 1 else 's'}, {len(errors)} unreadable")
+    sys.exit(code)

@@ -14,6 +14,7 @@ from fakplan.engines.base import Engine, ModelledEngine
 from fakplan.engines.custom import CustomEngine
 from fakplan.engines.llamacpp import LlamacppEngine
 from fakplan.engines.query import query_for_shape, shape_geometry
+from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
 from fakplan.engines.sglang import SglangEngine
 from fakplan.engines.vllm import VllmEngine
 from fakplan.errors import FakplanError
@@ -24,13 +25,25 @@ ENGINES: dict[str, Engine] = {
     for engine in (VllmEngine(), SglangEngine(), LlamacppEngine(), CustomEngine())
 }
 
+
+def boot_refusals() -> tuple[BootRefusal, ...]:
+    """The one table of boot refusals: every registered engine's rows, in registry order."""
+    return tuple(row for engine in ENGINES.values() for row in engine.boot_refusals)
+
+
 __all__ = [
     "ENGINES",
+    "BootInputs",
+    "BootRefusal",
     "Engine",
+    "Finding",
     "ModelledEngine",
+    "boot_refusals",
+    "findings",
     "kv_breakdown",
     "modelled",
     "modelled_engine",
+    "planned_version",
     "pool_tokens",
     "printed_pool_tokens",
     "query_for_shape",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from fakplan.contract import Capacity, KvCost
 from fakplan.engines.query import query_for_shape
+from fakplan.engines.refusals import BootRefusal
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.units import human
 
@@ -50,6 +51,9 @@ class Engine:
     # the serving field (gpu_memory_utilization, mem_fraction_static) whose fraction lets
     # the engine size its own pool, which fakplan then predicts; None: the shape states it
     sizing_field: ClassVar[str | None] = None
+    # what the engine refuses at boot that a shape can cause (engines.refusals): the
+    # ``boots`` gate checks each row that applies at the planned release
+    boot_refusals: ClassVar[tuple[BootRefusal, ...]] = ()
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""

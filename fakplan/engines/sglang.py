@@ -20,6 +20,7 @@ from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import Choices, check_choice, check_dtypes, unsized
 from fakplan.engines.releases import Release, newer_note, select
 from fakplan.engines.served import served_dtype
+from fakplan.engines.sglang_refusals import REFUSALS
 from fakplan.engines.sglang_sizing import IN_USE_MEASURED, shape_sizing
 from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
@@ -187,6 +188,7 @@ class SglangEngine(ModelledEngine):
     probe_flavour = "sglang"
     auto_downcast = DOWNCAST
     sizing_field = "mem_fraction_static"
+    boot_refusals = REFUSALS
 
     def check(self, loaded: LoadedShape) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""

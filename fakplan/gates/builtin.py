@@ -441,34 +441,43 @@ def window_within_training(g: Gate, f: Figures) -> GateResult | None:
 
 
 @builtin(
-    "tp-heads",
-    "TP divides the attention heads",
-    "the engine refuses a tensor-parallel size that does not split the heads evenly",
+    "boots",
+    "the engine boots the shape",
+    "a shape the engine refuses at boot never serves: its refusals, in its own words, "
+    "before anything is deployed (docs/boot-refusals.md)",
 )
-def tp_divides_heads(g: Gate, f: Figures) -> GateResult | None:
-    m = f.model
-    if m is None or m.tp == 1:
-        return None
-    problems = []
-    if m.attention_heads % m.tp:
-        problems.append(
-            f"{m.attention_heads} attention heads % TP {m.tp} = {m.attention_heads % m.tp}"
+def engine_boots(g: Gate, f: Figures) -> GateResult | None:
+    if f.boot is None:
+        return None  # the engine lists no refusals (engine: custom)
+    refused = [x for x in f.boot if x.message]
+    unchecked = [x for x in f.boot if x.not_checked]
+    checked = len(f.boot) - len(unchecked)
+    numbers: dict[str, int | float | str | None] = {
+        "rows_checked": checked,
+        "rows_refusing": len(refused),
+        "rows_not_checked": len(unchecked),
+    }
+    skipped = "; ".join(f"{x.row.id} not checked: {x.not_checked}" for x in unchecked)
+    if refused:
+        return g.verdict(
+            status="fail",
+            summary="; ".join(f"{x.row.id}: {x.message}" for x in refused),
+            detail="; ".join(
+                f"{x.row.id} ({x.row.releases}): {x.row.condition} [{x.row.source}]"
+                for x in refused
+            )
+            + (f"; {skipped}" if skipped else ""),
+            fix="; ".join(f"{x.row.id}: {x.row.fix}" for x in refused),
+            numbers=numbers,
         )
-    kv = m.kv_heads
-    if kv is not None and (kv % m.tp if kv >= m.tp else m.tp % kv):
-        problems.append(f"{kv} KV heads and TP {m.tp}: neither divides the other")
-    ok = not problems
+    rows = "row" if checked == 1 else "rows"
     return g.verdict(
-        status="pass" if ok else "fail",
-        summary=(
-            f"{m.attention_heads} heads / TP {m.tp}"
-            + (f", {kv} KV heads" if kv is not None else "")
-            if ok
-            else "; ".join(problems)
-        ),
-        detail="vLLM asserts heads % tp == 0 and kv % tp == 0 (or tp % kv == 0 when kv < tp)",
-        fix=None if ok else "choose parallel.tensor among the divisors of the head counts",
-        numbers={"tp": m.tp, "attention_heads": m.attention_heads, "kv_heads": kv},
+        status="pass",
+        summary=f"none of {checked} refusal {rows} applies"
+        + (f" ({len(unchecked)} not checked)" if unchecked else ""),
+        detail=f"checked: {', '.join(x.row.id for x in f.boot if not x.not_checked)}"
+        + (f"; {skipped}" if skipped else ""),
+        numbers=numbers,
     )
 
 
@@ -565,7 +574,7 @@ BUILTIN_GATES: tuple[Gate, ...] = tuple(
         "pair-ceiling",
         "weights-fit",
         "context",
-        "tp-heads",
+        "boots",
         "spec-rows",
         "unclaimed",
         "k8s-gpus",

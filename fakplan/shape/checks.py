@@ -132,8 +132,9 @@ def _flag(field: str) -> str:
 
 
 def _check_cards_and_pool(loaded: LoadedShape) -> None:
-    """The cards the parallel layout needs, a pool that holds something, and the head
-    address the other nodes of a multi-node shape join."""
+    """The cards the parallel layout needs and a pool that holds something (the head
+    address of a multi-node shape is the launch's to check: ``--target kubernetes`` gives
+    one, plan.check_head_address)."""
     shape = loaded.shape
     par = shape.parallel
     cards = shape.card.count * par.nodes
@@ -145,13 +146,6 @@ def _check_cards_and_pool(loaded: LoadedShape) -> None:
         )
     if shape.budget is not None and shape.budget.kv <= 0:
         raise loaded.error("the KV pool must be larger than 0 B", "budget", "kv")
-    if par.nodes > 1 and shape.launch.head_address is None and shape.launch.kubernetes is None:
-        raise loaded.error(
-            f"parallel.nodes is {par.nodes}: give launch.head_address, the address the other "
-            "nodes join (or launch.kubernetes: the LeaderWorkerSet's leader is their head)",
-            "parallel",
-            "nodes",
-        )
 
 
 def _check_speculative(loaded: LoadedShape) -> None:

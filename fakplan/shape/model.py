@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    StringConstraints,
     TypeAdapter,
     WithJsonSchema,
     field_validator,
@@ -334,6 +335,12 @@ class Toleration(Strict_):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
+# an environment variable's name as POSIX shells take it
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+# what the launch exports itself: a shape's launch.env must not shadow them
+RESERVED_ENV = frozenset({"PATH", "FAKPLAN_IGNORE_GATES", "FAKPLAN_SHAPE_DIR"})
+
+
 class SecretKey(Strict_):
     """A key of a Secret, referenced (never read by fakplan)."""
 
@@ -348,6 +355,19 @@ class ShapeVolume(Strict_):
     sub_path: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}$")] | None = (
         Field(None, description="the shape's folder within the volume")
     )
+
+
+class ModelCache(Strict_):
+    """Where a pod keeps the checkpoints the engine downloads (HF_HOME): a claim that
+    outlives the pod, else an emptyDir that lives as long as it."""
+
+    claim: K8sLabelName | None = Field(
+        None, description="a PersistentVolumeClaim to keep downloads across restarts"
+    )
+    path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{0,254}$")] = Field(
+        "/root/.cache/huggingface", description="where it is mounted; HF_HOME points there"
+    )
+    size: ByteSize | None = Field(None, description="an emptyDir's sizeLimit (no claim)")
 
 
 class KubernetesLaunch(Strict_):
@@ -387,6 +407,17 @@ class KubernetesLaunch(Strict_):
         description="a volume holding the shape's folder (a GGUF or model folder the argv "
         "names relative to it): mounted read-only as the engine's working directory",
     )
+    hf_token_secret: SecretKey | None = Field(
+        SecretKey(name="hf-token", key="token"),
+        description="the Hugging Face token gated checkpoints need, as HF_TOKEN by reference "
+        "(optional: a pod starts without the Secret); null leaves it out",
+        json_schema_extra={"default": {"name": "hf-token", "key": "token"}},
+    )
+    model_cache: ModelCache | None = Field(
+        ModelCache(),
+        description="the volume downloads go to (HF_HOME); null leaves it out",
+        json_schema_extra={"default": {"path": "/root/.cache/huggingface"}},
+    )
 
 
 class Launch(Strict_):
@@ -425,6 +456,26 @@ class Launch(Strict_):
     kubernetes: KubernetesLaunch | None = Field(
         None, description="Kubernetes manifests (fakplan compile --target kubernetes)"
     )
+    env: dict[EnvName, Annotated[str, Field(max_length=4096)] | SecretKey] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="variables the engine runs with, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1': "
+        "a plain value is exported by serve.sh and set in the manifests; {name, key} is a "
+        "Secret's key (HF_TOKEN): the manifests reference it, serve.sh requires it from its "
+        "own environment, and no file holds its value",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _not_fakplans(cls, value: dict[str, str | SecretKey]) -> dict[str, str | SecretKey]:
+        taken = sorted(set(value) & RESERVED_ENV)
+        if taken:
+            raise PydanticCustomError(
+                "env_reserved",
+                "{names}: set by fakplan's launch itself; name the engine's own variables",
+                {"names": ", ".join(taken)},
+            )
+        return value
 
 
 def _pool_sources(schema: dict[str, Any]) -> None:

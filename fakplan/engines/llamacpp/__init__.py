@@ -31,6 +31,7 @@ from fakplan.engines.llamacpp.cache import (
     slot_tokens,
 )
 from fakplan.engines.llamacpp.launch import launch_record
+from fakplan.engines.llamacpp.refusals import REFUSALS
 from fakplan.engines.llamacpp.rules import CACHE_TYPE_CHOICES, CACHE_TYPES, N_UBATCH, PAD, RELEASES
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import select
@@ -50,6 +51,7 @@ class LlamacppEngine(ModelledEngine):
     ledger_format = "llamacpp"
     loads_gguf = True
     printed_pool_is_cache = True
+    boot_refusals = REFUSALS
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape

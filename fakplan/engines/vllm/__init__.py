@@ -24,6 +24,7 @@ from fakplan.engines.choices import check_dtypes, choices_for
 from fakplan.engines.releases import select
 from fakplan.engines.vllm.launch import launch_record
 from fakplan.engines.vllm.layout import count_pool, heaviest_stage, stage_breakdown
+from fakplan.engines.vllm.refusals import REFUSALS
 from fakplan.engines.vllm.rules import (
     BLOCK_SIZE_CHOICES,
     DOWNCAST,
@@ -63,6 +64,7 @@ class VllmEngine(ModelledEngine):
     probe_flavour = "vllm"
     auto_downcast = DOWNCAST
     sizing_field = "gpu_memory_utilization"
+    boot_refusals = REFUSALS
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

@@ -21,6 +21,7 @@
 #   unknown  weights fit their budget (budget 33,792 MiB, weight bytes unknown)
 #            fix: point model: at the GGUF or HF folder so fakplan can read the weight bytes
 #   ok       max_model_len ≤ trained context (32,768 ≤ 32,768)
+#   ok       the engine boots the shape (none of 5 refusal rows applies)
 #   warn     unclaimed VRAM (4,608 MiB unclaimed > 1,024 MiB)
 #            fix: give the unclaimed bytes to budget.kv or budget.weights
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 1 = 1 ranks per node (TP 1 x PP 1 / 1 node(s)))

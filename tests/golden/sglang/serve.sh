@@ -19,7 +19,7 @@
 #   ok       pair ≤ ceiling (67,584 MiB ≤ 73,728 MiB)
 #   ok       weights fit their budget (31,244 MiB ≤ 36,864 MiB)
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
-#   ok       TP divides the attention heads (64 heads / TP 2, 8 KV heads)
+#   ok       the engine boots the shape (none of 3 refusal rows applies)
 #   warn     unclaimed VRAM (6,144 MiB unclaimed > 1,024 MiB)
 #            fix: give the unclaimed bytes to budget.kv or budget.weights
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 2 = 2 ranks per node (TP 2 x PP 1 / 1 node(s)))

@@ -19,6 +19,7 @@
 #   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
 #   ok       weights fit their budget (15,317 MiB ≤ 16,384 MiB)
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
+#   ok       the engine boots the shape (none of 6 refusal rows applies)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
 #            fix: give the unclaimed bytes to budget.kv or budget.weights
 #
