@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from fakplan.cluster import ClusterFacts
 from fakplan.contract import KvCost
 from fakplan.sizing import EngineSizing
-from fakplan.units import human
 
 if TYPE_CHECKING:
     from fakplan.engines.refusals import Finding
@@ -42,6 +41,10 @@ class Figures:
     ceiling_derivation: str
     max_spec_rows: int | None
     unclaimed_warn_above: int
+    # the most any pair can be on the card under this engine (Engine.card_bound): it
+    # decides where no ceiling is known
+    card_bound_bytes: int
+    card_bound_derivation: str
     model: ModelFacts | None = None
 
     # engines that size the cache by a context length (llama.cpp): sessions the slots serve,
@@ -60,10 +63,6 @@ class Figures:
     ceiling_basis: str | None = None
     # the pods of a shape deployed on Kubernetes (launch.kubernetes)
     cluster: ClusterFacts | None = None
-    # the most any pair can be on the card under this engine (Engine.card_bound): it
-    # decides where no ceiling is known; None: the card's total
-    card_bound_bytes: int | None = None
-    card_bound_derivation: str | None = None
     # the engine's boot refusals checked against the shape (engines.refusals); None: the
     # engine lists none (custom)
     boot: tuple[Finding, ...] | None = None
@@ -71,10 +70,7 @@ class Figures:
     @property
     def card_bound(self) -> tuple[int, str]:
         """(bytes, derivation) of the card's bound on the pair."""
-        if self.card_bound_bytes is None:
-            total = self.card_total_bytes
-            return total, f"the card's {human(total)} ({total:,} B, card.total)"
-        return self.card_bound_bytes, self.card_bound_derivation or ""
+        return self.card_bound_bytes, self.card_bound_derivation
 
     @property
     def whole_sessions(self) -> int:

@@ -80,6 +80,14 @@ class Finding:
     not_checked: str | None = None
 
 
+def kv_split(kv_heads: int, tp: int) -> tuple[int, int] | None:
+    """(numerator, denominator) where TP cannot split the KV heads, else None: the heads
+    are partitioned (kv % tp) where there are at least as many as ranks, else replicated
+    (tp % kv). vLLM's QKVParallelLinear and SGLang's attention layers assert the same."""
+    numerator, denominator = (kv_heads, tp) if kv_heads >= tp else (tp, kv_heads)
+    return None if numerator % denominator == 0 else (numerator, denominator)
+
+
 def planned_version(loaded: LoadedShape, used: str | None) -> tuple[int, ...]:
     """The release a shape's rows are judged at: its own engine_version, else the newest
     the engine models (``used``), parsed; () where neither is a release number."""

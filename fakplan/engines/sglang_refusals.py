@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fakplan.engines.query import shape_geometry
-from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked
+from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked, kv_split
 
 ALLOW_LONGER = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 # get_context_length (srt/hf_transformers_utils.py:236-262 at 0.5.2; the same text at
@@ -77,7 +77,7 @@ def _tp_kv_heads(inputs: BootInputs) -> str | None:
     if attention is None or tp == 1:
         return None
     kv = attention.num_kv_heads
-    if (kv % tp == 0) if kv >= tp else (tp % kv == 0):
+    if kv_split(kv, tp) is None:
         return None
     return KV_HEADS_ASSERT if kv >= tp else KV_REPLICA_ASSERT
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from fakplan.contract import contract_requirement
 from fakplan.engines.query import shape_geometry
-from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked
+from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked, kv_split
 from fakplan.engines.vllm.floor import CONTEXT_MEASURED
 from fakplan.geometry import LayerKind
 
@@ -185,12 +185,8 @@ def _tp_kv_heads(inputs: BootInputs) -> str | None:
     attention = shape_geometry(inputs.loaded).attention
     if tp == 1 or attention is None:
         return None
-    kv = attention.num_kv_heads
-    # QKVParallelLinear: divide(tp, kv) where KV heads are replicated, else divide(kv, tp)
-    numerator, denominator = (tp, kv) if tp >= kv else (kv, tp)
-    if numerator % denominator == 0:
-        return None
-    return f"{numerator} is not divisible by {denominator}"
+    split = kv_split(attention.num_kv_heads, tp)  # QKVParallelLinear's divide()
+    return None if split is None else f"{split[0]} is not divisible by {split[1]}"
 
 
 # the default --gpu-memory-utilization (vllm/config/cache.py): 0.9 to 0.19, 0.92 from 0.20
