@@ -125,12 +125,16 @@ class RunningVllm:
     process: subprocess.Popen[bytes]
 
 
-def run_serve_sh(serve: Path, python: Path, log: Path) -> subprocess.Popen[bytes]:
-    """Start a rendered serve.sh with the vLLM environment first on PATH."""
+def run_serve_sh(
+    serve: Path, python: Path, log: Path, *, ignore_gates: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start a rendered serve.sh with the vLLM environment first on PATH; ``ignore_gates``
+    starts a shape that fails a gate anyway, to see the engine's own refusal."""
     env = {
         **os.environ,
         **QUIET_ENV,
         "PATH": f"{python.parent}:{os.environ.get('PATH', '')}",
+        **({"FAKPLAN_IGNORE_GATES": "1"} if ignore_gates else {}),
     }
     env.pop("VIRTUAL_ENV", None)
     with log.open("wb") as handle:
