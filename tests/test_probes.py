@@ -248,13 +248,20 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
     record = json.loads((out / "tiny-probe" / "plan.json").read_text(encoding="utf-8"))
     by_id = {p["id"]: p for p in record["predictions"]}
     (verdict,) = by_id["boundary"]["verdicts"]
-    # issue 26: capacity and model quality are two things. The full-window prompt is
-    # accepted and served: held, exit 0, though the random model repeats no marker (which
-    # was once a kill). The answer slack keeps the wrapper's HTTP 500 at the window's last
-    # cell away (boundary.ANSWER_SLACK).
-    assert (verdict["status"], second.exit_code) == ("held", 0), second.output
-    assert verdict["note"].startswith("1/1 served in full at ")
-    assert "model quality, not capacity: 0/1 repeated the marker at their head" in verdict["note"]
+    # issue 26: capacity and model quality are two things. A full-window prompt accepted
+    # and served holds (exit 0) though the random model repeats no marker, which was once
+    # a kill. llama-cpp-python sometimes answers HTTP 500 "llama_decode returned 1" at the
+    # window's last cell (boundary.ANSWER_SLACK): that slot was not served, so it kills,
+    # and the note says "1 failed". Either way the verdict is the slot's fate.
+    served = verdict["note"].startswith("1/1 served in full at ")
+    if served:
+        assert (verdict["status"], second.exit_code) == ("held", 0), second.output
+    else:
+        assert (
+            verdict["note"].startswith("0/1 served in full at ") and "1 failed" in verdict["note"]
+        )
+        assert (verdict["status"], second.exit_code) == ("killed", 1), second.output
+    assert "model quality, not capacity: 0/" in verdict["note"]
     # no progress noise in the record; a line per probe on stderr
     assert "fakplan probe: boundary ok (" in second.stderr
     # the decode verdict of the first run is still there, and in the env header
@@ -366,7 +373,11 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
     # random model repeats no marker; every probe runs; the decode rate's verdict is the
     # loaded machine's, so either outcome is the engine's
     outcomes = suite_outcomes(done.stdout)
-    assert outcomes.pop("test_predictions_held[probe boundary]") == "PASSED", done.stdout
+    # the slot's fate decides (see test_cli_end_to_end: the wrapper's occasional HTTP 500)
+    # (a killed verdict's note is in the output; a held one prints nothing)
+    unserved = "boundary: killed: 0/1 served in full" in done.stdout
+    expected = "FAILED" if unserved else "PASSED"
+    assert outcomes.pop("test_predictions_held[probe boundary]") == expected, done.stdout
     assert outcomes.pop("test_predictions_held[probe decode]") in {"PASSED", "FAILED"}
     assert sorted(outcomes.items()) == [
         (f"test_probe_ran[{probe}]", "PASSED")
