@@ -206,7 +206,7 @@ def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
             summary=f"{_compared(f.pair_bytes, '>', bound)} the card holds{unknown}",
             detail=f"pair: {f.pair_derivation}; the card bounds every pair: {bound_text}; "
             f"ceiling: {f.ceiling_derivation}",
-            fix=_pair_fix(f, bound, _limit(f)[1]),
+            fix=_pair_fix(f, *_limit(f)),
             numbers={**numbers, "over_bytes": f.pair_bytes - bound},
         )
     if f.ceiling_bytes is None:
@@ -225,7 +225,7 @@ def pair_within_ceiling(g: Gate, f: Figures) -> GateResult:
         basis="predicted" if predicted else None,
         summary=predicted + _compared(f.pair_bytes, "≤" if ok else ">", f.ceiling_bytes),
         detail=f"pair: {f.pair_derivation}; ceiling: {f.ceiling_derivation}",
-        fix=None if ok else _pair_fix(f, f.ceiling_bytes, _limit(f)[1]),
+        fix=None if ok else _pair_fix(f, *_limit(f)),
         numbers={**numbers, "over_bytes": max(0, over)},
     )
 
@@ -280,7 +280,7 @@ def unclaimed_below_floor(g: Gate, f: Figures) -> GateResult | None:
             basis="predicted" if f.ceiling_basis == "predicted" else None,
             summary=f"{_mib(f.unclaimed_bytes)} unclaimed: the pair is over the ceiling",
             detail=f"ceiling - pair = {ceiling:,} B - {f.pair_bytes:,} B = {f.unclaimed_bytes:,} B",
-            fix=_pair_fix(f, ceiling, _limit(f)[1]),
+            fix=_pair_fix(f, *_limit(f)),
             numbers=numbers,
         )
     unclaimed = (f.unclaimed_bytes or 0) + kv_idle
