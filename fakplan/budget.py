@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fakplan.errors import FakplanError, UnitsError
-from fakplan.units import human, parse_bytes
+from fakplan.units import MAX_BYTE_SIZE, human, parse_bytes
 
 BUDGET_ENV = "FAKPLAN_DEVICE_BUDGET_BYTES"
 HOST_RESERVE_FRACTION = 0.10  # held back for the OS on a host-RAM budget: a blunt, stated reserve
@@ -139,12 +139,17 @@ def _node_memory(meminfo: Path = NODE_MEMINFO) -> tuple[int, str] | None:
 
 def _override_bytes(text: str) -> int:
     """The variable's value: a plain integer is bytes, as its name says; else a byte size."""
+    shown = text if len(text) <= 40 else f"{text[:20]}… ({len(text):,} characters)"
     expected = (
         f"{BUDGET_ENV}: expected a whole number of bytes such as 85899345920, or a byte "
-        f'size such as "80 GiB", got {text!r}'
+        f'size such as "80 GiB", got {shown!r}'
     )
     if re.fullmatch(r"\s*[0-9]+\s*", text):
+        if len(text.strip()) > 16:  # 1 PiB has 16 digits: a longer count is no card's
+            raise FakplanError(f"{expected} (more than 1 PiB: no card holds that)")
         value = int(text)
+        if value > MAX_BYTE_SIZE:
+            raise FakplanError(f"{expected} (more than 1 PiB: no card holds that)")
     else:
         try:
             value = parse_bytes(text)

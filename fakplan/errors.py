@@ -19,11 +19,26 @@ codes in one place. Every message is one line that says where and how to fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# what would break the one line a message is: C0 controls (newline and tab included),
+# DEL, C1 and the Unicode line and paragraph separators; a terminal escape (ESC) too
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def inert(text: str) -> str:
+    """``text`` as one printable line: each control character shown as its escape
+    (``\\n``, ``\\x1b``), so a value quoted from a file or an endpoint cannot break a
+    message into two lines or drive the terminal."""
+    return _BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class FakplanError(Exception):
-    """Bad input: the message is the one line the user sees."""
+    """Bad input: the message is the one line the user sees (``inert``: one line, always)."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(inert(str(message)), *args)
 
 
 class UnitsError(FakplanError, ValueError):

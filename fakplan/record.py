@@ -17,7 +17,6 @@ temporary files a killed writer left are removed then.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakplan.errors import FakplanError, RecordError
+from fakplan.files import load_json, read_bounded
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, Verdict
 from fakplan.render import RenderedFile, render_plan
@@ -61,6 +61,21 @@ def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
         Path(temp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def reserve(path: Path) -> Path:
+    """A name of its own for a file about to be written: ``path``, else ``<stem>-2<suffix>``,
+    ``-3``... made empty with O_EXCL, so two writers never pick one name (the exists()
+    check it replaces raced). Write it with ``write_atomic``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target, n = path, 2
+    while True:
+        try:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return target
+        except FileExistsError:
+            target = path.with_name(f"{path.stem}-{n}{path.suffix}")
+            n += 1
 
 
 def _sync_folder(folder: Path) -> None:
@@ -110,13 +125,16 @@ def record_path(out_dir: Path, name: str) -> Path:
     return out_dir / name / "plan.json"
 
 
+MAX_RECORD = 64 << 20  # a plan with thousands of verdicts is a few MiB
+
+
 def read_record(path: Path) -> Plan:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no compiled record; run fakplan compile first") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not a readable plan record ({exc})") from None
+    if not path.exists() and not path.is_symlink():
+        raise RecordError(f"{path}: no compiled record; run fakplan compile first")
+    raw = read_bounded(path, MAX_RECORD, RecordError, "a plan record")
+    data = load_json(raw, str(path), RecordError, what="plan record")
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: not a fakplan plan record (not a JSON object)")
     try:
         data["schema_"] = data.pop("schema")
         return Plan.model_validate(data)

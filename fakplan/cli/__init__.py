@@ -9,6 +9,7 @@ file, line and field; no traceback).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +34,19 @@ def out_option(help_text: str) -> Callable[[F], F]:
         show_default=True,
         help=help_text,
     )
+
+
+class FiniteRange(click.FloatRange):
+    """A float option in a range, NaN and the infinities refused: NaN compares false with
+    both bounds, so a plain FloatRange lets it through to the arithmetic."""
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number: float = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def json_option(help_text: str) -> Callable[[F], F]:

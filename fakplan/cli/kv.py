@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fakplan.cli import FiniteRange
 from fakplan.cli.kv_sizing import Sizing, StaticSizing, engine_sizing, static_sizing
 from fakplan.contract import exact_number
 from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
@@ -32,6 +33,9 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
         return printed_interval(text)
     except UnitsError as exc:
         raise FakplanError(f"--pool: {exc}") from None
+
+
+FRACTION = FiniteRange(min=0, max=1, min_open=True)
 
 
 @click.command()
@@ -120,7 +124,7 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
 @click.option(
     "--gpu-memory-utilization",
     "utilization",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=FRACTION,
     default=None,
     help="vLLM: the fraction of the card the engine may take; with --card-total, gives the "
     "pool vLLM sizes for itself, before any boot (0.17-0.19 read).",
@@ -128,7 +132,7 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
 @click.option(
     "--mem-fraction-static",
     "static_fraction",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=FRACTION,
     default=None,
     help="SGLang: the fraction of the memory free before the weights that SGLang keeps "
     "for weights and pool; with --card-total, gives the pool SGLang sizes for itself "

@@ -17,7 +17,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option
+from fakplan.cli import EXIT_FAILED, EXIT_OK, FiniteRange, out_option
 from fakplan.errors import ProbeError
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
@@ -35,7 +35,7 @@ from fakplan.probes import (
     verdicts_for,
 )
 from fakplan.probes.http import check_url
-from fakplan.record import read_record, record_path, record_verdicts, write_atomic
+from fakplan.record import read_record, record_path, record_verdicts, reserve, write_atomic
 from fakplan.shape import LoadedShape, load_shape
 
 
@@ -108,13 +108,9 @@ class _Lines:
 
 
 def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
-    folder = out_dir / run.name / "probes"
-    path = folder / f"{run.id}.json"
-    n = 2
-    while path.exists():  # two runs in one second keep both records
-        path = folder / f"{run.id}-{n}.json"
-        n += 1
-    return path
+    """Where the run's figures go: named by its id, unique to it (``record.write_new``
+    takes another name should one exist)."""
+    return out_dir / run.name / "probes" / f"{run.id}.json"
 
 
 @click.command()
@@ -158,7 +154,7 @@ def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1.0, max=86_400.0),
+    type=FiniteRange(min=1.0, max=86_400.0),
     default=600.0,
     show_default=True,
     help="Seconds each probe may take in all (connect at most 10 s).",
@@ -224,10 +220,14 @@ def probe(
     }
     failed = bool(run.failures) or any(v.status == "killed" for v in verdicts.values())
     code = EXIT_FAILED if failed else EXIT_OK
-    raw = _raw_path(out_dir, run)
+    raw = reserve(_raw_path(out_dir, run))  # a name no other run can take
     document = _document(run, options, verdicts, record if verdicts else None, raw, code)
     text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
-    write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
+    try:
+        write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
+    except BaseException:
+        raw.unlink(missing_ok=True)
+        raise
     if verdicts:
         record_verdicts(loaded, out_dir, verdicts)
     if as_json:

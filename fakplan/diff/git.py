@@ -7,16 +7,20 @@ rename, so a shape cannot slip past review by moving.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from fakplan.diff.compare import Status
 from fakplan.errors import FakplanError, ShapeError
+from fakplan.files import read_bounded
+from fakplan.shape.source import MAX_BYTES, read_yaml
+
+# what stands for a blob larger than a shape can be: its size is refused when it is read
+TOO_LARGE = b"#" * (MAX_BYTES + 1)
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,14 @@ class GitRevision:
             return None
 
     def show(self, relative: str) -> bytes | None:
+        """The file at the revision; a blob larger than a shape can be is not fetched (its
+        first bytes stand for it, so the side is refused as too large)."""
         if self.kind(relative) != "blob":
             return None
-        return self._run("cat-file", "blob", f"{self.commit_id}:{relative}")
+        spec = f"{self.commit_id}:{relative}"
+        if int(self._run("cat-file", "-s", spec).decode().strip() or 0) > MAX_BYTES:
+            return TOO_LARGE
+        return self._run("cat-file", "blob", spec)
 
     def touched(self, pathspecs: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         """Paths added, deleted and modified between the revision and the working
@@ -101,14 +110,15 @@ class GitRevision:
 
 
 def _mapping(data: bytes | None) -> dict[str, Any] | None:
-    """The file as a YAML mapping, or None (not YAML, not a mapping)."""
-    if data is None:
+    """The file as a YAML mapping, read with a shape's bounds (size, nesting, aliases), or
+    None (not YAML, not a mapping, or past a shape's bounds)."""
+    if data is None or len(data) > MAX_BYTES:
         return None
     try:
-        loaded = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError):
+        loaded, _ = read_yaml(Path("shape.yaml"), data.decode("utf-8"))
+    except (UnicodeDecodeError, ShapeError):
         return None
-    return loaded if isinstance(loaded, dict) else None
+    return loaded
 
 
 def name_of(data: bytes | None) -> str | None:
@@ -122,10 +132,15 @@ def _looks_like_shape(change: Touched) -> bool:
     return any("engine" in (_mapping(b) or {}) for b in (change.old_bytes, change.new_bytes))
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, top: Path) -> bytes | None:
+    """The working tree's file, bounded as a shape is read; None where it cannot be read:
+    not a regular file (a FIFO blocks, a device never ends), or a symlink out of the
+    repository (a review reads the repository's shapes, not the machine's files)."""
     try:
-        return path.read_bytes()
-    except OSError:
+        if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(top)):
+            return None
+        return read_bounded(path, MAX_BYTES + 1, ShapeError, "a shape file", head=True)
+    except (ShapeError, OSError, ValueError):
         return None
 
 
@@ -204,9 +219,9 @@ def _touched(git: GitRevision, named: Sequence[str]) -> list[Touched]:
     specs = ["*.yaml", "*.yml", *(f":(literal){f}" for f in named)]
     added, deleted, modified = git.touched(specs)
     top = git.top
-    changes = [Touched("changed", p, p, git.show(p), _read(top / p)) for p in modified]
+    changes = [Touched("changed", p, p, git.show(p), _read(top / p, top)) for p in modified]
     return changes + _pair_renames(
-        [Touched("added", None, p, None, _read(top / p)) for p in added],
+        [Touched("added", None, p, None, _read(top / p, top)) for p in added],
         [Touched("deleted", p, None, git.show(p), None) for p in deleted],
     )
 
@@ -218,7 +233,7 @@ def _untouched(git: GitRevision, files: dict[str, str], kept: list[Touched]) -> 
     for relative, selector in files.items():
         if any(relative in (c.old, c.new) for c in kept):
             continue
-        then, now = git.show(relative), _read(git.top / relative)
+        then, now = git.show(relative), _read(git.top / relative, git.top)
         if then is None and now is None:
             raise ShapeError(f"no such file, now or at {git.rev}", file=selector)
         status: Status = "added" if then is None else "deleted" if now is None else "changed"

@@ -11,10 +11,17 @@ from fakplan.diff.git import GitRevision, Touched, name_of
 from fakplan.errors import ShapeError
 from fakplan.gates.operator import OperatorGate
 from fakplan.shape import load_shape_text
+from fakplan.shape.source import MAX_BYTES
 
 
 def _text(data: bytes, path: str, rev: str | None) -> str:
-    """The file as text; bytes that are not UTF-8 are a shape that cannot be read."""
+    """The file as text; bytes that are not UTF-8, or more than a shape can be, are a shape
+    that cannot be read."""
+    if len(data) > MAX_BYTES:
+        at = f" at {rev}" if rev else ""
+        raise ShapeError(
+            f"larger than {MAX_BYTES // 1024:,} KiB{at}: a shape is a short YAML file", file=path
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

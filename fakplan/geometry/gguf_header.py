@@ -19,6 +19,8 @@ from typing import Any
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from fakplan.errors import GeometryError
+from fakplan.files import open_regular
+from fakplan.geometry.facts import check_gguf
 from fakplan.geometry.model import (
     AttentionHeads,
     Geometry,
@@ -145,21 +147,22 @@ class _Cursor:
 
 def _read_one(path: Path, header: GgufHeader) -> None:
     """Map the file and walk its header in place: tensor data is never read."""
+    fd, size = open_regular(path, GeometryError, "a GGUF")  # a FIFO or a device refused
     try:
-        with path.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size < 24:
-                raise GeometryError(f"{path}: not a GGUF file ({size} bytes)")
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                cursor = _Cursor(data, path)
-                try:
-                    _parse(cursor, header)
-                except EOFError:
-                    raise GeometryError(
-                        f"{path}: truncated GGUF: the file ends inside its header"
-                    ) from None
+        if size < 24:
+            raise GeometryError(f"{path}: not a GGUF file ({size} bytes)")
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            cursor = _Cursor(data, path)
+            try:
+                _parse(cursor, header)
+            except EOFError:
+                raise GeometryError(
+                    f"{path}: truncated GGUF: the file ends inside its header"
+                ) from None
     except OSError as exc:
         raise GeometryError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def _parse(cursor: _Cursor, header: GgufHeader) -> None:
@@ -396,7 +399,7 @@ def _attention(
 
 
 def read_gguf(path: Path) -> Geometry:
-    """A GGUF file's geometry, from its header alone."""
-    if not path.exists():
-        raise GeometryError(f"{path}: no such file")
-    return geometry_from_header(read_header(path))
+    """A GGUF file's geometry, from its header alone, its figures checked first."""
+    header = read_header(path)
+    check_gguf(header.metadata, str(path))
+    return geometry_from_header(header)

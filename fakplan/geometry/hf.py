@@ -12,11 +12,15 @@ import json
 from pathlib import Path
 
 from fakplan.errors import GeometryError
+from fakplan.files import load_json, read_bounded
 from fakplan.geometry.checkpoint_dtype import checkpoint_dtype
+from fakplan.geometry.facts import check_config
 from fakplan.geometry.hf_layouts import READERS, Config, Fields
 from fakplan.geometry.model import Geometry, KvQuantDecl
 from fakplan.geometry.params import counted_weight_bytes
 from fakplan.geometry.safetensors import safetensors_bytes, safetensors_dtypes
+
+MAX_CONFIG = 8 << 20  # a config.json is kilobytes; the largest published are under 1 MiB
 
 
 def _text_config(config: Config) -> Config:
@@ -110,6 +114,7 @@ def geometry_from_config(
     """The pure reader: a parsed config.json in, a Geometry out."""
     if not isinstance(config, dict):
         raise GeometryError(f"{source}: config.json is not a JSON object")
+    check_config(config, source)
     text = _text_config(config)
     model_type = str(text.get("model_type") or config.get("model_type") or "")
     if not model_type:
@@ -163,12 +168,12 @@ def geometry_from_config(
 def read_hf(path: Path) -> Geometry:
     """An HF folder (config.json + weights) or a config.json file."""
     config_path = path / "config.json" if path.is_dir() else path
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GeometryError(f"{config_path}: no config.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GeometryError(f"{config_path}: not a readable config.json ({exc})") from None
+    if not config_path.exists() and not config_path.is_symlink():
+        raise GeometryError(f"{config_path}: no config.json")
+    data = read_bounded(config_path, MAX_CONFIG, GeometryError, "a config.json")
+    config = load_json(data, str(config_path), GeometryError)
+    if isinstance(config, dict):
+        check_config(config, str(config_path))  # named by the file, before any arithmetic
     weights, weight_source = safetensors_bytes(config_path.parent)
     headers = None
     if isinstance(config, dict) and checkpoint_dtype(config).origin == "none":

@@ -6,23 +6,34 @@ every file's tensor extents.
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 from typing import Any
 
 from fakplan.errors import GeometryError
+from fakplan.files import load_json, read_bounded
+from fakplan.geometry.facts import check_int
+
+MAX_INDEX = 64 << 20  # a weight map of 100,000 tensors is a few MiB
+MAX_HEADER = 100 << 20  # safetensors' own limit on a header
+SIZE = (0, 1 << 50)  # byte offsets and totals: no checkpoint holds a PiB
 
 
 def safetensors_bytes(folder: Path) -> tuple[int | None, str | None]:
     """Exact weight bytes from the index's total_size, else from every header."""
     index = folder / "model.safetensors.index.json"
-    if index.exists():
-        try:
-            total = json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"]
-            return int(total), f"{index.name} metadata.total_size"
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    if index.exists() or index.is_symlink():
+        document = load_json(
+            read_bounded(index, MAX_INDEX, GeometryError, "a safetensors index"),
+            str(index),
+            GeometryError,
+        )
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        total = metadata.get("total_size") if isinstance(metadata, dict) else None
+        if total is not None:
+            return check_int(total, SIZE, str(index), "/metadata/total_size"), (
+                f"{index.name} metadata.total_size"
+            )
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         return None, None
@@ -49,19 +60,15 @@ def safetensors_dtypes(folder: Path) -> frozenset[str] | None:
 
 def _header(path: Path) -> dict[str, Any]:
     """The 8-byte length + JSON header of one file; tensors are never read."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(8)
-            if len(raw) != 8:
-                raise GeometryError(f"{path}: truncated safetensors file")
-            (length,) = struct.unpack("<Q", raw)
-            if length > 100 * 2**20:
-                raise GeometryError(
-                    f"{path}: safetensors header of {length} bytes is not plausible"
-                )
-            header = json.loads(handle.read(length))
-    except (OSError, ValueError) as exc:
-        raise GeometryError(f"{path}: unreadable safetensors header ({exc})") from None
+    raw = read_bounded(path, 8 + MAX_HEADER, GeometryError, "a safetensors file", head=True)
+    if len(raw) < 8:
+        raise GeometryError(f"{path}: truncated safetensors file")
+    (length,) = struct.unpack("<Q", raw[:8])
+    if length > MAX_HEADER:
+        raise GeometryError(f"{path}: safetensors header of {length:,} bytes is not plausible")
+    if len(raw) < 8 + length:
+        raise GeometryError(f"{path}: truncated safetensors header")
+    header = load_json(raw[8 : 8 + length], f"{path} (header)", GeometryError)
     if not isinstance(header, dict):
         raise GeometryError(f"{path}: safetensors header is not a JSON object")
     return header
@@ -73,9 +80,14 @@ def _header_bytes(path: Path) -> int:
     for name, info in _header(path).items():
         if name == "__metadata__":
             continue
-        try:
-            start, end = info["data_offsets"]
-            total += int(end) - int(start)
-        except (KeyError, TypeError, ValueError):
-            raise GeometryError(f"{path}: tensor {name!r} has no data_offsets pair") from None
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not isinstance(offsets, list) or len(offsets) != 2:
+            raise GeometryError(f"{path}: tensor {name[:60]!r} has no data_offsets pair")
+        start = check_int(offsets[0], SIZE, str(path), f"/{name[:60]}/data_offsets/0")
+        end = check_int(offsets[1], SIZE, str(path), f"/{name[:60]}/data_offsets/1")
+        if end < start:
+            raise GeometryError(
+                f"{path}: /{name[:60]}/data_offsets: ends at {end:,} before it starts at {start:,}"
+            )
+        total += end - start
     return total

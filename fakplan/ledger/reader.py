@@ -23,7 +23,6 @@ import gzip
 import io
 import os
 import re
-import stat
 import string
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -31,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakplan.errors import LedgerError
+from fakplan.errors import FakplanError, LedgerError
+from fakplan.files import READ_FLAGS, cannot, not_a_file
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -178,39 +178,18 @@ class _Snapshot(io.RawIOBase):
         super().close()
 
 
-# O_NONBLOCK: a FIFO swapped in after the check opens at once instead of waiting for a
-# writer (on a regular file it changes nothing); both flags are POSIX-only.
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-_KINDS = (
-    (stat.S_ISCHR, "character device"),
-    (stat.S_ISBLK, "block device"),
-    (stat.S_ISFIFO, "named pipe (FIFO)"),
-    (stat.S_ISSOCK, "socket"),
-)
-
-
-def _not_a_file(path: Path, mode: int) -> LedgerError | None:
+def _not_a_file(path: Path, mode: int) -> FakplanError | None:
     """Why ``path`` is not read, unless it is a regular file. A device or a FIFO is
     refused rather than read: it has no end to find the last boot at (/dev/zero never
     answered), and opening a FIFO waits for a writer that may never come."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return LedgerError(f"{path}: is a folder, expected a boot log file")
-    kind = next((name for test, name in _KINDS if test(mode)), "special file")
-    return LedgerError(
-        f"{path}: is a {kind}, not a file: a boot log is read from a regular file "
-        "(save the log to one, plain or gzip, and give that)"
-    )
+    refused = not_a_file(path, mode, LedgerError, "a boot log file")
+    if refused is None or "folder" in str(refused):
+        return refused
+    return LedgerError(f"{refused} (save the log to one, plain or gzip, and give that)")
 
 
-def _cannot(path: Path, exc: OSError | ValueError) -> LedgerError:
-    if isinstance(exc, FileNotFoundError):
-        return LedgerError(f"{path}: no such file")
-    if isinstance(exc, ValueError):  # a NUL byte in the path (a shape's ceiling.ledger)
-        return LedgerError(f"{str(path)!r}: cannot read ({exc})")
-    return LedgerError(f"{path}: cannot read ({exc.strerror or exc})")
+def _cannot(path: Path, exc: OSError | ValueError) -> FakplanError:
+    return cannot(path, exc, LedgerError)
 
 
 def _open(path: Path) -> tuple[io.BufferedIOBase, io.BufferedIOBase]:
@@ -222,7 +201,7 @@ def _open(path: Path) -> tuple[io.BufferedIOBase, io.BufferedIOBase]:
         refused = _not_a_file(path, os.stat(path).st_mode)
         if refused is not None:
             raise refused
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except (OSError, ValueError) as exc:
         raise _cannot(path, exc) from None
     try:

@@ -9,6 +9,7 @@ plan's predictions; nothing here writes files (the CLI records).
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -120,7 +121,11 @@ def eos_ids_for(loaded: LoadedShape) -> tuple[tuple[int, ...], str | None]:
 
 
 def _stamp(now: datetime) -> tuple[str, str]:
-    return now.strftime("%Y%m%dT%H%M%SZ"), now.isoformat(timespec="seconds").replace("+00:00", "Z")
+    """The run's id and time. The id is unique to the run, whatever runs beside it: the
+    microsecond and a random tail (a verdict's source carries it, and two runs in one
+    second must not read as one observation)."""
+    run_id = f"{now.strftime('%Y%m%dT%H%M%S')}{now.microsecond:06d}Z-{secrets.token_hex(3)}"
+    return run_id, now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

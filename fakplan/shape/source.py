@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from fakplan.errors import ShapeError
+from fakplan.errors import FakplanError, ShapeError
+from fakplan.files import read_bounded
 
 MAX_BYTES = 1 << 20  # a shape is a screenful of YAML; 1 MiB is thousands of them
 MAX_DEPTH = 32  # the deepest shape block is 4 levels; nesting past this is not a shape
@@ -77,19 +78,18 @@ class LineMap:
 def read_shape_file(path: Path) -> str:
     """The file's text: at most ``MAX_BYTES``, UTF-8, no control characters."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ShapeError("no such file", file=path) from None
-    except IsADirectoryError:
-        raise ShapeError("is a folder, expected a shape file (.yaml)", file=path) from None
-    except OSError as exc:
-        raise ShapeError(f"cannot read: {exc.strerror or exc}", file=path) from None
+        data = read_bounded(path, MAX_BYTES + 1, _Refused, "a shape file (.yaml)", head=True)
+    except _Refused as exc:
+        raise ShapeError(str(exc).removeprefix(f"{path}: "), file=path) from None
     if len(data) > MAX_BYTES:
         raise ShapeError(
             f"larger than {MAX_BYTES // 1024:,} KiB: a shape is a short YAML file", file=path
         )
     return decode(data, path)
+
+
+class _Refused(FakplanError):
+    """The bounded reader's refusal, re-raised as a ShapeError naming the file."""
 
 
 def decode(data: bytes, path: Path) -> str:
