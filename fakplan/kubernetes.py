@@ -17,6 +17,7 @@ written by ``yaml.safe_dump``: a shape's strings are scalars, never structure.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -43,12 +44,39 @@ API_KEY_ENV = "FAKPLAN_API_KEY"
 DEFAULT_IMAGE = {"vllm": "vllm/vllm-openai:v{version}"}
 
 
+# the longest suffix an object adds to the shape's name ("-shape", "-probe")
+_LONGEST_SUFFIX = len("-probe")
+_LABEL = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
+
+
 def object_name(shape_name: str) -> str:
-    """A shape name as a Service and pod name take it: a DNS-1035 label."""
-    name = re.sub(r"[^a-z0-9-]", "-", shape_name).strip("-")
-    if not name or not name[0].isalpha():
-        name = f"fp-{name}"
-    return name[:63].rstrip("-")
+    """A shape name as a Service and pod name take it: a DNS-1035 label with room for the
+    longest suffix an object adds (63 characters in all). A name that already is one is
+    kept; any other (``a_b``, ``a.b``, too long) is made one and given a stable hash of the
+    name as written, so two shapes never render one object name (``a_b`` and ``a-b``)."""
+    room = 63 - _LONGEST_SUFFIX
+    if len(shape_name) <= room and _LABEL.fullmatch(shape_name):
+        return shape_name
+    digest = hashlib.sha256(shape_name.encode()).hexdigest()[:8]
+    base = re.sub(r"[^a-z0-9-]", "-", shape_name.lower()).strip("-")
+    if not base or not base[0].isalpha():
+        base = f"fp-{base}"
+    return f"{base[: room - len(digest) - 1].rstrip('-')}-{digest}"
+
+
+# the variables Kubernetes is to expand in args and env: what LeaderWorkerSet sets
+_EXPANDED = ("$(LWS_LEADER_ADDRESS)", "$(LWS_WORKER_INDEX)")
+
+
+def k8s_literal(word: str) -> str:
+    """``word`` as a container's command, args or env value must carry it to run as is:
+    Kubernetes expands ``$(VAR)`` there (a model named ``$(HF_TOKEN)`` would receive the
+    token) and reads ``$$`` as ``$``. Each ``$`` those would take is doubled, but in the
+    LeaderWorkerSet variables fakplan's own launch places, which are to be expanded."""
+    escaped = re.sub(r"\$(?=[($])", "$$", word)  # "$@" and a trailing "$" mean themselves
+    for variable in _EXPANDED:
+        escaped = escaped.replace("$" + variable, variable)
+    return escaped
 
 
 def _image(loaded: LoadedShape, plan: Plan) -> str:
@@ -73,7 +101,9 @@ def _env(loaded: LoadedShape, plan: Plan, role: RoleRecord) -> list[dict[str, An
     k8s = loaded.shape.launch.kubernetes
     if k8s is not None and k8s.model_cache is not None and "HF_HOME" not in merged:
         merged["HF_HOME"] = k8s.model_cache.path
-    entries: list[dict[str, Any]] = [{"name": k, "value": str(v)} for k, v in merged.items()]
+    entries: list[dict[str, Any]] = [
+        {"name": k, "value": k8s_literal(str(v))} for k, v in merged.items()
+    ]
     refs = {k: (r.secret, r.key, False) for k, r in plan.launch.secrets.items()}
     token = k8s.hf_token_secret if k8s is not None else None
     if token is not None and "HF_TOKEN" not in merged and "HF_TOKEN" not in refs:
@@ -87,11 +117,16 @@ def _env(loaded: LoadedShape, plan: Plan, role: RoleRecord) -> list[dict[str, An
 
 
 def _command(role: RoleRecord, args: tuple[str, ...]) -> dict[str, Any]:
-    """``args`` is the role's argv; what runs first goes in ``command`` (sh -c ... exec)."""
+    """``args`` is the role's argv; what runs first goes in ``command`` (sh -c ... exec).
+    Each word is written as Kubernetes must read it to pass it unchanged (``k8s_literal``)."""
     if not role.before:
-        return {"command": [args[0]], "args": list(args[1:])}
+        return {"command": [k8s_literal(args[0])], "args": [k8s_literal(a) for a in args[1:]]}
     first = " && ".join(shlex.join(words) for words in role.before)
-    return {"command": ["sh", "-c", f'{first} && exec "$@"', role.name], "args": list(args)}
+    script = k8s_literal(f'{first} && exec "$@"')
+    return {
+        "command": ["sh", "-c", script, k8s_literal(role.name)],
+        "args": [k8s_literal(a) for a in args],
+    }
 
 
 def _probes(facts: ClusterFacts, port: int) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRec
         for value in dict.fromkeys(c for c in candidates if c)
         # a word of its own, or inside one (vLLM's --speculative-config JSON)
         if any(value in word for word in words)
-        and not Path(value).expanduser().is_absolute()
+        and not Path(value).is_absolute()
         and (value.endswith(".gguf") or loaded.resolve(value).exists())
     )
     return launch.model_copy(update={"shape_paths": relative}) if relative else launch

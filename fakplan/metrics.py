@@ -124,7 +124,9 @@ def _predictions(plans: Sequence[Plan]) -> Iterator[Metric]:
     )
     for p in plans:
         for pred in p.predictions:
-            family = by_unit.setdefault(pred.unit, _bound_family(pred.unit))
+            # keyed by the family's name: two units that name one family ("tokens/s",
+            # "tokens_s") share it, so the exposition never has two TYPE lines for it
+            family = by_unit.setdefault(unit_name(pred.unit), _bound_family(pred.unit))
             for bound, value in (("value", pred.value), ("low", pred.low), ("high", pred.high)):
                 if value is not None:
                     family.add_metric([p.name, pred.id, bound], value)

@@ -304,4 +304,25 @@ def planned_shapes(arguments: Sequence[str], records: Path | None) -> list[Plann
                 out.append(Planned(str(path), error=str(exc)))
                 continue
             out.append(Planned(str(path), plan))
+    return _one_per_name(out)
+
+
+def _one_per_name(planned: list[Planned]) -> list[Planned]:
+    """A second shape with a name already planned is an entry saying so: two shapes of one
+    name would be one series, one rule group and one record (compile refuses it too)."""
+    first: dict[str, str] = {}
+    out: list[Planned] = []
+    for entry in planned:
+        if entry.plan is not None and entry.plan.name in first:
+            out.append(
+                Planned(
+                    entry.path,
+                    error=f"{entry.path}: name: {entry.plan.name!r} is also the name of "
+                    f"{first[entry.plan.name]}",
+                )
+            )
+            continue
+        if entry.plan is not None:
+            first[entry.plan.name] = entry.path
+        out.append(entry)
     return out

@@ -58,11 +58,6 @@ def environment(templates: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
         trim_blocks=False,
-        # every value a template prints is one line: a record read back (a verdict's
-        # time, a retired prediction's id) cannot end a comment and start a command.
-        # A shape's own values hold no line break (the loader refuses control
-        # characters), so the quoted words of an argv are what shlex made of them
-        finalize=comment_safe,
     )
     env.filters["shq"] = shell_word
     env.filters["shjoin"] = shell_join

@@ -244,3 +244,207 @@ def test_a_hostile_record_cannot_put_a_command_in_a_script(tmp_path: Path) -> No
         timeout=30,
     )
     assert not (sandbox / "PWNED").exists()
+
+
+# ------------------------------------------------------------------- Kubernetes
+
+
+def _k8s_shape(folder: Path, name: str, extra: str = "") -> Path:
+    text = (SHAPES / "example.yaml").read_text().replace("name: example", f"name: {name}")
+    path = folder / f"{name}.yaml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_object_names_are_unique_and_short_enough(tmp_path: Path) -> None:
+    """9fcf43b: a_b and a-b (and a.b) compiled to one object name; a long name gave a probe
+    Job name of 69 characters, which the API refuses (63 at most)."""
+    from fakplan.kubernetes import object_name
+
+    names = {n: object_name(n) for n in ("a-b", "a_b", "a.b", "x" * 60, "x" * 61)}
+    assert len(set(names.values())) == len(names)
+    assert names["a-b"] == "a-b"  # a name that already is a label is kept
+    for shown in names.values():
+        assert len(f"{shown}-probe") <= 63
+    long = "l" + "o" * 59
+    shape = _k8s_shape(tmp_path, long, "  kubernetes: {probe_image: registry.example/fakplan:1}\n")
+    shape.write_text(
+        shape.read_text().replace("launch:\n  port: 8000\n", "launch:\n  port: 8000\n")
+    )
+    out = tmp_path / "out"
+    result = _run("compile", str(shape), "-o", str(out), "--target", "kubernetes")
+    assert result.exit_code == 0, result.output
+    import yaml
+
+    for manifest in (out / long / "kubernetes").glob("*.yaml"):
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            if isinstance(doc, dict) and "metadata" in doc:
+                assert len(doc["metadata"]["name"]) <= 63, (manifest.name, doc["metadata"]["name"])
+
+
+def test_a_sub_path_may_not_climb_out_of_its_volume(tmp_path: Path) -> None:
+    shape = _k8s_shape(
+        tmp_path, "vol", "  kubernetes: {shape_volume: {claim: models, sub_path: ../etc}}\n"
+    )
+    line = _one_line(_run("plan", str(shape)))
+    assert "launch.kubernetes.shape_volume.sub_path" in line and "without '..'" in line
+
+
+# ------------------------------------------------------------------- Prometheus
+
+
+def test_two_shapes_of_one_name_are_refused_by_metrics_rules_and_report(tmp_path: Path) -> None:
+    """9fcf43b: two shapes with the same name: in two folders gave duplicate series (exit
+    0) and a repeated rule group."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "example.yaml").write_text((SHAPES / "example.yaml").read_text())
+    args = [str(tmp_path / "a"), str(tmp_path / "b")]
+    for command in (["metrics"], ["rules"], ["report", "-o", str(tmp_path / "r.html")]):
+        result = _run(*command, *args)
+        assert result.exit_code == 2, command
+        assert "name: 'example' is also the name of" in result.stderr, command
+    text = _run("metrics", *args).stdout
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = list(text_string_to_metric_families(text))  # parses: one TYPE a family
+    assert len({f.name for f in families}) == len(families)
+    shapes = {s.labels["shape"] for f in families for s in f.samples if "shape" in s.labels}
+    assert shapes == {"example"}
+
+
+def test_alerts_select_the_name_the_engine_serves(tmp_path: Path) -> None:
+    """9fcf43b: --served-model-name b through launch.extra_args got alerts selecting
+    model_name="a"."""
+    shape = tmp_path / "served.yaml"
+    shape.write_text(
+        (SHAPES / "example.yaml")
+        .read_text()
+        .replace(
+            "launch:\n  port: 8000\n",
+            "launch:\n  port: 8000\n  served_model_name: a\n  extra_args: [--served-model-name, b]\n",
+        )
+    )
+    text = _run("rules", str(shape)).stdout
+    assert 'model_name="b"' in text and 'model_name="a"' not in text
+
+
+def test_units_that_name_one_family_share_its_type_line() -> None:
+    """9fcf43b: a unit collision printed two TYPE lines for one family, which the text
+    parser refuses. "B" and "bytes" both name fakplan_prediction_bytes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from fakplan.metrics import exposition
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape
+
+    plan = compile_plan(load_shape(SHAPES / "example.yaml"))
+    in_bytes = next(p for p in plan.predictions if p.unit == "B")
+    other = in_bytes.model_copy(update={"id": "other", "unit": "bytes"})
+    text = exposition([plan.model_copy(update={"predictions": (*plan.predictions, other)})])
+    assert text.count("# TYPE fakplan_prediction_bytes gauge") == 1
+    names = [f.name for f in text_string_to_metric_families(text)]
+    assert len(names) == len(set(names))
+
+
+# ------------------------------------------------- argv, paths, git and files
+
+
+def test_an_argv_word_exec_cannot_take_is_refused_at_its_field(tmp_path: Path) -> None:
+    """9fcf43b: a served_model_name past the kernel's single-argument limit compiled (ok),
+    then the script failed at exec with "Argument list too long"."""
+    shape = tmp_path / "long.yaml"
+    shape.write_text(
+        (SHAPES / "example.yaml")
+        .read_text()
+        .replace(
+            "launch:\n  port: 8000\n",
+            f"launch:\n  port: 8000\n  served_model_name: {'m' * 140_000}\n",
+        )
+    )
+    line = _one_line(_run("compile", str(shape), "-o", str(tmp_path / "out")))
+    assert "launch.served_model_name: a value of 140,000 bytes" in line
+    assert "MAX_ARG_STRLEN" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_home_is_never_expanded_in_a_shape(tmp_path: Path) -> None:
+    """9fcf43b: model: ~/.bashrc was read from the invoking user's home."""
+    line = _one_line(_run("plan", str(_model_shape(tmp_path, "~/.bashrc"))))
+    assert f"{tmp_path}/~/.bashrc" in line
+
+
+def test_init_keeps_a_dangling_symlink_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "repo"
+    (target / "shapes").mkdir(parents=True)
+    (target / "shapes" / "example.yaml").symlink_to(tmp_path / "nowhere")
+    line = _one_line(_run("init", str(target), "--install", "fakplan==0.1.0"))
+    assert "already exists" in line
+    assert (target / "shapes" / "example.yaml").is_symlink()
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_diff_reads_the_old_side_and_the_tree_with_a_shapes_bounds(tmp_path: Path) -> None:
+    """9fcf43b: a deeply nested YAML on the old side was a RecursionError; a 2.3 MB YAML took
+    10.9 s at 324 MiB; `--rev ^HEAD` said "cannot be read"; a FIFO blocked forever; a
+    folder symlink out of the repository was read."""
+    repo = tmp_path / "repo"
+    (repo / "shapes").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "shapes" / "deep.yaml").write_text("engine: vllm\nx: " + "[" * 5000 + "]" * 5000 + "\n")
+    (repo / "shapes" / "big.yaml").write_text("engine: vllm\n" + "# padding\n" * 240_000)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "hostile")
+    (repo / "shapes" / "deep.yaml").unlink()
+    (repo / "shapes" / "big.yaml").unlink()
+    os.mkfifo(repo / "shapes" / "fifo.yaml")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.yaml").write_text("engine: vllm\nname: secret\n")
+    (repo / "linked").symlink_to(outside)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakplan", "diff", "--rev", "HEAD", "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "secret" not in proc.stdout
+    excluded = subprocess.run(
+        [sys.executable, "-m", "fakplan", "diff", "--rev", "^HEAD"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert excluded.returncode == 2
+    assert "--rev ^HEAD: names no single commit" in excluded.stderr
+
+
+# ------------------------------------------------------- secrets and terminals
+
+
+@pytest.mark.parametrize("url", [
+    "http://user:SECRETPW#x@127.0.0.1:1/v1",
+    "http://user:SECRETPW/x@127.0.0.1:1/v1",
+    "http://user:SECRETPW?x@127.0.0.1:1/v1",
+    "http://user:SECRETPW@127.0.0.1:1/v1?token=SECRETPW",
+])  # fmt: skip
+def test_a_password_in_the_url_never_echoes(tmp_path: Path, url: str) -> None:
+    """9fcf43b: `--url http://user:SECRETPW#x@127.0.0.1:1/v1` printed the password
+    (`Invalid port: 'SECRETPW'`)."""
+    result = _run("probe", str(SHAPES / "example.yaml"), "--url", url, "-o", str(tmp_path / "o"))
+    assert result.exit_code in (1, 2)
+    written = "".join(p.read_text() for p in (tmp_path / "o").rglob("*") if p.is_file())
+    assert "SECRETPW" not in result.output + result.stderr + written

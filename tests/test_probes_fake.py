@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -891,3 +893,57 @@ def test_a_renaming_proxy_is_probed_with_the_override_and_noted(
     run = _run(fake.url, shape, only=("calibrate",), any_endpoint=True)
     assert run.probes["calibrate"].status == "ok"
     assert any(n.startswith("probed despite a mismatch (--any-endpoint): ") for n in run.notes)
+
+
+def test_what_an_endpoint_names_reaches_the_terminal_inert(
+    fake_server: HTTPServer, shape: Path, tmp_path: Path
+) -> None:
+    """Issue 27: the endpoint's model id reached the terminal raw (stdout held
+    `model m\x1b]0;PWNED\x1b[2J`: escape sequences and newlines kept)."""
+    fake = FakeEngine(fake_server, "llama-server", model="m\x1b]0;PWNED\x1b[2J\nnext")
+    result = CliRunner().invoke(
+        main,
+        ["probe", "--any-endpoint", str(shape), "--url", fake.url, "--only", "calibrate",
+         "-o", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert "\x1b" not in result.stdout and "PWNED\x1b" not in result.stdout
+    assert "model m\\x1b]0;PWNED\\x1b[2J\\nnext" in result.stdout
+
+
+# ------------------------------------------ probe records lose nothing (issue 27)
+
+
+def test_probes_back_to_back_and_at_once_keep_every_verdict(
+    fake_server: HTTPServer, shape: Path, tmp_path: Path
+) -> None:
+    """Issue 27: the run id had one-second resolution and a verdict's source embeds it, so
+    runs in one second merged (six back-to-back kv runs reported 12 verdicts, plan.json kept
+    8; two at once for 25 rounds: 100 reported, 34 recorded), and two runs finishing
+    together could pick one raw file name. Here every verdict reported is in plan.json, and
+    every run's raw record is its own file."""
+    import concurrent.futures
+
+    fake = FakeEngine(fake_server, "vllm")
+    fake_server.expect_request("/metrics").respond_with_data(_metrics((1024, 64)))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+
+    def probe() -> int:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fakplan", "probe", "--any-endpoint", str(shape),
+             "--url", fake.url, "--only", "kv", "-o", str(out), "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return len(json.loads(proc.stdout)["verdicts"])
+
+    reported = sum(probe() for _ in range(4))  # back to back, well inside a second each
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        reported += sum(pool.map(lambda _: probe(), range(6)))  # three at once
+    record = json.loads((out / "tiny-probe" / "plan.json").read_text())
+    recorded = sum(len(p["verdicts"]) for p in record["predictions"])
+    assert reported == 20 and recorded == reported  # kv-tokens and sessions, 10 runs
+    raws = list((out / "tiny-probe" / "probes").glob("*.json"))
+    assert len(raws) == 10 and all(r.stat().st_size > 0 for r in raws)
+    leftovers = [p.name for p in (out / "tiny-probe").rglob(".*")]
+    assert leftovers == []  # no temporary left behind

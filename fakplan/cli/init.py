@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -88,7 +89,8 @@ def init(directory: Path, force: bool, install: str | None, as_json: bool) -> No
     """
     requirement = ci_requirement(install)
     files = scaffold_files(requirement)
-    existing = [target for target, _ in files if (directory / target).exists()]
+    # lexists: a dangling symlink is a file there too, never replaced without --force
+    existing = [target for target, _ in files if os.path.lexists(directory / target)]
     if existing and not force:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
         raise FakplanError(

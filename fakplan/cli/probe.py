@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, FiniteRange, out_option
-from fakplan.errors import ProbeError
+from fakplan.errors import ProbeError, inert
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
 from fakplan.probes import (
@@ -347,13 +347,19 @@ def _figure(result: Any) -> str:
     return ""
 
 
+def _shown(text: str, style: str = "") -> Text:
+    """Text an endpoint sent (a model id, a note quoting an answer) made inert for the
+    terminal: an escape sequence or a newline is shown, never acted on."""
+    return Text(inert(text), style=style)
+
+
 def _print(
     run: ProbeRun, plan: Plan, verdicts: dict[str, Verdict], raw: Path, record: Path | None
 ) -> None:
     console = Console(highlight=False, soft_wrap=False)
     server = run.server or {}
     console.print(
-        Text(
+        _shown(
             f"{run.name}  {run.url}  {server.get('flavour', 'unknown engine')}"
             + (f" ({server['evidence']})" if server.get("evidence") else "")
             + (f"  model {server['model']}" if server.get("model") else ""),
@@ -367,26 +373,28 @@ def _print(
     for name, outcome in run.probes.items():
         label = name if outcome.requested else f"{name} (for sizing)"
         detail = outcome.error if outcome.status == "failed" else _figure(outcome.result)
-        table.add_row(Text(label), _STATUS[outcome.status], Text(detail or ""))
+        table.add_row(_shown(label), _STATUS[outcome.status], _shown(detail or ""))
     console.print(table)
     for name, outcome in run.probes.items():
         result = outcome.result
         notes = list(getattr(result, "notes", ()) or ())
         bound = getattr(result, "bound_by", None)
         if bound:
-            console.print(Text(f"  {name}: bound by {bound}"))
+            console.print(_shown(f"  {name}: bound by {bound}"))
         for note in notes:
-            console.print(Text(f"  {name}: {note}"))
+            console.print(_shown(f"  {name}: {note}"))
     for note in (*run.notes, *server.get("notes", ())):
-        console.print(Text(f"  note: {note}"))
+        console.print(_shown(f"  note: {note}"))
     if verdicts:
         console.print("verdicts:")
         for pid, verdict in verdicts.items():
             console.print(f"  {_VERDICT[verdict.status]} ", end="")
-            console.print(Text(f"{pid}: {verdict.note}"))
+            console.print(_shown(f"{pid}: {verdict.note}"))
     open_ids = [
         p.id for p in plan.predictions if p.closed_by.startswith("probe") and p.id not in verdicts
     ]
     if open_ids:
-        console.print(Text(f"not closed by this run: {', '.join(open_ids)}"))
-    console.print(Text(f"figures: {raw}" + (f"; verdicts recorded in {record}" if record else "")))
+        console.print(_shown(f"not closed by this run: {', '.join(open_ids)}"))
+    console.print(
+        _shown(f"figures: {raw}" + (f"; verdicts recorded in {record}" if record else ""))
+    )

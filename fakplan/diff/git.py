@@ -8,6 +8,7 @@ rename, so a shape cannot slip past review by moving.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class GitRevision:
                 f"--rev {rev}: git knows no such commit in {self.top.as_posix()}"
             ) from None
         self.commit_id = commit.decode().strip()
+        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", self.commit_id):
+            # "^HEAD" parses as an exclusion, "A..B" as a range: neither is one commit
+            raise FakplanError(
+                f"--rev {rev}: names no single commit (an exclusion or a range); give one "
+                "revision, e.g. HEAD~1 or origin/main"
+            )
 
     def _run(self, *args: str, cwd: Path | None = None) -> bytes:
         try:

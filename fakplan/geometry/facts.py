@@ -100,7 +100,7 @@ def check_config(config: Mapping[str, Any], where: str, pointer: str = "") -> No
         if isinstance(value, Mapping):
             check_config(value, where, here)
             continue
-        if isinstance(value, list):
+        if isinstance(value, list) and key not in CONFIG_BOUNDS:
             for index, item in enumerate(value):
                 if isinstance(item, Mapping):
                     check_config(item, where, f"{here}/{index}")

@@ -11,8 +11,13 @@ def check_url(url: str) -> httpx.URL:
     """The endpoint's base URL, or ProbeError naming what is wrong with it."""
     try:
         parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError) as exc:
-        raise ProbeError(f"--url {display_url(url)!r}: not a URL ({exc})") from None
+    except (httpx.InvalidURL, TypeError, ValueError):
+        # httpx's reason quotes the part it choked on, which may be a password ("Invalid
+        # port: 'pw'" where a '#' cut it): the reason is told without quoting the URL
+        raise ProbeError(
+            f"--url {display_url(url)!r}: not a URL; expected http://HOST:PORT (a password "
+            "holding '#', '/', '?' or '@' must be percent-encoded)"
+        ) from None
     if parsed.scheme not in {"http", "https"} or not parsed.host:
         raise ProbeError(
             f"--url {display_url(url)!r}: expected http://HOST:PORT or https://HOST:PORT "

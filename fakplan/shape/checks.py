@@ -226,6 +226,42 @@ def _check_words(loaded: LoadedShape) -> None:
                 "launch.extra_args",
                 *loc,
             )
+    _check_word_lengths(loaded, fields)
+
+
+# Linux's limits on what exec takes (include/uapi/linux/binfmts.h MAX_ARG_STRLEN = 32
+# pages, the NUL included; ARG_MAX a quarter of the stack, 2 MiB at the default 8 MiB):
+# a longer word compiles, then the script dies at exec with "Argument list too long"
+MAX_WORD = 131_072 - 1
+MAX_ARGV = (2 << 20) // 2  # half of ARG_MAX for the argv: the environment takes the rest
+
+
+def _check_word_lengths(
+    loaded: LoadedShape, fields: list[tuple[str | None, tuple[str, ...]]]
+) -> None:
+    launch = loaded.shape.launch
+    words = [
+        *fields,
+        *((arg, ("launch", "extra_args", i)) for i, arg in enumerate(launch.extra_args)),
+    ]
+    total = 0
+    for value, loc in words:
+        if value is None:
+            continue
+        size = len(value.encode())
+        total += size + 1
+        if size > MAX_WORD:
+            raise loaded.error(
+                f"a value of {size:,} bytes: exec takes an argument of at most {MAX_WORD:,} "
+                "(Linux MAX_ARG_STRLEN), so the engine would never start",
+                *loc,
+            )
+    if total > MAX_ARGV:
+        raise loaded.error(
+            f"the launch's words come to {total:,} bytes, more than the {MAX_ARGV:,} exec "
+            "leaves an argv (Linux ARG_MAX): shorten launch.extra_args",
+            "launch",
+        )
 
 
 def _check_release(loaded: LoadedShape) -> None:

@@ -150,7 +150,7 @@ class LoadedShape:
     def resolve(self, reference: str) -> Path:
         """A path named in the shape: absolute as given, else against the shape's folder —
         never the working directory, so every command reads the same file."""
-        candidate = Path(reference).expanduser()
+        candidate = Path(reference)  # "~" is a folder name here: no home is expanded
         if candidate.is_absolute():
             return candidate
         return (self.path.parent / candidate).resolve()

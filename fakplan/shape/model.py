@@ -351,6 +351,19 @@ class SecretKey(Strict_):
 class ShapeVolume(Strict_):
     """A PersistentVolumeClaim that holds the shape's folder: what its relative paths name."""
 
+    @field_validator("sub_path")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        # Kubernetes refuses a subPath that climbs out of its volume (validation.go
+        # validateSubPath: no ".." element)
+        if value is not None and ".." in value.split("/"):
+            raise PydanticCustomError(
+                "sub_path",
+                "a path inside the volume, without '..' elements, got {got}",
+                {"got": repr(value)},
+            )
+        return value
+
     claim: K8sLabelName = Field(description="the PersistentVolumeClaim's name")
     sub_path: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}$")] | None = (
         Field(None, description="the shape's folder within the volume")
