@@ -109,6 +109,45 @@ def remove_temporaries(folder: Path, names: Iterable[str]) -> tuple[str, ...]:
     return removed
 
 
+PROBES_DIR = "probes"  # <name>/probes/<run id>.json: each probe run's raw figures
+
+
+def remove_unwritten(folder: Path) -> tuple[str, ...]:
+    """Remove what writers killed mid-way left in a folder of raw records (``probes/``);
+    call under the record's lock: their temporaries, and the empty files ``reserve`` made
+    for a write that never came (under the lock no writer is between the two)."""
+    removed = list(remove_temporaries(folder, ()))
+    try:
+        entries = sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return tuple(removed)
+    for entry in entries:
+        regular = entry.suffix == ".json" and not entry.is_symlink() and entry.is_file()
+        if regular and entry.stat().st_size == 0:
+            entry.unlink(missing_ok=True)
+            removed.append(entry.name)
+    return tuple(removed)
+
+
+def stale_headers(folder: Path) -> tuple[str, ...]:
+    """The rendered files of a record whose header names another plan.json than the one
+    there (a writer stopped between the two; the next write renders them again)."""
+    from fakplan.render import DIGEST_LINE, record_digest
+
+    record = folder / "plan.json"
+    digest = record_digest(read_bounded(record, MAX_RECORD, RecordError, "a plan record").decode())
+    stale: list[str] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.suffix not in (".sh", ".env"):
+            continue
+        found = DIGEST_LINE.search(
+            read_bounded(entry, MAX_RECORD, RecordError, "a rendered file").decode()
+        )
+        if found is None or found.group(1) != digest:
+            stale.append(entry.name)
+    return tuple(stale)
+
+
 def write_record(folder: Path, plan: Plan, files: Sequence[RenderedFile]) -> None:
     """plan.json first, the files rendered from it after; call under the folder's lock.
 
@@ -210,14 +249,16 @@ def rewrite_record(
     out_dir: Path,
     templates: Path | None = None,
     amend: Callable[[Plan], Plan] | None = None,
+    first: Callable[[Path], None] | None = None,
 ) -> tuple[Plan, list[RenderedFile]]:
     """The one read-modify-write of a record, under its lock: compile, verify and probe use it.
 
     ``compiled`` is the plan compiled afresh from the shape. Under the lock the record
     on disk is read (so a verdict another writer added a moment ago is seen), its
     verdicts carried (``carry_verdicts``), ``amend`` applied, every file rendered in
-    memory, a killed writer's temporaries removed, and the record written
-    (``write_record``). Returns the plan written and its rendered files.
+    memory, a killed writer's temporaries removed, ``first`` given the folder (a probe
+    writes its raw figures there, so they and the verdicts land under one lock), and the
+    record written (``write_record``). Returns the plan written and its rendered files.
     """
     target = record_path(out_dir, compiled.name)
     folder = target.parent
@@ -229,6 +270,9 @@ def rewrite_record(
                 plan = amend(plan)
             files = render_plan(loaded, plan, templates, folder)
             remove_temporaries(folder, [target.name, *(f.name for f in files)])
+            remove_unwritten(folder / PROBES_DIR)
+            if first is not None:
+                first(folder)
             write_record(folder, plan, files)
     except OSError as exc:  # a folder or file the system refuses (permissions, a full disk)
         where = exc.filename or folder
@@ -236,11 +280,24 @@ def rewrite_record(
     return plan, files
 
 
+def write_unrecorded(folder: Path, write: Callable[[Path], None]) -> None:
+    """Write beside a record without changing it (a probe run that closed no prediction):
+    under its lock, after clearing what killed writers left in ``probes/``."""
+    try:
+        with locked(folder):
+            remove_unwritten(folder / PROBES_DIR)
+            write(folder)
+    except OSError as exc:
+        where = exc.filename or folder
+        raise RecordError(f"{where}: cannot write the record ({exc.strerror or exc})") from None
+
+
 def record_verdicts(
     loaded: LoadedShape,
     out_dir: Path,
     verdicts: dict[str, Verdict],
     templates: Path | None = None,
+    first: Callable[[Path], None] | None = None,
 ) -> Recorded:
     """Add verdicts beside their predictions in plan.json and in the rendered headers.
 
@@ -248,7 +305,7 @@ def record_verdicts(
     kept (see ``carry_verdicts``) and the new ones appended, except an
     observation already recorded (same status, observed value and source): a
     log read twice is one verdict. All of it under the record's lock
-    (``rewrite_record``).
+    (``rewrite_record``), with ``first`` (a probe's raw figures) written before plan.json.
     """
     already: tuple[str, ...] = ()
 
@@ -270,7 +327,7 @@ def record_verdicts(
             }
         )
 
-    plan, _ = rewrite_record(loaded, compile_plan(loaded), out_dir, templates, add)
+    plan, _ = rewrite_record(loaded, compile_plan(loaded), out_dir, templates, add, first)
     added = tuple(pid for pid in verdicts if pid not in already)
     return Recorded(plan=plan, added=added, already=already)
 

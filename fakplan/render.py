@@ -7,6 +7,7 @@ environment is ``StrictUndefined`` so a template typo fails loudly.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -30,6 +31,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 def comment_safe(value: Any) -> str:
     """Text for one comment line: no character that could end the line."""
     return _CONTROL.sub(" ", str(value))
+
+
+DIGEST_LINE = re.compile(r"^# Record: plan\.json sha256 ([0-9a-f]{64})\b", re.MULTILINE)
+
+
+def record_digest(record_text: str) -> str:
+    """The digest a header carries of the plan.json it was rendered with: a writer stopped
+    between plan.json and its headers leaves headers whose digest is not plan.json's."""
+    return hashlib.sha256(record_text.encode()).hexdigest()
 
 
 def shell_word(value: Any) -> str:
@@ -87,9 +97,22 @@ def render_plan(
     """
     env = environment(templates)
     shape_dir = os.path.relpath(loaded.path.resolve().parent, folder.resolve())
-    files = [RenderedFile(f"{plan.name}.env", _render(env, f"{plan.engine}/env.j2", plan=plan))]
+    digest = record_digest(plan.to_json())
+    files = [
+        RenderedFile(
+            f"{plan.name}.env",
+            _render(env, f"{plan.engine}/env.j2", plan=plan, record_digest=digest),
+        )
+    ]
     for role in plan.launch.roles:
-        text = _render(env, f"{plan.engine}/serve.sh.j2", plan=plan, role=role, shape_dir=shape_dir)
+        text = _render(
+            env,
+            f"{plan.engine}/serve.sh.j2",
+            plan=plan,
+            role=role,
+            shape_dir=shape_dir,
+            record_digest=digest,
+        )
         files.append(RenderedFile(role.file, text, executable=True))
     facts = cluster_facts(loaded.shape, plan.weights_budget_bytes)
     if facts is not None:

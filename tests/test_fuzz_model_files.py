@@ -9,7 +9,11 @@ short run is in the default suite; ``pytest -m fuzz`` runs thousands.
 from __future__ import annotations
 
 import json
+import shutil
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,8 @@ from fakplan.budget import probe_budget
 from fakplan.errors import FakplanError
 from fakplan.geometry import load_geometry
 
-from .conftest import PUBLIC
+from .conftest import PUBLIC, ROOT
+from .peakrss import peak_mib
 
 LLAMA = json.loads(
     (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
@@ -89,15 +94,6 @@ def test_configs_short(tmp_path: Path, edits: dict[str, Any], raw_tail: str | No
     _config_case(tmp_path, edits, raw_tail)
 
 
-@pytest.mark.fuzz
-@settings(
-    max_examples=3000, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@CONFIG
-def test_configs_long(tmp_path: Path, edits: dict[str, Any], raw_tail: str | None) -> None:
-    _config_case(tmp_path, edits, raw_tail)
-
-
 def _safetensors_case(tmp_path: Path, tensors: dict[str, Any], length: int | None) -> None:
     folder = tmp_path / "model"
     folder.mkdir(exist_ok=True)
@@ -130,17 +126,6 @@ SAFETENSORS = given(
 )
 @SAFETENSORS
 def test_safetensors_headers_short(
-    tmp_path: Path, tensors: dict[str, Any], length: int | None
-) -> None:
-    _safetensors_case(tmp_path, tensors, length)
-
-
-@pytest.mark.fuzz
-@settings(
-    max_examples=3000, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@SAFETENSORS
-def test_safetensors_headers_long(
     tmp_path: Path, tensors: dict[str, Any], length: int | None
 ) -> None:
     _safetensors_case(tmp_path, tensors, length)
@@ -194,15 +179,6 @@ def test_gguf_headers_short(tmp_path: Path, key: str, value: int | float) -> Non
     _gguf_case(tmp_path, key, value)
 
 
-@pytest.mark.fuzz
-@settings(
-    max_examples=1500, deadline=3000, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@GGUF
-def test_gguf_headers_long(tmp_path: Path, key: str, value: int | float) -> None:
-    _gguf_case(tmp_path, key, value)
-
-
 ENV = given(
     value=st.one_of(
         st.text(max_size=40),
@@ -212,9 +188,7 @@ ENV = given(
 )
 
 
-@settings(max_examples=200, deadline=2000)
-@ENV
-def test_the_budget_variable(value: str) -> None:
+def _env_case(value: str) -> None:
     """FAKPLAN_DEVICE_BUDGET_BYTES of any text: a budget, or one line saying why not."""
 
     def read() -> None:
@@ -225,6 +199,12 @@ def test_the_budget_variable(value: str) -> None:
     if "\x00" in value:
         return  # no environment can hold a NUL
     _judged(read)
+
+
+@settings(max_examples=200, deadline=2000)
+@ENV
+def test_the_budget_variable(value: str) -> None:
+    _env_case(value)
 
 
 URLS = given(
@@ -240,9 +220,7 @@ URLS = given(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=2000)
-@URLS
-def test_probe_urls_never_echo_a_password(url: str) -> None:
+def _url_case(url: str) -> None:
     from fakplan.probes.urls import check_url
 
     try:
@@ -254,3 +232,70 @@ def test_probe_urls_never_echo_a_password(url: str) -> None:
             secret = url.split("://", 1)[1].rsplit("@", 1)[0].partition(":")[2]
             if len(secret) >= 4 and secret not in "http://127.0.0.1/v1":
                 assert secret not in message, (url, message)
+
+
+@settings(max_examples=300, deadline=2000)
+@URLS
+def test_probe_urls_never_echo_a_password(url: str) -> None:
+    _url_case(url)
+
+
+def fuzz_run(count: int, folder: Path) -> dict[str, float]:
+    """``count`` generated inputs (configs, safetensors headers, GGUF headers, budget
+    variables and probe URLs in the ratio 2:2:1:1:1) read in this process: the figures the fuzz run reports. Any exception
+    other than fakplan's one-line error ends the run with its traceback."""
+    slowest = [0.0]
+    made = [0]
+
+    def timed(case: Any, *args: Any) -> None:
+        started = time.monotonic()
+        case(folder, *args)
+        slowest[0] = max(slowest[0], time.monotonic() - started)
+        made[0] += 1
+
+    def cleared() -> None:
+        shutil.rmtree(folder / "model", ignore_errors=True)
+
+    runs = (
+        (CONFIG, lambda edits, raw_tail: timed(_config_case, edits, raw_tail), 2),
+        (SAFETENSORS, lambda tensors, length: timed(_safetensors_case, tensors, length), 2),
+        (GGUF, lambda key, value: timed(_gguf_case, key, value), 1),
+        (ENV, lambda value: timed(lambda _folder, v: _env_case(v), value), 1),
+        (URLS, lambda url: timed(lambda _folder, u: _url_case(u), url), 1),
+    )
+    begun = time.monotonic()
+    for strategy, body, share in runs:
+        # batches of 500: hypothesis keeps a tree of every choice a run made
+        total = count * share // 7
+        for _ in range(max(1, total // 500)):
+            settings(max_examples=min(500, total), deadline=None, database=None)(strategy(body))()
+            cleared()
+    return {
+        "count": made[0],
+        "seconds": time.monotonic() - begun,
+        "slowest": slowest[0],
+        "peak_mib": peak_mib(),
+    }
+
+
+@pytest.mark.fuzz
+def test_seven_thousand_generated_model_files_variables_and_urls(tmp_path: Path) -> None:
+    """7,000 inputs: 0 exceptions other than FakplanError (any other fails the run),
+    none past 10 s, and a peak RSS under 200 MB in a process of its own."""
+    code = (
+        "import json, pathlib, sys\n"
+        "from tests.test_fuzz_model_files import fuzz_run\n"
+        f"print(json.dumps(fuzz_run(7_000, pathlib.Path({str(tmp_path)!r}))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"\nfuzz model files, env and URLs: {figures['count']:,} in {figures['seconds']:.1f} s, slowest "
+        f"{figures['slowest']:.2f} s, peak RSS {figures['peak_mib']:.0f} MiB, 0 tracebacks"
+    )
+    assert figures["count"] >= 5_000  # hypothesis may stop a batch early when it has seen all
+    assert figures["slowest"] < 10
+    assert figures["peak_mib"] * 2**20 < 200 * 10**6

@@ -211,6 +211,35 @@ def test_symlink_loops_are_one_line(tmp_path: Path) -> None:
     assert "symlink loop" in line
 
 
+# ------------------------------------------------------------------- ledgers
+
+
+def test_a_gzip_ledger_of_a_million_figure_lines_is_refused_quickly(tmp_path: Path) -> None:
+    """9fcf43b: 356 KB of gzip (100 MiB of KV-size lines) as a shape's ceiling made `plan`
+    take 28.6 s. Now the reader stops past 100,000 lines that name a figure (a boot states
+    20-2,000) with one line; the subprocess's time is bounded loosely (a noisy machine)."""
+    import gzip
+
+    line = b"(EngineCore pid=1) INFO 11-29 20:58:45 [kv_cache_utils.py:2327] GPU KV cache size: 2,745,600 tokens\n"
+    log = tmp_path / "boot.log.gz"
+    with gzip.open(log, "wb") as out:
+        out.write(line * ((100 << 20) // len(line)))
+    assert log.stat().st_size < 1 << 20
+    shape = tmp_path / "m.yaml"
+    shape.write_text(
+        "name: m\nengine: vllm\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+        "card: {total: 80 GiB}\nceiling: {ledger: boot.log.gz}\n"
+        "budget: {weights: 20 GiB, kv: 20 GiB}\nserving: {max_num_seqs: 2, max_model_len: 4096}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakplan", "plan", str(shape)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "past the first 100,000 lines" in proc.stderr and "boot.log.gz" in proc.stderr
+
+
 # ------------------------------------------------------ records into scripts
 
 

@@ -40,11 +40,13 @@ from fakplan.probes import (
 from fakplan.probes.decode_rate import decode_basis
 from fakplan.probes.flavours import FLAVOURS
 from fakplan.probes.stats import Summary
+from fakplan.record import stale_headers
 from fakplan.shape import load_shape
 
 from .tinymodels import write_tiny_llama
 
 DATA = Path(__file__).resolve().parent / "data" / "probes"
+LEDGERS = DATA.parent / "ledgers"
 TEMPLATE = 10  # the fake chat template's tokens
 
 REFUSAL_TEXT: dict[str, Callable[[int, int, int], dict[str, Any]]] = {
@@ -937,13 +939,101 @@ def test_probes_back_to_back_and_at_once_keep_every_verdict(
         assert proc.returncode == 0, proc.stderr
         return len(json.loads(proc.stdout)["verdicts"])
 
+    def verify(n: int) -> int:
+        ledger = tmp_path / f"boot-{n}.log"  # a log of its own: a log read twice is one verdict
+        ledger.write_bytes((LEDGERS / "llama-cpp-python-0.3.36.log").read_bytes())
+        proc = subprocess.run(
+            [sys.executable, "-m", "fakplan", "verify", str(shape), "--ledger", str(ledger),
+             "-o", str(out), "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return sum(v["new"] for v in json.loads(proc.stdout)["verdicts"].values())
+
     reported = sum(probe() for _ in range(4))  # back to back, well inside a second each
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         reported += sum(pool.map(lambda _: probe(), range(6)))  # three at once
+    assert reported == 20  # kv-tokens and sessions, 10 runs
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:  # verify alongside
+        runs = [pool.submit(probe) for _ in range(4)] + [pool.submit(verify, n) for n in range(4)]
+        reported += sum(r.result() for r in runs)
     record = json.loads((out / "tiny-probe" / "plan.json").read_text())
     recorded = sum(len(p["verdicts"]) for p in record["predictions"])
-    assert reported == 20 and recorded == reported  # kv-tokens and sessions, 10 runs
+    assert reported == 20 + 8 + 4 * 4 and recorded == reported  # a verify: 4 figures
+    assert stale_headers(out / "tiny-probe") == ()
     raws = list((out / "tiny-probe" / "probes").glob("*.json"))
-    assert len(raws) == 10 and all(r.stat().st_size > 0 for r in raws)
+    assert len(raws) == 14 and all(r.stat().st_size > 0 for r in raws)
     leftovers = [p.name for p in (out / "tiny-probe").rglob(".*")]
     assert leftovers == []  # no temporary left behind
+
+
+def test_what_a_killed_writer_left_is_evident_and_cleared(
+    fake_server: HTTPServer, shape: Path, tmp_path: Path
+) -> None:
+    """Issue 27: a probe killed at a rename, write or openat left the headers disagreeing
+    with plan.json (10 of 38 runs) and up to 6 temporaries behind. Here the folder is left
+    as such a kill leaves it: the headers of an older plan.json, a reserved raw file never
+    written, temporaries of the raw file and of plan.json. The digest line names the stale
+    headers, and the next probe clears the rest and renders them again."""
+    fake = FakeEngine(fake_server, "vllm")
+    fake_server.expect_request("/metrics").respond_with_data(_metrics((1024, 64)))
+    out = tmp_path / "out"
+    folder = out / "tiny-probe"
+    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+    assert stale_headers(folder) == ()
+    headers = {name: (folder / name).read_text() for name in ("serve.sh", "tiny-probe.env")}
+    probe = ["probe", "--any-endpoint", str(shape), "--url", fake.url, "--only", "kv",
+             "-o", str(out)]  # fmt: skip
+    assert CliRunner().invoke(main, probe).exit_code == 0
+    for name, text in headers.items():  # killed after plan.json, before its headers
+        (folder / name).write_text(text)
+    assert stale_headers(folder) == ("serve.sh", "tiny-probe.env")
+    raws = folder / "probes"
+    (raws / "20261201T000000000000Z-abcdef.json").write_bytes(b"")  # reserved, never written
+    (raws / ".20261201T000000000000Z-abcdef.json.k2j4h1x0").write_text("{")
+    (folder / ".plan.json.q8w7e6r5").write_text("{")
+    kept = raws / "notes.txt"  # the operator's own file is never touched
+    kept.write_text("mine")
+    assert CliRunner().invoke(main, probe).exit_code == 0
+    assert stale_headers(folder) == ()
+    assert [p.name for p in folder.rglob(".*")] == []
+    assert sorted(p.name for p in raws.iterdir() if p.stat().st_size == 0) == []
+    assert kept.read_text() == "mine" and len(list(raws.glob("*.json"))) == 2
+
+
+def test_a_secret_in_the_url_never_leaves_in_any_output(
+    fake_server: HTTPServer, shape: Path, tmp_path: Path
+) -> None:
+    """Issue 27: a password or a query token in --url is sent (httpx sends userinfo as basic
+    auth) but never shown: every output of every command run after (stdout, stderr, every
+    file written: raw figures, plan.json, headers, report, metrics, rules) is grepped for
+    the two sentinels."""
+    fake = FakeEngine(fake_server, "vllm")
+    fake_server.expect_request("/metrics").respond_with_data(_metrics((1024, 64)))
+    password, token = "PwSentinel7781", "TokSentinel4412"
+    url = fake.url.replace("http://", f"http://user:{password}@") + f"?token={token}"
+    out = tmp_path / "out"
+    runner = CliRunner()
+    outputs: list[str] = []
+    codes: list[int] = []
+    for args in (
+        ["probe", "--any-endpoint", str(shape), "--url", url, "--only", "calibrate,kv",
+         "-o", str(out)],
+        ["probe", "--any-endpoint", str(shape), "--url", url, "--only", "kv", "-o", str(out),
+         "--json"],
+        ["probe", str(shape), "--url", url, "--only", "kv", "-o", str(out)],  # refused: mismatch
+        ["probe", str(shape), "--url", url.replace("127.0.0.1:", "127.0.0.1:x"), "-o", str(out)],
+        ["report", str(shape), "--records", str(out), "-o", str(tmp_path / "report.html")],
+        ["metrics", str(shape), "--records", str(out)],
+        ["rules", str(shape)],
+    ):  # fmt: skip
+        result = runner.invoke(main, args)
+        assert "Traceback" not in result.output, result.output
+        codes.append(result.exit_code)
+        outputs += [result.stdout, result.stderr]
+    assert codes == [0, 0, 2, 2, 0, 0, 0], codes
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".gguf"]
+    assert any(p.parent.name == "probes" for p in files)
+    outputs += [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    for text in outputs:
+        assert password not in text and token not in text

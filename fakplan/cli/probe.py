@@ -35,7 +35,15 @@ from fakplan.probes import (
     verdicts_for,
 )
 from fakplan.probes.http import check_url
-from fakplan.record import read_record, record_path, record_verdicts, reserve, write_atomic
+from fakplan.record import (
+    PROBES_DIR,
+    read_record,
+    record_path,
+    record_verdicts,
+    reserve,
+    write_atomic,
+    write_unrecorded,
+)
 from fakplan.shape import LoadedShape, load_shape
 
 
@@ -105,12 +113,6 @@ class _Lines:
     def end(self, probe: str, status: str) -> None:
         took = time.monotonic() - self.started.get(probe, time.monotonic())
         click.echo(f"fakplan probe: {probe} {status} ({took:.1f} s)", err=True)
-
-
-def _raw_path(out_dir: Path, run: ProbeRun) -> Path:
-    """Where the run's figures go: named by its id, unique to it (``record.write_new``
-    takes another name should one exist)."""
-    return out_dir / run.name / "probes" / f"{run.id}.json"
 
 
 @click.command()
@@ -220,16 +222,27 @@ def probe(
     }
     failed = bool(run.failures) or any(v.status == "killed" for v in verdicts.values())
     code = EXIT_FAILED if failed else EXIT_OK
-    raw = reserve(_raw_path(out_dir, run))  # a name no other run can take
-    document = _document(run, options, verdicts, record if verdicts else None, raw, code)
-    text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
-    try:
-        write_atomic(raw, text)  # the figures first: a record that fails below loses nothing
-    except BaseException:
-        raw.unlink(missing_ok=True)
-        raise
+    written: list[tuple[Path, str]] = []
+
+    def write_raw(folder: Path) -> None:
+        """The run's figures, under the record's lock and before its verdicts: a record
+        that fails after them loses nothing, and a kill leaves nothing the next writer
+        does not clear (``remove_unwritten``)."""
+        raw = reserve(folder / PROBES_DIR / f"{run.id}.json")  # a name no other run can take
+        document = _document(run, options, verdicts, record if verdicts else None, raw, code)
+        text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
+        try:
+            write_atomic(raw, text)
+        except BaseException:
+            raw.unlink(missing_ok=True)
+            raise
+        written.append((raw, text))
+
     if verdicts:
-        record_verdicts(loaded, out_dir, verdicts)
+        record_verdicts(loaded, out_dir, verdicts, first=write_raw)
+    else:
+        write_unrecorded(record.parent, write_raw)
+    raw, text = written[0]
     if as_json:
         click.echo(text, nl=False)
     else:
