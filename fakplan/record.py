@@ -31,7 +31,7 @@ from fakplan.errors import FakplanError, RecordError
 from fakplan.files import load_json, read_bounded
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, Verdict
-from fakplan.render import RenderedFile, render_plan
+from fakplan.render import DIGEST_LINE, RenderedFile, record_digest, render_plan
 from fakplan.shape import load_shape, shape_paths
 
 if TYPE_CHECKING:
@@ -132,8 +132,6 @@ def remove_unwritten(folder: Path) -> tuple[str, ...]:
 def stale_headers(folder: Path) -> tuple[str, ...]:
     """The rendered files of a record whose header names another plan.json than the one
     there (a writer stopped between the two; the next write renders them again)."""
-    from fakplan.render import DIGEST_LINE, record_digest
-
     record = folder / "plan.json"
     digest = record_digest(read_bounded(record, MAX_RECORD, RecordError, "a plan record").decode())
     stale: list[str] = []

@@ -477,3 +477,138 @@ def test_a_password_in_the_url_never_echoes(tmp_path: Path, url: str) -> None:
     assert result.exit_code in (1, 2)
     written = "".join(p.read_text() for p in (tmp_path / "o").rglob("*") if p.is_file())
     assert "SECRETPW" not in result.output + result.stderr + written
+
+
+# ------------------------------------------------- environment and command line
+
+
+def test_the_budget_variable_of_4301_digits_is_one_line(tmp_path: Path) -> None:
+    """9fcf43b: FAKPLAN_DEVICE_BUDGET_BYTES of 4,301 digits was a traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakplan", "budget"],
+        env={**os.environ, "FAKPLAN_DEVICE_BUDGET_BYTES": "9" * 4301},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "FAKPLAN_DEVICE_BUDGET_BYTES" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("engine", "option"),
+    [("vllm", "--gpu-memory-utilization"), ("sglang", "--mem-fraction-static")],
+)
+def test_a_nan_fraction_is_one_line(engine: str, option: str) -> None:
+    """9fcf43b: `fakplan kv … --gpu-memory-utilization nan` (and --mem-fraction-static) was
+    `ValueError: cannot convert float NaN to integer`."""
+    line = _one_line(_run("kv", str(LLAMA), "--engine", engine, option, "nan"))
+    assert option in line and "nan" in line
+
+
+def test_a_model_value_with_a_newline_is_one_line(tmp_path: Path) -> None:
+    """9fcf43b: a model value holding a newline was echoed raw, so the one-line error was
+    two (7 of 8,861 generated shapes)."""
+    line = _one_line(_run("plan", str(_model_shape(tmp_path, "a\nb"))))
+    assert "a\\nb" in line
+
+
+# --------------------------------------------------------- shapes, report, gate
+
+
+def test_report_on_a_deeply_nested_shape_is_one_section(tmp_path: Path) -> None:
+    """9fcf43b: `fakplan report` on a deeply nested shape was a RecursionError."""
+    shape = tmp_path / "deep.yaml"
+    shape.write_text("name: deep\nengine: vllm\nx: " + "[" * 5000 + "]" * 5000 + "\n")
+    page = tmp_path / "report.html"
+    result = _run("report", str(shape), "-o", str(page))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "RecursionError" not in result.output
+    assert "nested" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "could not be read" in page.read_text()  # the page marks it, as documented
+
+
+@pytest.mark.parametrize("how", ["argument", "folder"])
+def test_a_fifo_shape_is_refused_not_waited_on(tmp_path: Path, how: str) -> None:
+    """9fcf43b: a FIFO given as a shape path (or a *.yaml FIFO in a gated folder) blocked
+    forever."""
+    folder = tmp_path / "shapes"
+    folder.mkdir()
+    os.mkfifo(folder / "fifo.yaml")
+    target = folder / "fifo.yaml" if how == "argument" else folder
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakplan", "gate", str(target)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "not a file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_hostile_safetensors_header_is_one_line(tmp_path: Path) -> None:
+    """9fcf43b: deep nesting and Infinity in a safetensors header were tracebacks, and
+    /dev/zero as the weights read 15.5 GB."""
+    for header in ("[" * 5000 + "]" * 5000, '{"w": {"dtype": "BF16", "shape": [Infinity],'
+                   ' "data_offsets": [0, 2]}}'):  # fmt: skip
+        model = _config(tmp_path)
+        data = header.encode()
+        (model / "model.safetensors").write_bytes(len(data).to_bytes(8, "little") + data)
+        line = _one_line(_run("plan", str(_model_shape(tmp_path, str(model)))))
+        assert "model.safetensors" in line
+    (model / "model.safetensors").unlink()
+    (model / "model.safetensors").symlink_to("/dev/zero")
+    line = _one_line(_run("plan", str(_model_shape(tmp_path, str(model)))))
+    assert "not a file" in line
+
+
+# ------------------------------------------ bounded memory, in a process of its own
+
+
+def _heavy_cases(tmp_path: Path) -> dict[str, list[str]]:
+    """The quoted cases that blew up memory or time, each as fakplan's argv."""
+    cases: dict[str, list[str]] = {}
+    for name, raw in (
+        ("layers-1e9", '"num_hidden_layers": 1000000000'),
+        ("layers-1e7", '"num_hidden_layers": 10000000'),
+        ("layers-1e18", '"num_hidden_layers": 1e18'),
+    ):
+        folder = tmp_path / name
+        model = folder / "model"
+        model.mkdir(parents=True)
+        text = LLAMA.read_text().rstrip().rstrip("}").rstrip().rstrip(",")
+        (model / "config.json").write_text(f"{text}, {raw}}}")
+        cases[name] = ["plan", str(_model_shape(folder, str(model)))]
+    big = tmp_path / "big" / "model"
+    big.mkdir(parents=True)
+    with (big / "config.json").open("wb") as handle:
+        handle.truncate(300 << 20)
+    cases["config-300MB"] = ["plan", str(_model_shape(big.parent, str(big)))]
+    zero = tmp_path / "zero" / "model"
+    zero.mkdir(parents=True)
+    (zero / "config.json").symlink_to("/dev/zero")
+    cases["config-dev-zero"] = ["plan", str(_model_shape(zero.parent, str(zero)))]
+    gguf = _gguf(tmp_path / "huge.gguf", block_count=(10**9, _gguf_kind("UINT32")))
+    cases["gguf-layers-1e9"] = ["kv", str(gguf), "--engine", "llamacpp"]
+    return cases
+
+
+def _gguf_kind(name: str) -> Any:
+    import gguf
+
+    return getattr(gguf.GGUFValueType, name)
+
+
+def test_the_heavy_cases_stay_small(tmp_path: Path) -> None:
+    """9fcf43b: `num_hidden_layers: 1e9` grew to 10.9-15.7 GB, 1e7 took 266 MB, a 300 MB
+    config.json 637 MB, /dev/zero 15.5 GB, a GGUF of 1e9 blocks a MemoryError. Each is now
+    refused in a process whose own peak RSS stays under 200 MB."""
+    from .peakrss import RUN_FAKPLAN
+
+    for name, args in _heavy_cases(tmp_path).items():
+        peak = tmp_path / f"{name}.peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", RUN_FAKPLAN, str(peak), *args],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
+        assert float(peak.read_text()) * 2**20 < 200 * 10**6, (name, peak.read_text())

@@ -8,8 +8,11 @@ file, line and field; no traceback).
 
 from __future__ import annotations
 
+import errno
 import importlib
 import math
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +85,14 @@ templates_option = click.option(
 )
 
 
+def usage_line(exc: click.UsageError) -> str:
+    """``fakplan kv: --mem-fraction-static: 'nan' is not a finite number (fakplan kv
+    --help)``: what was wrong, and where the command's options are told."""
+    where = exc.ctx.command_path if exc.ctx is not None else "fakplan"
+    message = exc.format_message().replace("\n", " ")
+    return f"{where}: {message} ({where} --help)"
+
+
 class _Group(click.Group):
     """Loads sub-commands on demand (``COMMANDS``) and maps fakplan's errors to exit 2
     with one line, in one place."""
@@ -106,6 +117,37 @@ class _Group(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Click's main, with a usage error told in one line like every other bad input
+        (click prints the usage, a hint and the error on four)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            click.echo(usage_line(exc), err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # a reader that went away (| head): quietly, as click
+                # the flush at exit would fail again: stdout goes to devnull (Python's docs)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                sys.exit(1)
+            raise
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
