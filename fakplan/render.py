@@ -11,16 +11,18 @@ import hashlib
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.loaders import split_template_path
 
 from fakplan.cluster import cluster_facts
 from fakplan.errors import FakplanError
+from fakplan.files import read_bounded
 from fakplan.kubernetes import manifests
 from fakplan.plan import Plan
 from fakplan.shape import LoadedShape
@@ -58,12 +60,47 @@ def default_templates() -> Path:
     return Path(__file__).resolve().parent.parent / "templates"
 
 
+MAX_TEMPLATE = 1 << 20  # a template is a few KiB; an operator's own folder is read as any input
+
+
+class _BoundedLoader(jinja2.FileSystemLoader):
+    """Jinja's file loader, reading each template through fakplan's bounded reader: a
+    regular file of at most ``MAX_TEMPLATE`` bytes, UTF-8."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        pieces = split_template_path(template)
+        for folder in self.searchpath:
+            path = Path(folder, *pieces)
+            if path.is_file():
+                break
+        else:
+            raise jinja2.TemplateNotFound(template)
+        raw = read_bounded(path, MAX_TEMPLATE, FakplanError, "a template")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FakplanError(
+                f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        mtime = path.stat().st_mtime
+
+        def uptodate() -> bool:
+            try:
+                return path.stat().st_mtime == mtime
+            except OSError:
+                return False
+
+        return text, os.path.normpath(path), uptodate
+
+
 def environment(templates: Path | None = None) -> jinja2.Environment:
     folder = templates or default_templates()
     if not folder.is_dir():
         raise FakplanError(f"{folder}: templates folder not found")
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(folder)),
+        loader=_BoundedLoader(str(folder)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,

@@ -612,3 +612,22 @@ def test_the_heavy_cases_stay_small(tmp_path: Path) -> None:
         assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
         assert float(peak.read_text()) * 2**20 < 200 * 10**6, (name, peak.read_text())
+
+
+def test_an_operators_templates_are_read_with_bounds(tmp_path: Path) -> None:
+    """Issue 27 (deliver 1): an operator's templates folder is read as any input: a
+    template past 1 MiB (here a sparse 2 GiB file) is one line, not 2 GiB in memory."""
+    import shutil
+
+    from fakplan.render import default_templates
+
+    templates = tmp_path / "templates"
+    shutil.copytree(default_templates(), templates)
+    with (templates / "vllm" / "env.j2").open("wb") as handle:
+        handle.truncate(2 << 30)
+    line = _one_line(
+        _run("compile", str(SHAPES / "example.yaml"), "--templates", str(templates),
+             "-o", str(tmp_path / "out"))
+    )  # fmt: skip
+    assert "env.j2: 2,147,483,648 bytes, more than the 1,048,576 a template can be" in line
+    assert not (tmp_path / "out" / "example" / "plan.json").exists()
