@@ -205,6 +205,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "schema",
         "Print the JSON Schema of a shape file (point your editor's YAML plugin at it).",
     ),
+    "fit": (
+        "fakplan.cli.fit",
+        "fit",
+        "What fits on these cards: per window, the most sessions every gate passes.",
+    ),
     "kv": (
         "fakplan.cli.kv",
         "kv",

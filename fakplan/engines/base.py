@@ -54,6 +54,9 @@ class Engine:
     # what the engine refuses at boot that a shape can cause (engines.refusals): the
     # ``boots`` gate checks each row that applies at the planned release
     boot_refusals: ClassVar[tuple[BootRefusal, ...]] = ()
+    # the KV dtypes `fakplan fit` tries by default, smallest loss first: the model's own,
+    # then the engine's 8-bit cache; () where fakplan does not derive the arithmetic
+    fit_kv_dtypes: ClassVar[tuple[str, ...]] = ()
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
@@ -73,6 +76,11 @@ class Engine:
     def version_used(self, loaded: LoadedShape) -> str | None:
         """The release whose arithmetic applied (None where there are none)."""
         return None
+
+    def window_step(self, loaded: LoadedShape) -> int:
+        """The tokens between two windows that cost differently: a page (block) of KV by
+        default; `fakplan fit` steps a window by it."""
+        return self.kv_cost(loaded).page_tokens
 
     def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
         """The weights' bytes where the engine quantizes them as it loads

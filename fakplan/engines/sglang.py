@@ -189,6 +189,7 @@ class SglangEngine(ModelledEngine):
     auto_downcast = DOWNCAST
     sizing_field = "mem_fraction_static"
     boot_refusals = REFUSALS
+    fit_kv_dtypes = ("auto", "fp8_e4m3")
 
     def check(self, loaded: LoadedShape) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""

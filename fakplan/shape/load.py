@@ -115,6 +115,11 @@ class LoadedShape:
         )
 
     @property
+    def lines(self) -> LineMap:
+        """Where each field of the shape is written (for errors at a line)."""
+        return self._lines
+
+    @property
     def card_note(self) -> str | None:
         """Where card.total came from when the shape said 'auto' (the budget's sentence)."""
         return None if self.budget is None else f"auto: {self.budget.sentence}"

@@ -52,6 +52,7 @@ class LlamacppEngine(ModelledEngine):
     loads_gguf = True
     printed_pool_is_cache = True
     boot_refusals = REFUSALS
+    fit_kv_dtypes = ("f16", "q8_0")
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape
@@ -68,6 +69,12 @@ class LlamacppEngine(ModelledEngine):
 
     def probe_hint(self, loaded: LoadedShape) -> str | None:
         return loaded.shape.launch.binary or self.binaries[0]
+
+    def window_step(self, loaded: LoadedShape) -> int:
+        """llama.cpp pads each stream's cells (cache.pad_step): a window between two steps
+        reaches past max_model_len, which the context gate refuses."""
+        query = query_for_shape(loaded)
+        return pad_step(query, cache_for(query))
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         cache = cache_for(query)

@@ -65,6 +65,7 @@ class VllmEngine(ModelledEngine):
     auto_downcast = DOWNCAST
     sizing_field = "gpu_memory_utilization"
     boot_refusals = REFUSALS
+    fit_kv_dtypes = ("auto", "fp8")
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

@@ -1,0 +1,311 @@
+"""``fakplan fit``: what fits on these cards, as a table, JSON or shape files."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from fakplan.cli import EXIT_FAILED, EXIT_OK, gates_option
+from fakplan.engines import ENGINES
+from fakplan.errors import FakplanError, ShapeError
+from fakplan.fit import (
+    SMALLEST_WINDOW,
+    FitRefused,
+    FitReport,
+    FitRequest,
+    Fitter,
+    Layout,
+    point_name,
+    point_text,
+    relocated,
+    run_fit,
+)
+from fakplan.gates.operator import gates_folder, load_gates
+from fakplan.plan import Plan
+from fakplan.record import write_atomic
+from fakplan.shape import load_shape_text
+from fakplan.shape.source import read_shape_file, read_yaml
+from fakplan.units import human
+
+# the shape field each option of the model form stands for, to name it in a refusal
+_OPTION_OF = {
+    "model": "MODEL",
+    "engine": "--engine",
+    "engine_version": "--engine-version",
+    "card.total": "--card",
+    "card.sms": "--sms",
+    "card.count": "--cards",
+    "ceiling": "--ceiling",
+    "budget.weights": "--weights",
+}
+
+
+@click.command()
+@click.argument("target")
+@click.option(
+    "--engine",
+    type=click.Choice(sorted(n for n, e in ENGINES.items() if e.fit_kv_dtypes)),
+    help="The engine (needed with a MODEL; a shape names its own).",
+)
+@click.option("--engine-version", help="The release whose arithmetic applies.")
+@click.option("--card", help='Memory of one card, e.g. "24 GiB", or auto (NVML).')
+@click.option("--sms", type=int, help="The card's SM count (vLLM's predicted ceiling needs it).")
+@click.option("--cards", type=int, help="Cards per node [default: what the TP needs].")
+@click.option("--ceiling", help="The ceiling, where a boot ledger printed one (a byte size).")
+@click.option("--weights", help="The weights budget per card [default: what they need].")
+@click.option(
+    "--window",
+    type=click.IntRange(1, 1 << 27),
+    multiple=True,
+    help="A window to answer for beside the ladder (repeat).",
+)
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 1 << 20),
+    help="Also the longest window this many sessions get.",
+)
+@click.option(
+    "--kv-dtype", multiple=True, help="KV dtypes to try [default: the model's and 8-bit]."
+)
+@click.option(
+    "--quantization",
+    type=click.Choice(["none", "fp8"]),
+    multiple=True,
+    help="Weight quantizations to try (vLLM) [default: none].",
+)
+@click.option("--tp", type=int, multiple=True, help="Tensor-parallel widths to try [default: 1].")
+@gates_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.fit/1).")
+@click.option(
+    "--emit",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each point as a shape file into this folder.",
+)
+def fit(
+    target: str,
+    engine: str | None,
+    engine_version: str | None,
+    card: str | None,
+    sms: int | None,
+    cards: int | None,
+    ceiling: str | None,
+    weights: str | None,
+    window: tuple[int, ...],
+    sessions: int | None,
+    kv_dtype: tuple[str, ...],
+    quantization: tuple[str, ...],
+    tp: tuple[int, ...],
+    gates_dir: Path | None,
+    as_json: bool,
+    emit: Path | None,
+) -> None:
+    """What fits on these cards: per window, the most sessions every gate passes.
+
+    TARGET is a model (a catalog id, an HF folder or config.json, a GGUF) with
+    --engine and --card, or a shape file whose model, card, ceiling and gates
+    are used. For each layout (KV dtype x weight quantization x TP) and each
+    window on a ladder (powers of two up to the trained context, and --window),
+    it compiles and gates shapes in memory and prints the most sessions that
+    pass, with the budget split that realises them and the gate one more
+    session fails. --sessions N adds the longest window N sessions get.
+
+    \b
+      fakplan fit meta-llama/Llama-3.1-8B-Instruct --engine vllm \\
+          --engine-version 0.19.0 --card "24 GiB" --sms 128 --sessions 4
+      fakplan fit shapes/example.yaml --kv-dtype fp8 --emit fitted/
+
+    The pool gets what the pair's limit leaves beside the weights: the ceiling
+    (stated, read from a ledger, or predicted) where one is known, else the
+    card's bound. Where nothing fits, the narrowest wider TP that does is
+    named. Exit 0 when a point fits, 1 when none does, 2 on bad input.
+    """
+    windows = tuple(window)
+    modelled = not (Path(target).suffix in (".yaml", ".yml") and Path(target).exists())
+    fitter, base_name, dtypes = _fitter(
+        target, engine, engine_version, card, sms, cards, ceiling, weights, gates_dir
+    )
+    quants = tuple(None if q == "none" else q for q in quantization) or (None,)
+    layouts = tuple(
+        Layout(d, q, t) for t in (tp or (1,)) for q in quants for d in (kv_dtype or dtypes)
+    )
+    request = FitRequest(layouts, windows, sessions)
+    try:
+        report = run_fit(fitter, request)
+    except FitRefused as exc:
+        field, detail = exc.failing.field, exc.failing.detail
+        if modelled and field in _OPTION_OF and detail is not None:
+            raise FakplanError(f"fakplan fit: {_OPTION_OF[field]}: {detail}") from None
+        raise
+    written = _emit(report, fitter, base_name, emit) if emit is not None else []
+    if as_json:
+        document = report.to_json() | {"emitted": [p.as_posix() for p in written]}
+        click.echo(json.dumps(document, indent=2))
+    else:
+        _print(report, written)
+    sys.exit(EXIT_OK if report.found else EXIT_FAILED)
+
+
+def _fitter(
+    target: str,
+    engine: str | None,
+    engine_version: str | None,
+    card: str | None,
+    sms: int | None,
+    cards: int | None,
+    ceiling: str | None,
+    weights: str | None,
+    gates_dir: Path | None,
+) -> tuple[Fitter, str, tuple[str, ...]]:
+    """The fitter over a shape file, or over a shape made of the options."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        text = read_shape_file(path)
+        loaded = load_shape_text(text, path)  # refused here, with its line, if it is bad
+        data, _ = read_yaml(path, text)
+        if loaded.budget is not None:  # card.total: auto, read once
+            data["card"]["total"] = f"{loaded.shape.card.total} B"
+        for option, value in (("engine", engine), ("card", card)):
+            if value is not None:
+                raise click.BadParameter(f"{value}: the shape states it", param_hint=f"--{option}")
+        _override(data, engine_version, sms, cards, ceiling, weights)
+        folder = gates_dir or gates_folder(path)
+        gates = load_gates(folder) if folder is not None else ()
+        own = loaded.shape.serving.kv_cache_dtype
+        dtypes = tuple(dict.fromkeys((own, *ENGINES[loaded.shape.engine].fit_kv_dtypes)))
+        return Fitter(data, path, loaded.lines, loaded.budget, gates), loaded.shape.name, dtypes
+    if engine is None or card is None:
+        missing = " and ".join(o for o, v in (("--engine", engine), ("--card", card)) if v is None)
+        raise click.UsageError(f"{target!r} is a model (no shape file): give {missing}")
+    name = re.sub(r"[^a-z0-9.-]+", "-", target.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-.")
+    made: dict[str, Any] = {
+        "name": (name or "model")[:40],
+        "engine": engine,
+        "model": target,
+        "card": {"total": card},
+        "serving": {"max_num_seqs": 1, "max_model_len": SMALLEST_WINDOW},
+    }
+    _override(made, engine_version, sms, cards, ceiling, weights)
+    path = Path.cwd() / "fit.yaml"  # where relative model paths are read from
+    probe = dict(made, budget={"weights": weights or "1 MiB", "kv": "1 MiB"})
+    try:
+        loaded = load_shape_text(yaml.safe_dump(probe, sort_keys=False), path)
+    except ShapeError as exc:
+        option = _OPTION_OF.get(exc.field or "", exc.field or "")
+        raise FakplanError(f"fakplan fit: {option}: {exc.detail}") from None
+    if loaded.budget is not None:
+        made["card"]["total"] = f"{loaded.shape.card.total} B"
+    gates = load_gates(gates_dir) if gates_dir is not None else ()
+    return (
+        Fitter(made, path, loaded.lines, loaded.budget, gates),
+        made["name"],
+        ENGINES[engine].fit_kv_dtypes,
+    )
+
+
+def _override(
+    data: dict[str, Any],
+    engine_version: str | None,
+    sms: int | None,
+    cards: int | None,
+    ceiling: str | None,
+    weights: str | None,
+) -> None:
+    if engine_version is not None:
+        data["engine_version"] = engine_version
+    if sms is not None:
+        data.setdefault("card", {})["sms"] = sms
+    if cards is not None:
+        data.setdefault("card", {})["count"] = cards
+    if ceiling is not None:
+        data["ceiling"] = ceiling
+    if weights is not None:
+        data["budget"] = {"weights": weights, "kv": "1 MiB"}
+
+
+def _emit(report: FitReport, fitter: Fitter, base: str, folder: Path) -> list[Path]:
+    written: list[Path] = []
+    for point in report.points():
+        name = point_name(base, point)
+        data = relocated(point.outcome.data, fitter.path.parent, folder)
+        target = folder / f"{name}.yaml"
+        write_atomic(target, point_text(name, point, data))
+        written.append(target)
+    return written
+
+
+def _mib(n: int | None) -> str:
+    return "unknown" if n is None else human(n)
+
+
+def _limits(plans: list[Plan]) -> str:
+    """What the pairs were fitted under: a ceiling (its range where the engine's floor moves
+    with the sessions, as vLLM's CUDA graphs do), or the card."""
+    known = sorted(p.ceiling_bytes >> 20 for p in plans if p.ceiling_bytes is not None)
+    if not known:
+        return f"the card's bound ({plans[0].card_total_bytes >> 20:,} MiB card; no ceiling known)"
+    basis = plans[0].ceiling_basis or "stated"
+    span = f"{known[0]:,}" if known[0] == known[-1] else f"{known[0]:,}-{known[-1]:,}"
+    return f"the {basis} ceiling, {span} MiB"
+
+
+def _print(report: FitReport, written: list[Path]) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    version = f" {report.engine_version}" if report.engine_version else ""
+    console.print(
+        f"{report.model} on {report.engine}{version}, a {_mib(report.card_total_bytes)} card; "
+        f"trained context {report.trained_context:,} tokens"
+    )
+    for fit in report.fits:
+        table = Table(title=fit.layout.label(), title_justify="left")
+        for column in (
+            "window",
+            "sessions",
+            "weights MiB",
+            "KV pool MiB",
+            "tokens",
+            "one more fails",
+        ):
+            table.add_column(column, justify="left" if column == "one more fails" else "right")
+        for point in fit.frontier:
+            p = point.plan
+            table.add_row(
+                f"{p.max_model_len:,}",
+                str(p.max_num_seqs),
+                f"{p.weights_budget_bytes >> 20:,}",
+                f"{p.kv_budget_bytes >> 20:,}",
+                f"{p.tokens_backed:,}",
+                point.beyond.gate,
+            )
+        for window, failing in fit.none_at:
+            table.add_row(f"{window:,}", "0", "", "", "", f"{failing.gate}: {failing.summary}")
+        console.print(table)
+        if fit.frontier:
+            console.print(f"  the pair's limit: {_limits([p.plan for p in fit.frontier])}")
+        if fit.at_sessions is not None:
+            p, b = fit.at_sessions.plan, fit.at_sessions.beyond
+            console.print(
+                f"  {p.max_num_seqs} sessions: the longest window is {p.max_model_len:,} "
+                f"tokens ({b.value:,} fails {b.gate}: {b.summary})"
+            )
+        elif fit.at_sessions_none is not None:
+            f = fit.at_sessions_none
+            console.print(f"  {report.sessions} sessions fit at no window ({f.gate}: {f.summary})")
+    for wider in report.wider:
+        if wider.point is None:
+            console.print(f"{wider.layout.label()}: fits on no TP up to 64")
+        else:
+            tensor = wider.point.data["parallel"]["tensor"]
+            console.print(
+                f"{wider.layout.label()}: nothing fits; TP {tensor} ({tensor} cards) serves "
+                f"{wider.point.sessions} x {wider.point.window:,} tokens"
+            )
+    for path in written:
+        console.print(f"wrote {path}")

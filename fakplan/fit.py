@@ -1,0 +1,624 @@
+"""What fits on these cards: the frontier of (window, sessions) a model serves, each point
+realised as a shape and proven by gating it.
+
+The operator's first question is the inverse of a plan's: not "does this shape fit?" but
+"how many sessions at what window, and what do I give up for more?". For each layout
+(KV dtype, weight quantization, tensor-parallel width) and each window on a ladder,
+``Fitter`` finds the most sessions whose shape passes every gate (the built-in ones and
+the repository's operator gates). Every point is tight by construction: the shape with one
+more session was compiled too, and the gate it fails is named.
+
+A point's budget split gives the weights what they need per rank (or what the shape
+states) and the KV pool the rest of what the pair must fit in: the ceiling where one is
+known (stated, read from a ledger, or predicted), else the card's bound. Where the engine
+asks for less cache than the pool (llama.cpp's ``-c``), the pool is trimmed to it.
+
+The search compiles shapes in memory: one geometry (cached by reference), no file read per
+candidate, about two compiles per candidate and a handful of candidates per window.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fakplan.budget import DeviceBudget
+from fakplan.engines import ENGINES
+from fakplan.errors import FakplanError, ShapeError
+from fakplan.gates.operator import OperatorGate
+from fakplan.plan import Plan, compile_plan
+from fakplan.render import comment_safe
+from fakplan.shape import LoadedShape, Shape
+from fakplan.shape.checks import check_semantics
+from fakplan.shape.messages import field_path, first_error, message
+from fakplan.shape.model import MAX_SEQS, MAX_TOKENS
+from fakplan.shape.source import LineMap
+
+SCHEMA = "fakplan.fit/1"
+MIB = 1 << 20
+SMALLEST_WINDOW = 1024  # the ladder's first rung: a shorter window serves no chat
+WIDER = (2, 4, 8, 16, 32, 64)  # tensor-parallel widths tried for a model that fits nowhere
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way to lay the model on the cards: what the search holds fixed."""
+
+    kv_cache_dtype: str
+    quantization: str | None = None
+    tensor: int = 1
+
+    def label(self) -> str:
+        quant = f", {self.quantization} weights" if self.quantization else ""
+        return f"KV {self.kv_cache_dtype}{quant}, TP {self.tensor}"
+
+
+@dataclass(frozen=True)
+class Failing:
+    """Why a candidate is not a point: the first failing gate (or the shape refused)."""
+
+    gate: str
+    summary: str
+    fix: str | None = None
+    field: str | None = None  # the shape field a refusal names (gate "shape")
+    detail: str | None = None  # the refusal without the field
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One candidate compiled and gated."""
+
+    window: int
+    sessions: int
+    data: dict[str, Any]
+    plan: Plan | None
+    failing: Failing | None
+    step: int = 1  # tokens between windows that cost differently (Engine.window_step)
+
+    @property
+    def passes(self) -> bool:
+        return self.plan is not None and self.failing is None
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """What one step past a point does: the field stepped, its value, the gate it fails."""
+
+    field: str
+    value: int
+    gate: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class FitPoint:
+    """A shape that passes every gate, and the step past it that does not."""
+
+    layout: Layout
+    outcome: Outcome
+    beyond: Beyond
+
+    @property
+    def plan(self) -> Plan:
+        assert self.outcome.plan is not None
+        return self.outcome.plan
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "max_model_len": p.max_model_len,
+            "max_num_seqs": p.max_num_seqs,
+            "weights_budget_bytes": p.weights_budget_bytes,
+            "kv_budget_bytes": p.kv_budget_bytes,
+            "contract_bytes": p.contract_bytes,
+            "pair_bytes": p.pair_bytes,
+            "tokens_backed": p.tokens_backed,
+            "whole_sessions_at_window": p.whole_sessions_at_window,
+            "unclaimed_bytes": p.unclaimed_bytes,
+            "ceiling_bytes": p.ceiling_bytes,
+            "ceiling_basis": p.ceiling_basis,
+            "gates_unknown": [g.id for g in p.gates if g.status == "unknown"],
+            "beyond": {
+                "field": self.beyond.field,
+                "value": self.beyond.value,
+                "gate": self.beyond.gate,
+                "summary": self.beyond.summary,
+            },
+        }
+
+
+@dataclass
+class LayoutFit:
+    """The frontier of one layout: per window the most sessions, and where none fits."""
+
+    layout: Layout
+    frontier: list[FitPoint] = field(default_factory=list)
+    none_at: list[tuple[int, Failing]] = field(default_factory=list)
+    at_sessions: FitPoint | None = None
+    at_sessions_none: Failing | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kv_cache_dtype": self.layout.kv_cache_dtype,
+            "quantization": self.layout.quantization,
+            "tensor": self.layout.tensor,
+            "frontier": [p.to_json() for p in self.frontier],
+            "none_at": [
+                {"max_model_len": w, "gate": f.gate, "summary": f.summary} for w, f in self.none_at
+            ],
+            "at_sessions": None if self.at_sessions is None else self.at_sessions.to_json(),
+            "at_sessions_none": None
+            if self.at_sessions_none is None
+            else {"gate": self.at_sessions_none.gate, "summary": self.at_sessions_none.summary},
+        }
+
+
+@dataclass(frozen=True)
+class Wider:
+    """The narrowest tensor-parallel width on which a layout that fits nowhere fits."""
+
+    layout: Layout
+    point: Outcome | None  # None: no width up to 64 fits
+    tried: tuple[tuple[int, Failing], ...]
+
+
+class Fitter:
+    """Compiles and gates candidate shapes derived from one base shape's data."""
+
+    def __init__(
+        self,
+        base: dict[str, Any],
+        path: Path,
+        lines: LineMap,
+        budget: DeviceBudget | None,
+        gates: Sequence[OperatorGate] = (),
+    ) -> None:
+        self.base = base
+        self.path = path
+        self.lines = lines
+        self.budget = budget
+        self.gates = tuple(gates)
+        self._seen: dict[tuple[Layout, int, int], Outcome] = {}
+        stated = (base.get("budget") or {}).get("weights")
+        self.stated_weights = stated  # kept as the shape states it; else what is needed
+        self.compiles = 0
+
+    # ------------------------------------------------------------ one candidate
+
+    def outcome(self, layout: Layout, window: int, sessions: int) -> Outcome:
+        key = (layout, window, sessions)
+        if key not in self._seen:
+            self._seen[key] = self._realised(layout, window, sessions)
+        return self._seen[key]
+
+    def _data(
+        self, layout: Layout, window: int, sessions: int, weights: Any, kv: Any
+    ) -> dict[str, Any]:
+        data = copy.deepcopy(self.base)
+        serving = data.setdefault("serving", {})
+        serving.update(
+            max_num_seqs=sessions, max_model_len=window, kv_cache_dtype=layout.kv_cache_dtype
+        )
+        for sized in ("gpu_memory_utilization", "mem_fraction_static"):
+            serving.pop(sized, None)
+        if layout.quantization is None:
+            serving.pop("quantization", None)
+        else:
+            serving["quantization"] = layout.quantization
+        parallel = data.setdefault("parallel", {})
+        parallel["tensor"] = layout.tensor
+        card = data.setdefault("card", {})
+        needed = layout.tensor * int(parallel.get("pipeline", 1))
+        nodes = int(parallel.get("nodes", 1))
+        card["count"] = max(int(card.get("count", 1)), math.ceil(needed / nodes))
+        data["budget"] = {"weights": weights, "kv": kv}
+        return data
+
+    def _compiled(self, data: dict[str, Any]) -> tuple[Plan | None, Failing | None, int]:
+        """The plan of ``data``, or the refusal; the first failing gate, operator gates too;
+        and the engine's window step."""
+        self.compiles += 1
+        try:
+            try:
+                shape = Shape.model_validate(data)
+            except ValidationError as exc:
+                errors = exc.errors()
+                first = first_error(errors, self.lines)
+                where = field_path(first["loc"])
+                return None, Failing("shape", f"{where}: {message(first, Shape, errors)}"), 1
+            loaded = LoadedShape(shape=shape, path=self.path, lines=self.lines, budget=self.budget)
+            check_semantics(loaded)
+            plan = compile_plan(loaded)
+            step = ENGINES[shape.engine].window_step(loaded)
+        except ShapeError as exc:  # the candidate's own text: no file or line to name
+            why = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
+            return None, Failing("shape", why, field=exc.field, detail=exc.detail), 1
+        except FakplanError as exc:
+            return None, Failing("shape", str(exc)), 1
+        for gate in plan.gates:
+            if gate.status == "fail":
+                return plan, Failing(gate.id, gate.summary, gate.fix), step
+        for operator in self.gates:
+            result = operator.run(plan)
+            if result is not None and result.status == "fail":
+                return plan, Failing(result.id, result.summary, result.fix), step
+        return plan, None, step
+
+    def _realised(self, layout: Layout, window: int, sessions: int) -> Outcome:
+        """The candidate with its budget split: the weights' need (or the stated budget),
+        and the rest of the pair's limit for the pool."""
+        provisional = self._data(
+            layout, window, sessions, self.stated_weights or f"{MIB} B", f"{MIB} B"
+        )
+        plan, failing, step = self._compiled(provisional)
+        if plan is None:
+            return Outcome(window, sessions, provisional, None, failing)
+        numbers = {g.id: g.numbers for g in plan.gates}
+        need = numbers.get("weights-fit", {}).get("weights_per_rank_bytes")
+        if self.stated_weights is not None:
+            weights = plan.weights_budget_bytes
+        elif isinstance(need, int):
+            weights = _up(need)
+        else:
+            return Outcome(
+                window,
+                sessions,
+                provisional,
+                None,
+                Failing(
+                    "weights-fit",
+                    "the weights' bytes are unknown: state budget.weights (--weights)",
+                ),
+            )
+        pair = numbers.get("pair-ceiling", {})
+        bound = pair.get("card_bound_bytes")
+        ceiling = pair.get("ceiling_bytes")
+        assert isinstance(bound, int)
+        limit = min(bound, ceiling) if isinstance(ceiling, int) else bound
+        kv = (limit - weights) // MIB * MIB
+        if kv <= 0:
+            return Outcome(
+                window,
+                sessions,
+                provisional,
+                plan,
+                Failing(
+                    "pair-ceiling",
+                    f"the weights' {weights >> 20:,} MiB leave no pool under the limit of "
+                    f"{limit >> 20:,} MiB",
+                ),
+            )
+        data = self._data(layout, window, sessions, f"{weights} B", f"{kv} B")
+        plan, failing, step = self._compiled(data)
+        if plan is not None and failing is None and plan.kv_unclaimed_bytes:
+            # the engine asks for less cache than the pool (llama.cpp's -c): the pool is
+            # trimmed to the cache, the rest left unclaimed on the card
+            trimmed = self._data(
+                layout, window, sessions, f"{weights} B", f"{_up(kv - plan.kv_unclaimed_bytes)} B"
+            )
+            trimmed_plan, trimmed_failing, _ = self._compiled(trimmed)
+            if trimmed_plan is not None and trimmed_failing is None:
+                return Outcome(window, sessions, trimmed, trimmed_plan, None, step)
+        return Outcome(window, sessions, data, plan, failing, step)
+
+    # ------------------------------------------------------------ the searches
+
+    def most_sessions(self, layout: Layout, window: int) -> FitPoint | Failing:
+        """The most sessions at ``window`` that pass, with the failing step past it; or why
+        not one session fits."""
+        first = self.outcome(layout, window, 1)
+        if not first.passes:
+            assert first.failing is not None
+            return first.failing
+        lo, hi = 1, None
+        guess = _guess(first.plan, window)
+        if guess > 1:
+            if self.outcome(layout, window, guess).passes:
+                lo = guess
+            else:
+                hi = guess
+        step = 1
+        while hi is None:
+            candidate = lo + step
+            if candidate > MAX_SEQS or not self.outcome(layout, window, candidate).passes:
+                hi = candidate
+            else:
+                lo, step = candidate, step * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.outcome(layout, window, mid).passes:
+                lo = mid
+            else:
+                hi = mid
+        past = self.outcome(layout, window, lo + 1)
+        assert past.failing is not None
+        return FitPoint(
+            layout,
+            self.outcome(layout, window, lo),
+            Beyond("serving.max_num_seqs", lo + 1, past.failing.gate, past.failing.summary),
+        )
+
+    def longest_window(self, layout: Layout, sessions: int, trained: int) -> FitPoint | Failing:
+        """The longest window at ``sessions`` that passes, one page past it failing."""
+        page = _page(self, layout, sessions)
+        if isinstance(page, Failing):
+            return page
+        lo = 1  # in pages
+        first = self.outcome(layout, page, sessions)
+        if not first.passes:
+            assert first.failing is not None
+            return first.failing
+        hi = min(MAX_TOKENS, max(trained, page)) // page + 1
+        if self.outcome(layout, hi * page, sessions).passes:  # past the cap: the cap decides
+            lo = hi
+            hi = lo + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.outcome(layout, mid * page, sessions).passes:
+                lo = mid
+            else:
+                hi = mid
+        past = self.outcome(layout, (lo + 1) * page, sessions)
+        point = self.outcome(layout, lo * page, sessions)
+        failing = past.failing or Failing("shape", "past the longest window fakplan plans for")
+        return FitPoint(
+            layout,
+            point,
+            Beyond("serving.max_model_len", (lo + 1) * page, failing.gate, failing.summary),
+        )
+
+    def fit(
+        self, layout: Layout, windows: Iterable[int], sessions: int | None, trained: int
+    ) -> LayoutFit:
+        result = LayoutFit(layout)
+        for window in windows:
+            found = self.most_sessions(layout, window)
+            if isinstance(found, FitPoint):
+                result.frontier.append(found)
+            else:
+                result.none_at.append((window, found))
+        if sessions is not None:
+            at = self.longest_window(layout, sessions, trained)
+            if isinstance(at, FitPoint):
+                result.at_sessions = at
+            else:
+                result.at_sessions_none = at
+        return result
+
+    def narrowest_wider(self, layout: Layout, window: int, sessions: int) -> Wider:
+        """For a layout that fits nowhere: the narrowest wider TP that serves ``sessions`` at
+        ``window``."""
+        tried: list[tuple[int, Failing]] = []
+        for width in WIDER:
+            if width <= layout.tensor:
+                continue
+            wide = Layout(layout.kv_cache_dtype, layout.quantization, width)
+            outcome = self.outcome(wide, window, sessions)
+            if outcome.passes:
+                return Wider(layout, outcome, tuple(tried))
+            assert outcome.failing is not None
+            tried.append((width, outcome.failing))
+        return Wider(layout, None, tuple(tried))
+
+
+def ladder(trained: int, extra: Iterable[int] = ()) -> list[int]:
+    """Windows to answer for: powers of two from 1,024 up to the trained context, the
+    trained context itself, and any asked for."""
+    rungs = {1 << k for k in range(10, 31) if (1 << k) <= trained}
+    rungs.add(trained)
+    rungs.update(w for w in extra if w > 0)
+    return sorted(w for w in rungs if w <= MAX_TOKENS)
+
+
+def trained_context(plan: Plan) -> int | None:
+    """The model's trained context, as the ``context`` gate read it."""
+    for gate in plan.gates:
+        if gate.id == "context":
+            value = gate.numbers.get("trained_context")
+            return value if isinstance(value, int) else None
+    return None
+
+
+def relocated(data: dict[str, Any], source: Path, target: Path) -> dict[str, Any]:
+    """The shape's data as a file in ``target`` says it: its relative paths (model,
+    launch.weights, ceiling.ledger) re-pointed from ``source``'s folder."""
+    out = copy.deepcopy(data)
+
+    def moved(value: Any) -> Any:
+        if not isinstance(value, str) or os.path.isabs(value):
+            return value
+        where = source / value
+        if not where.exists():
+            return value  # a catalog or Hub id, not a path
+        return os.path.relpath(where.resolve(), target.resolve())
+
+    out["model"] = moved(out.get("model"))
+    launch = out.get("launch")
+    if isinstance(launch, dict) and "weights" in launch:
+        launch["weights"] = moved(launch["weights"])
+    ceiling = out.get("ceiling")
+    if isinstance(ceiling, dict) and "ledger" in ceiling:
+        ceiling["ledger"] = moved(ceiling["ledger"])
+    return out
+
+
+def _page(fitter: Fitter, layout: Layout, sessions: int) -> int | Failing:
+    probe = fitter.outcome(layout, SMALLEST_WINDOW, sessions)
+    if probe.plan is None:
+        assert probe.failing is not None
+        return probe.failing
+    return probe.step
+
+
+def _guess(plan: Plan | None, window: int) -> int:
+    """The sessions the pool holds by the contract's own formula: a starting point only,
+    each candidate is then compiled and gated."""
+    assert plan is not None
+    pages = -(-window // plan.page_tokens)
+    per = pages * plan.page_bytes + plan.per_seq_bytes
+    if per <= 0:
+        return 1
+    return max(1, min(MAX_SEQS, (plan.kv_budget_bytes - plan.fixed_bytes) // per))
+
+
+def _up(n: int) -> int:
+    return -(-n // MIB) * MIB
+
+
+# ---------------------------------------------------------------- the whole answer
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What to answer: the layouts to try, windows beyond the ladder, and the sessions
+    whose longest window is asked for."""
+
+    layouts: tuple[Layout, ...]
+    windows: tuple[int, ...] = ()
+    sessions: int | None = None
+
+
+@dataclass
+class FitReport:
+    """Every layout's frontier, and for the layouts that fit nowhere the narrowest TP."""
+
+    model: str
+    engine: str
+    engine_version: str | None
+    card_total_bytes: int
+    trained_context: int
+    windows: list[int]
+    sessions: int | None
+    fits: list[LayoutFit]
+    wider: list[Wider]
+    compiles: int
+
+    @property
+    def found(self) -> bool:
+        return any(f.frontier for f in self.fits)
+
+    def points(self) -> list[FitPoint]:
+        """Every point, each once: the frontiers', then the longest windows at the sessions."""
+        out: list[FitPoint] = []
+        for fit in self.fits:
+            out += fit.frontier
+            if fit.at_sessions is not None and all(
+                p.outcome is not fit.at_sessions.outcome for p in fit.frontier
+            ):
+                out.append(fit.at_sessions)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "card_total_bytes": self.card_total_bytes,
+            "trained_context": self.trained_context,
+            "windows": self.windows,
+            "sessions": self.sessions,
+            "layouts": [f.to_json() for f in self.fits],
+            "wider": [
+                {
+                    "kv_cache_dtype": w.layout.kv_cache_dtype,
+                    "quantization": w.layout.quantization,
+                    "from_tensor": w.layout.tensor,
+                    "tensor": None if w.point is None else w.point.data["parallel"]["tensor"],
+                    "cards": None if w.point is None else w.point.data["card"]["count"],
+                    "max_model_len": None if w.point is None else w.point.window,
+                    "max_num_seqs": None if w.point is None else w.point.sessions,
+                    "tried": [
+                        {"tensor": t, "gate": f.gate, "summary": f.summary} for t, f in w.tried
+                    ],
+                }
+                for w in self.wider
+            ],
+            "compiles": self.compiles,
+        }
+
+
+class FitRefused(FakplanError):
+    """No layout can be planned at all: the shape is refused whatever its size."""
+
+    def __init__(self, failing: Failing) -> None:
+        self.failing = failing
+        super().__init__(f"no layout can be planned: {failing.summary}")
+
+
+def run_fit(fitter: Fitter, request: FitRequest) -> FitReport:
+    """The frontier of every layout asked for; ``FakplanError`` where no layout compiles
+    at all (the model cannot be read, the engine refuses the shape whatever its size)."""
+    first: Outcome | None = None
+    for layout in request.layouts:
+        first = fitter.outcome(layout, SMALLEST_WINDOW, 1)
+        if first.plan is not None:
+            break
+    assert first is not None
+    if first.plan is None:
+        assert first.failing is not None
+        raise FitRefused(first.failing)
+    trained = trained_context(first.plan) or SMALLEST_WINDOW
+    windows = ladder(trained, request.windows)
+    fits = [fitter.fit(layout, windows, request.sessions, trained) for layout in request.layouts]
+    asked = request.windows[0] if request.windows else windows[0]
+    wider = [
+        fitter.narrowest_wider(fit.layout, asked, request.sessions or 1)
+        for fit in fits
+        if not fit.frontier
+    ]
+    plan = first.plan
+    return FitReport(
+        model=plan.model,
+        engine=plan.engine,
+        engine_version=plan.engine_version,
+        card_total_bytes=plan.card_total_bytes,
+        trained_context=trained,
+        windows=windows,
+        sessions=request.sessions,
+        fits=fits,
+        wider=wider,
+        compiles=fitter.compiles,
+    )
+
+
+def point_name(base: str, point: FitPoint) -> str:
+    """A shape name for a point: the base's, then layout and size (63 characters at most)."""
+    layout = point.layout
+    quant = f"-{layout.quantization}w" if layout.quantization else ""
+    tail = f"-{layout.kv_cache_dtype}{quant}-tp{layout.tensor}-{point.outcome.window}x{point.outcome.sessions}"
+    tail = tail.lower().replace("_", "-")
+    return base[: 63 - len(tail)].rstrip("-._") + tail
+
+
+def point_text(name: str, point: FitPoint, data: dict[str, Any]) -> str:
+    """The shape file of a point: a header saying what it is and what one step more fails."""
+    out = dict(data)
+    out["name"] = name
+    out["budget"] = {k: _sized(v) for k, v in data["budget"].items()}
+    p, beyond = point.plan, point.beyond
+    step = "session" if beyond.field.endswith("max_num_seqs") else "page of window"
+    lines = [
+        f"# Written by fakplan fit: {p.max_num_seqs} x {p.max_model_len:,} tokens "
+        f"({point.layout.label()}) passes every gate.",
+        f"# One {step} more ({beyond.field}: {beyond.value:,}) fails {beyond.gate}: "
+        f"{comment_safe(beyond.summary)}.",
+    ]
+    return "\n".join(lines) + "\n" + yaml.safe_dump(out, sort_keys=False, allow_unicode=True)
+
+
+def _sized(value: Any) -> Any:
+    """``16062 MiB`` for a whole number of MiB written as bytes, else as it was."""
+    if isinstance(value, str) and value.endswith(" B") and value[:-2].isdigit():
+        n = int(value[:-2])
+        if n % MIB == 0:
+            return f"{n // MIB} MiB"
+    return value

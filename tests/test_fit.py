@@ -1,0 +1,264 @@
+"""`fakplan fit` (issue 29): the frontier of (window, sessions), every point proven.
+
+Each point is checked here apart from the search that found it: its emitted shape file is
+gated by `fakplan gate` and planned by `fakplan plan`, and the step past it is shown to
+fail by the plan's own figures (no split of the limit holds one more session).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fakplan.cli import main
+from fakplan.fit import MIB, Fitter, Layout, ladder
+from fakplan.plan import compile_plan
+from fakplan.shape import load_shape, load_shape_text
+
+from .conftest import SHAPES
+from .tinymodels import write_tiny_llama
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+ON_24_GIB = ["--engine", "vllm", "--engine-version", "0.19.0", "--card", "24 GiB", "--sms", "128"]
+
+
+def _fit(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["fit", *args, "--json"])
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _layout(
+    document: dict[str, Any], dtype: str, quantization: str | None = None
+) -> dict[str, Any]:
+    return next(
+        lay
+        for lay in document["layouts"]
+        if lay["kv_cache_dtype"] == dtype and lay["quantization"] == quantization
+    )
+
+
+def _at(layout: dict[str, Any], window: int) -> dict[str, Any] | None:
+    return next((p for p in layout["frontier"] if p["max_model_len"] == window), None)
+
+
+def _gated_clean(folder: Path) -> None:
+    result = CliRunner().invoke(main, ["gate", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert " 0 fail" in result.output
+
+
+# ------------------------------------------------------------- the quoted cases
+
+
+def test_what_fits_an_8b_model_on_a_24_gib_card(tmp_path: Path) -> None:
+    """9fcf43b: Llama-3.1-8B on a 24 GiB card (sms 128), vLLM 0.19.0, 4 x 32k: the fixes
+    printed were impossible ("take 10,471 MiB out of budget.weights or budget.kv"), and what
+    fits had to be found by hand: 3 x 32k with fp8 KV, or 4 x 32k with fp8 weights."""
+    code, document = _fit(
+        LLAMA_8B, *ON_24_GIB, "--quantization", "none", "--quantization", "fp8",
+        "--sessions", "4", "--emit", str(tmp_path / "fitted"),
+    )  # fmt: skip
+    assert code == 0
+    bf16, fp8 = _layout(document, "auto"), _layout(document, "fp8")
+    assert _at(bf16, 32768)["max_num_seqs"] == 1  # type: ignore[index]
+    at_32k = _at(fp8, 32768)
+    assert at_32k is not None and at_32k["max_num_seqs"] == 3
+    # the weights get what they need per rank: 15,317 MiB (the weights gate's own figure)
+    assert at_32k["weights_budget_bytes"] == 15317 * MIB
+    assert at_32k["beyond"] == {
+        "field": "serving.max_num_seqs", "value": 4, "gate": "pool-contract",
+        "summary": at_32k["beyond"]["summary"],
+    }  # fmt: skip
+    fp8_weights = _at(_layout(document, "fp8", "fp8"), 32768)
+    assert fp8_weights is not None and fp8_weights["max_num_seqs"] >= 4
+    # with bf16 KV, 4 sessions reach 13,056 tokens: 4 x 13,056 x 128 KiB = 6,528 MiB of pool
+    assert bf16["at_sessions"]["max_model_len"] == 13056
+    assert bf16["at_sessions"]["beyond"]["value"] == 13056 + 16  # one 16-token block more
+    _gated_clean(tmp_path / "fitted")
+    assert len(document["emitted"]) == len(list((tmp_path / "fitted").glob("*.yaml")))
+
+
+def test_the_scaffolds_example_at_16k_fits_without_going_in_circles(tmp_path: Path) -> None:
+    """9fcf43b: the example at max_model_len 16384 was told to grow budget.kv, then to take
+    1,024 MiB out again. Under its stated 22 GiB ceiling and 16 GiB weights budget the pool
+    gets 6 GiB: 3 sessions of 16,384 tokens at 2 GiB each, and a 4th fails pool-contract."""
+    code, document = _fit(str(SHAPES / "example.yaml"), "--window", "16384",
+                          "--emit", str(tmp_path / "fitted"))  # fmt: skip
+    assert code == 0
+    point = _at(_layout(document, "auto"), 16384)
+    assert point is not None
+    assert point["weights_budget_bytes"] == 16 << 30  # the shape's own budget is kept
+    assert point["kv_budget_bytes"] == 6 << 30  # 22 GiB ceiling - 16 GiB
+    assert point["max_num_seqs"] == 3  # 6 GiB // (16,384 x 131,072 B)
+    assert point["beyond"]["gate"] == "pool-contract"
+    _gated_clean(tmp_path / "fitted")
+
+
+def test_a_70b_model_on_one_22_gib_card_names_tp_8() -> None:
+    """9fcf43b: the first fix offered was to lower max_num_seqs, which cannot help, and
+    "shard wider" gave no number. 141 GB of bf16 weights need TP 8 on 22 GiB cards (TP 4
+    leaves 33,643 MiB a rank)."""
+    code, document = _fit("meta-llama/Llama-3.1-70B-Instruct", "--engine", "vllm",
+                          "--engine-version", "0.19.0", "--card", "22 GiB", "--sms", "128",
+                          "--window", "8192", "--kv-dtype", "auto")  # fmt: skip
+    assert code == 1  # nothing fits on one card
+    (wider,) = document["wider"]
+    assert wider["tensor"] == 8 and wider["cards"] == 8
+    assert [t["tensor"] for t in wider["tried"]] == [2, 4]
+    assert all(t["gate"] == "pair-ceiling" for t in wider["tried"])
+
+
+# ------------------------------------------------------------- tight points
+
+
+def _fitter(data: dict[str, Any], folder: Path) -> Fitter:
+    path = folder / "fit.yaml"
+    probe = dict(data, budget={"weights": "1 MiB", "kv": "1 MiB"})
+    loaded = load_shape_text(yaml.safe_dump(probe), path)
+    return Fitter(data, path, loaded.lines, loaded.budget)
+
+
+def _proven(fitter: Fitter, layout: Layout, window: int, folder: Path) -> None:
+    """The point found at ``window`` passes every gate as a file, and no split of the
+    limit the pair must meet holds one more session (the plan's own figures)."""
+    found = fitter.most_sessions(layout, window)
+    if not hasattr(found, "outcome"):
+        return  # nothing fits at this window: the failing gate is reported instead
+    point = found.outcome  # type: ignore[union-attr]
+    shape = folder / f"p{window}.yaml"
+    shape.write_text(yaml.safe_dump(dict(point.data, name=f"p{window}")))
+    plan = compile_plan(load_shape(shape))
+    assert not [g.id for g in plan.gates if g.status == "fail"], plan.gates
+    assert (plan.max_num_seqs, plan.max_model_len) == (point.sessions, window)
+    past = fitter.outcome(layout, window, point.sessions + 1)
+    assert past.failing is not None and past.failing.gate == found.beyond.gate  # type: ignore[union-attr]
+    if past.failing.gate == "pool-contract" and past.plan is not None:
+        numbers = {g.id: g.numbers for g in past.plan.gates}
+        limit = (
+            numbers["pair-ceiling"]["ceiling_bytes"] or numbers["pair-ceiling"]["card_bound_bytes"]
+        )
+        assert isinstance(limit, int)
+        assert past.plan.contract_bytes + past.plan.weights_budget_bytes > limit
+
+
+CATALOG = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B",
+           "mistralai/Mistral-7B-Instruct-v0.3"]  # fmt: skip
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    model=st.sampled_from(CATALOG),
+    engine=st.sampled_from(["vllm", "sglang"]),
+    card_gib=st.integers(min_value=16, max_value=96),
+    ceiling_gib=st.one_of(st.none(), st.integers(min_value=1, max_value=16)),
+    fp8=st.booleans(),
+    window=st.sampled_from([1024, 4096, 32768]),
+)
+def test_every_point_gates_clean_and_one_more_session_fails(
+    tmp_path: Path, model: str, engine: str, card_gib: int, ceiling_gib: int | None,
+    fp8: bool, window: int,
+) -> None:  # fmt: skip
+    data: dict[str, Any] = {
+        "name": "fuzzed",
+        "engine": engine,
+        "model": model,
+        "card": {"total": f"{card_gib} GiB"},
+        "serving": {"max_num_seqs": 1, "max_model_len": 1024},
+    }
+    if ceiling_gib is not None:
+        data["ceiling"] = f"{card_gib - ceiling_gib} GiB"
+    dtype = ("fp8" if engine == "vllm" else "fp8_e4m3") if fp8 else "auto"
+    _proven(_fitter(data, tmp_path), Layout(dtype), window, tmp_path)
+
+
+def test_a_llamacpp_frontier_is_tight_in_slots_and_in_cells(tmp_path: Path) -> None:
+    """llama.cpp: the cache is trimmed to the -c the slots ask for, one more slot than
+    LLAMA_MAX_SEQ (256) fails the boots gate, and the window steps by the 256-cell pad."""
+    write_tiny_llama(tmp_path / "tiny.gguf")
+    fitter = _fitter(
+        {"name": "tiny", "engine": "llamacpp", "model": "tiny.gguf", "card": {"total": "1 GiB"},
+         "serving": {"max_num_seqs": 1, "max_model_len": 1024}},
+        tmp_path,
+    )  # fmt: skip
+    layout = Layout("f16")
+    found = fitter.most_sessions(layout, 1024)
+    assert found.beyond.value == 257 and found.beyond.gate == "boots"  # type: ignore[union-attr]
+    plan = found.plan  # type: ignore[union-attr]
+    assert plan.kv_unclaimed_bytes in (0, None)  # the pool is the cache, nothing idle
+    assert plan.kv_budget_bytes == 64 * MIB  # 256 x 1,024 cells x 256 B a cell
+    longest = fitter.longest_window(layout, 2, 2048)
+    assert longest.plan.max_model_len == 2048  # type: ignore[union-attr]
+    assert longest.beyond.value == 2048 + 256 and longest.beyond.gate == "context"  # type: ignore[union-attr]
+
+
+def test_fit_agrees_with_plan_for_every_emitted_shape(tmp_path: Path) -> None:
+    code, document = _fit(str(SHAPES / "example.yaml"), "--kv-dtype", "fp8",
+                          "--emit", str(tmp_path / "out"))  # fmt: skip
+    assert code == 0
+    points = {
+        (p["max_model_len"], p["max_num_seqs"]): p for p in _layout(document, "fp8")["frontier"]
+    }
+    for path in document["emitted"]:
+        result = CliRunner().invoke(main, ["plan", path, "--json"])
+        plan = json.loads(result.stdout)
+        point = points[(plan["max_model_len"], plan["max_num_seqs"])]
+        for key in ("weights_budget_bytes", "kv_budget_bytes", "contract_bytes", "pair_bytes",
+                    "tokens_backed", "whole_sessions_at_window", "unclaimed_bytes"):  # fmt: skip
+            assert plan[key] == point[key], key
+        text = Path(path).read_text()
+        assert text.startswith("# Written by fakplan fit:") and "fails pool-contract" in text
+
+
+def test_the_ladder() -> None:
+    assert ladder(40960, [12000]) == [1024, 2048, 4096, 8192, 12000, 16384, 32768, 40960]
+    assert ladder(2048) == [1024, 2048]
+
+
+# ------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([LLAMA_8B], "give --engine and --card"),
+        ([LLAMA_8B, "--engine", "vllm", "--card", "lots"], "--card"),
+        ([LLAMA_8B, "--engine", "vllm", "--card", "24 GiB", "--window", "0"], "--window"),
+        ([str(SHAPES / "example.yaml"), "--engine", "vllm"], "the shape states it"),
+        (["no/such-model", "--engine", "vllm", "--card", "24 GiB"], "MODEL"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], expected: str) -> None:
+    result = CliRunner().invoke(main, ["fit", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+
+
+def test_emitted_shapes_point_at_the_model_from_where_they_are(tmp_path: Path) -> None:
+    """A shape whose model is a path beside it: the emitted files, in another folder, name
+    the same file relative to themselves, and gate clean there."""
+    (tmp_path / "models").mkdir()
+    write_tiny_llama(tmp_path / "models" / "tiny.gguf")
+    (tmp_path / "shapes").mkdir()
+    shape = tmp_path / "shapes" / "tiny.yaml"
+    shape.write_text(
+        "name: tiny\nengine: llamacpp\nmodel: ../models/tiny.gguf\ncard: {total: 1 GiB}\n"
+        "budget: {weights: 64 MiB, kv: 1 MiB}\nserving: {max_num_seqs: 1, max_model_len: 1024}\n"
+    )
+    code, document = _fit(str(shape), "--kv-dtype", "f16", "--emit", str(tmp_path / "deep" / "out"))
+    assert code == 0 and document["emitted"]
+    data = yaml.safe_load(Path(document["emitted"][0]).read_text())
+    assert data["model"] == "../../models/tiny.gguf"
+    shutil.rmtree(tmp_path / "shapes")  # the emitted shapes stand on their own
+    _gated_clean(tmp_path / "deep" / "out")
