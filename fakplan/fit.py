@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from fakplan.budget import DeviceBudget
 from fakplan.engines import ENGINES
 from fakplan.errors import FakplanError, ShapeError
+from fakplan.gates.model import GIVES_UP_ORDER, FixPatch, GateResult, ProvenFix
 from fakplan.gates.operator import OperatorGate
 from fakplan.plan import Plan, compile_plan
 from fakplan.render import comment_safe
@@ -40,7 +41,7 @@ from fakplan.shape import LoadedShape, Shape
 from fakplan.shape.checks import check_semantics
 from fakplan.shape.messages import field_path, first_error, message
 from fakplan.shape.model import MAX_SEQS, MAX_TOKENS
-from fakplan.shape.source import LineMap
+from fakplan.shape.source import LineMap, read_yaml
 
 SCHEMA = "fakplan.fit/1"
 MIB = 1 << 20
@@ -180,15 +181,21 @@ class Fitter:
         lines: LineMap,
         budget: DeviceBudget | None,
         gates: Sequence[OperatorGate] = (),
+        ledger: Path | None = None,
+        keep_weights: bool = True,
     ) -> None:
         self.base = base
+        self.ledger = ledger
         self.path = path
         self.lines = lines
         self.budget = budget
         self.gates = tuple(gates)
         self._seen: dict[tuple[Layout, int, int], Outcome] = {}
-        stated = (base.get("budget") or {}).get("weights")
-        self.stated_weights = stated  # kept as the shape states it; else what is needed
+        stated = (base.get("budget") or {}).get("weights") if keep_weights else None
+        # kept as the shape states it, for the shape's own weights; else what they need
+        self.stated_weights = stated
+        self.own_quantization = (base.get("serving") or {}).get("quantization")
+        self.own_tensor = int((base.get("parallel") or {}).get("tensor", 1))
         self.compiles = 0
 
     # ------------------------------------------------------------ one candidate
@@ -218,7 +225,9 @@ class Fitter:
         card = data.setdefault("card", {})
         needed = layout.tensor * int(parallel.get("pipeline", 1))
         nodes = int(parallel.get("nodes", 1))
-        card["count"] = max(int(card.get("count", 1)), math.ceil(needed / nodes))
+        cards = max(int(card.get("count", 1)), math.ceil(needed / nodes))
+        if cards != 1 or "count" in card:
+            card["count"] = cards
         data["budget"] = {"weights": weights, "kv": kv}
         return data
 
@@ -236,7 +245,7 @@ class Fitter:
                 return None, Failing("shape", f"{where}: {message(first, Shape, errors)}"), 1
             loaded = LoadedShape(shape=shape, path=self.path, lines=self.lines, budget=self.budget)
             check_semantics(loaded)
-            plan = compile_plan(loaded)
+            plan = compile_plan(loaded, self.ledger)
             step = ENGINES[shape.engine].window_step(loaded)
         except ShapeError as exc:  # the candidate's own text: no file or line to name
             why = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
@@ -255,15 +264,15 @@ class Fitter:
     def _realised(self, layout: Layout, window: int, sessions: int) -> Outcome:
         """The candidate with its budget split: the weights' need (or the stated budget),
         and the rest of the pair's limit for the pool."""
-        provisional = self._data(
-            layout, window, sessions, self.stated_weights or f"{MIB} B", f"{MIB} B"
-        )
+        own = layout.quantization == self.own_quantization and layout.tensor == self.own_tensor
+        stated = self.stated_weights if own else None  # other weights: what they need
+        provisional = self._data(layout, window, sessions, stated or f"{MIB} B", f"{MIB} B")
         plan, failing, step = self._compiled(provisional)
         if plan is None:
             return Outcome(window, sessions, provisional, None, failing)
         numbers = {g.id: g.numbers for g in plan.gates}
         need = numbers.get("weights-fit", {}).get("weights_per_rank_bytes")
-        if self.stated_weights is not None:
+        if stated is not None:
             weights = plan.weights_budget_bytes
         elif isinstance(need, int):
             weights = _up(need)
@@ -622,3 +631,168 @@ def _sized(value: Any) -> Any:
         if n % MIB == 0:
             return f"{n // MIB} MiB"
     return value
+
+
+# ---------------------------------------------------------------- proven fixes
+
+# the shape fields a fix may change, in the order a patch lists them
+FIX_FIELDS = (
+    ("serving", "max_num_seqs"),
+    ("serving", "max_model_len"),
+    ("serving", "kv_cache_dtype"),
+    ("serving", "quantization"),
+    ("parallel", "tensor"),
+    ("card", "count"),
+    ("budget", "weights"),
+    ("budget", "kv"),
+)
+
+
+def proven_fixes(
+    loaded: LoadedShape,
+    plan: Plan,
+    gates: Sequence[OperatorGate] = (),
+    ledger: Path | None = None,
+) -> tuple[ProvenFix, ...] | None:
+    """The changes to a failing shape that make it pass every gate, each gated before it
+    is offered, cheapest first (``GIVES_UP_ORDER``): the same sessions and window with the
+    budget split again; fewer sessions; a shorter window; a smaller KV dtype; fp8 weights;
+    a wider TP. None where fakplan does not search (the engine sizes its own pool, or its
+    arithmetic is typed in); () where nothing it can change fits.
+    """
+    shape = loaded.shape
+    engine = ENGINES[shape.engine]
+    if shape.budget is None or not engine.fit_kv_dtypes or not loaded.text:
+        return None
+    data, _ = read_yaml(loaded.path, loaded.text)
+    data.setdefault("card", {})["total"] = f"{shape.card.total} B"  # auto, as it was read
+    fitters = [
+        Fitter(data, loaded.path, loaded.lines, loaded.budget, gates, ledger, keep_weights=keep)
+        for keep in (True, False)
+    ]
+    serving = shape.serving
+    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor)
+    window, sessions = serving.max_model_len, serving.max_num_seqs
+    trained = trained_context(plan) or window
+    layouts = [own] + [
+        Layout(dtype, quantization, own.tensor)
+        for quantization in dict.fromkeys((own.quantization, *engine.quantizations))
+        for dtype in dict.fromkeys((own.kv_cache_dtype, *engine.fit_kv_dtypes))
+        if (dtype, quantization) != (own.kv_cache_dtype, own.quantization)
+    ]
+    found: list[tuple[tuple[int, int, int], Outcome, tuple[str, ...]]] = []
+
+    def offer(outcome: Outcome, costs: list[str], amount: int = 0) -> None:
+        if outcome.passes:
+            ranks = [GIVES_UP_ORDER.index(c) for c in costs] or [0]
+            found.append(((max(ranks), len(costs), amount), outcome, tuple(costs) or ("nothing",)))
+
+    for fitter in fitters:
+        for layout in layouts:
+            costs = _layout_costs(fitter, own, layout, plan)
+            offer(fitter.outcome(layout, window, sessions), costs)
+            fewer = fitter.most_sessions(layout, window)
+            if isinstance(fewer, FitPoint) and fewer.outcome.sessions < sessions:
+                offer(fewer.outcome, [*costs, "sessions"], sessions - fewer.outcome.sessions)
+            shorter = fitter.longest_window(layout, sessions, trained)
+            if isinstance(shorter, FitPoint) and shorter.outcome.window < window:
+                offer(shorter.outcome, [*costs, "window"], window - shorter.outcome.window)
+        wider = fitter.narrowest_wider(own, window, sessions)
+        if wider.point is not None:
+            offer(wider.point, ["cards"], int(wider.point.data["parallel"]["tensor"]))
+        if found:
+            break  # the shape's own weights budget serves: a re-split weights need not be
+    fixes: list[ProvenFix] = []
+    kept: list[tuple[Outcome, tuple[str, ...]]] = []
+    for _, outcome, gives_up in sorted(found, key=lambda f: f[0]):
+        if any(_dominates(k, outcome, gives_up) for k in kept):
+            continue  # another fix keeps as much and gives up no more
+        kept.append((outcome, gives_up))
+        patch = _patch(shape, outcome)
+        if patch and all(f.patch != patch for f in fixes):
+            fixes.append(
+                ProvenFix(patch=patch, gives_up=gives_up, summary=_fix_summary(patch, gives_up))
+            )
+    return tuple(fixes)
+
+
+def with_proven_fixes(
+    loaded: LoadedShape,
+    plan: Plan,
+    verdicts: tuple[GateResult, ...],
+    gates: Sequence[OperatorGate] = (),
+    ledger: Path | None = None,
+) -> tuple[GateResult, ...]:
+    """The verdicts with every failing gate's fix proven (``proven_fixes``): its ``fixes``
+    the patches, its ``fix`` the first one's words, or that nothing fakplan can change
+    fits. Where fakplan does not search, the verdicts are returned as they were."""
+    if not any(v.status == "fail" for v in verdicts):
+        return verdicts
+    fixes = proven_fixes(loaded, plan, gates, ledger)
+    if fixes is None:
+        return verdicts
+    text = fixes[0].summary if fixes else no_fix_text(loaded.shape)
+    return tuple(
+        v.model_copy(update={"fixes": fixes, "fix": text}) if v.status == "fail" else v
+        for v in verdicts
+    )
+
+
+def no_fix_text(shape: Shape) -> str:
+    """What a failing shape is told when no change fakplan can make fits."""
+    return (
+        f"nothing fakplan can change fits: not fewer sessions, a shorter window, another KV "
+        f"dtype, quantized weights, nor tensor parallelism up to {WIDER[-1]} "
+        f"(from {shape.parallel.tensor})"
+    )
+
+
+def _patch(shape: Shape, outcome: Outcome) -> tuple[FixPatch, ...]:
+    """The fields ``outcome``'s shape sets differently from ``shape``."""
+    candidate = Shape.model_validate(outcome.data)
+    out: list[FixPatch] = []
+    for block, name in FIX_FIELDS:
+        before = getattr(getattr(shape, block), name) if getattr(shape, block) is not None else None
+        after = getattr(getattr(candidate, block), name)
+        if before != after:
+            value = _sized(f"{after} B") if block == "budget" else after
+            out.append(FixPatch(path=f"{block}.{name}", value=value))
+    return tuple(out)
+
+
+_COSTS = {
+    "nothing": "gives up nothing",
+    "sessions": "fewer sessions",
+    "window": "a shorter window",
+    "kv_precision": "a smaller KV dtype",
+    "weight_precision": "quantized weights",
+    "cards": "more cards",
+}
+
+
+def _dominates(
+    kept: tuple[Outcome, tuple[str, ...]], outcome: Outcome, gives_up: tuple[str, ...]
+) -> bool:
+    """Whether a fix already kept serves as many sessions at as long a window, giving up
+    no more kinds of thing: then ``outcome`` is not worth offering."""
+    other, costs = kept
+    fewer = set(costs) - {"nothing"} <= set(gives_up) - {"nothing"}
+    return fewer and other.sessions >= outcome.sessions and other.window >= outcome.window
+
+
+def _layout_costs(fitter: Fitter, own: Layout, layout: Layout, plan: Plan) -> list[str]:
+    """What moving from the shape's layout to ``layout`` gives up."""
+    costs: list[str] = []
+    if layout.kv_cache_dtype != own.kv_cache_dtype:
+        probe = fitter.outcome(layout, SMALLEST_WINDOW, 1)
+        if probe.plan is None or probe.plan.rate_bytes_per_token < plan.rate_bytes_per_token:
+            costs.append("kv_precision")
+    if layout.quantization != own.quantization:
+        costs.append("weight_precision")
+    return costs
+
+
+def _fix_summary(patch: tuple[FixPatch, ...], gives_up: tuple[str, ...]) -> str:
+    sets = ", ".join(f"{p.path}: {p.value}" for p in patch)
+    cost = " and ".join(_COSTS[c] for c in gives_up)
+    return f"set {sets} ({cost}; gated: every gate passes)"

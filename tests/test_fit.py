@@ -23,7 +23,7 @@ from fakplan.fit import MIB, Fitter, Layout, ladder
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape, load_shape_text
 
-from .conftest import SHAPES
+from .conftest import ROOT, SHAPES
 from .tinymodels import write_tiny_llama
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -262,3 +262,95 @@ def test_emitted_shapes_point_at_the_model_from_where_they_are(tmp_path: Path) -
     assert data["model"] == "../../models/tiny.gguf"
     shutil.rmtree(tmp_path / "shapes")  # the emitted shapes stand on their own
     _gated_clean(tmp_path / "deep" / "out")
+
+
+# ------------------------------------------------------------- proven fixes
+
+
+def _gate_json(shape: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["gate", str(shape), "--format", "json"])
+    (entry,) = json.loads(result.stdout)["shapes"]
+    return {g["id"]: g for g in entry["gates"]}
+
+
+def _every_fix_holds(shape: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    """Each fix of the shape's first failing gate, applied to a copy with --fix-apply,
+    leaves a shape every gate passes; returns the fixes."""
+    failing = [g for g in _gate_json(shape).values() if g["status"] == "fail"]
+    assert failing
+    fixes: list[dict[str, Any]] = failing[0]["fixes"]
+    assert fixes and all(g["fixes"] == fixes for g in failing)
+    for n, _ in enumerate(fixes, 1):
+        copy = tmp_path / f"fix{n}" / shape.name
+        copy.parent.mkdir()
+        shutil.copytree(shape.parent, copy.parent, dirs_exist_ok=True)
+        result = CliRunner().invoke(main, ["gate", str(copy), "--fix-apply", str(n)])
+        assert result.exit_code == 0, (n, fixes[n - 1], result.output)
+    return fixes
+
+
+def test_the_examples_fixes_do_not_go_in_circles(tmp_path: Path) -> None:
+    """9fcf43b: the example at max_model_len 16384 was told to grow budget.kv by 1,536 MiB;
+    applying that failed pair ≤ ceiling, whose fix took 1,024 MiB out again. Now the first
+    fix is proven: with it every gate passes at once."""
+    shape = tmp_path / "shapes" / "example.yaml"
+    shape.parent.mkdir()
+    scaffold = ROOT / "templates" / "init" / "shapes" / "example.yaml"
+    # 4 x 16k at bf16 is an 8 GiB contract against the scaffold's 5 GiB budget.kv
+    shape.write_text(scaffold.read_text().replace("max_model_len: 8192", "max_model_len: 16384"))
+    fixes = _every_fix_holds(shape, tmp_path)
+    first = {p["path"]: p["value"] for p in fixes[0]["patch"]}
+    # the 22 GiB ceiling less the 16 GiB weights budget is 6 GiB of pool: 3 sessions of
+    # 2 GiB; keeping all 4 needs 8 GiB, which only fp8 KV (4 GiB) or more cards give
+    assert fixes[0]["gives_up"] == ["sessions"]
+    assert first == {"serving.max_num_seqs": 3, "budget.kv": "6144 MiB"}
+    assert all("budget.kv" in {p["path"] for p in f["patch"]} for f in fixes)
+
+
+def test_fewer_slots_are_offered_only_where_the_shapes_own_ceiling_holds_them(
+    tmp_path: Path,
+) -> None:
+    """9fcf43b: `lower serving.max_num_seqs to 3` was checked against card.total, not the
+    stated ceiling, and with the shape's own weights budget 3 slots were still over it."""
+    shape = tmp_path / "s.yaml"
+    shape.write_text(
+        "name: s\nengine: vllm\nengine_version: 0.19.0\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+        "card: {total: 24 GiB}\nceiling: 21 GiB\nbudget: {weights: 15.5 GiB, kv: 8 GiB}\n"
+        "serving: {max_num_seqs: 4, max_model_len: 16384}\n"
+    )
+    fixes = _every_fix_holds(shape, tmp_path)
+    seqs = [{p["path"]: p["value"] for p in f["patch"]}.get("serving.max_num_seqs") for f in fixes]
+    # 21 GiB - 15.5 GiB = 5,632 MiB of pool: 2 sessions of 2 GiB, not 3
+    assert 2 in seqs and 3 not in seqs
+
+
+def test_a_70b_model_on_one_card_is_told_the_tp_it_needs(tmp_path: Path) -> None:
+    """9fcf43b: the first fix offered was `lower serving.max_num_seqs`, which cannot help,
+    and "shard wider (parallel.tensor)" gave no number."""
+    shape = tmp_path / "big.yaml"
+    shape.write_text(
+        "name: big\nengine: vllm\nengine_version: 0.19.0\nmodel: meta-llama/Llama-3.1-70B-Instruct\n"
+        "card: {total: 22 GiB, sms: 128}\nbudget: {weights: 20 GiB, kv: 1 GiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 8192}\n"
+    )
+    fixes = _every_fix_holds(shape, tmp_path)
+    assert [f["gives_up"] for f in fixes] == [["cards"]]
+    patch = {p["path"]: p["value"] for p in fixes[0]["patch"]}
+    assert patch["parallel.tensor"] == 8 and patch["card.count"] == 8
+
+
+def test_fix_apply_keeps_the_operators_comments(tmp_path: Path) -> None:
+    shape = tmp_path / "s.yaml"
+    shape.write_text(
+        "# reviewed by the platform team\nname: s\nengine: vllm\nengine_version: 0.19.0\n"
+        "model: meta-llama/Llama-3.1-8B-Instruct\ncard:\n  total: 24 GiB  # an L4\n"
+        "ceiling: 21 GiB\nbudget:\n  weights: 15.5 GiB\n  kv: 8 GiB   # asked for\n"
+        "serving:\n  max_num_seqs: 4\n  max_model_len: 16384\n"
+    )
+    result = CliRunner().invoke(main, ["gate", str(shape), "--fix-apply", "1"])
+    assert result.exit_code == 0, result.output
+    text = shape.read_text()
+    assert text.startswith("# reviewed by the platform team\n")
+    assert "total: 24 GiB  # an L4" in text and "# asked for" in text
+    again = CliRunner().invoke(main, ["gate", str(shape), "--fix-apply", "1"])
+    assert again.exit_code == 2 and "every gate passes" in again.stderr

@@ -308,6 +308,7 @@ def test_json_object_is_the_documented_one() -> None:
             "summary",
             "detail",
             "fix",
+            "fixes",
             "numbers",
             "rationale",
             "source",

@@ -68,12 +68,16 @@ def test_a_pair_larger_than_the_card_fails_on_every_engine(tmp_path: Path) -> No
     # 15.5 GiB + 16 GiB = 32,256 MiB on a 24,576 MiB card
     assert pair["summary"] == "32,256 MiB > 24,576 MiB the card holds; no ceiling known"
     assert pair["numbers"]["over_bytes"] == int(31.5 * GIB) - 24 * GIB
-    # the fix names what each half can give: the weights need 15,317 MiB and the contract
-    # (4 x 32,768 x 131,072 B = 16 GiB) is the pool, so neither half has 7.5 GiB to spare
-    assert pair["fix"].startswith(
-        "the weights per rank (15,317 MiB) plus the contract (16,384 MiB) = 31,701 MiB "
-        "exceed the card's 24,576 MiB (card.total)"
-    )
+    # the fix is proven (issue 29): the weights need 15,317 MiB of the 15,872 MiB budget,
+    # and the contract (4 x 32,768 x 131,072 B = 16 GiB) is the pool, so neither half has
+    # 7.5 GiB to give; the first fix keeps 2 sessions, and applied, every gate passes
+    first = pair["fixes"][0]
+    assert pair["fix"] == first["summary"] and first["gives_up"] == ["sessions"]
+    assert {p["path"]: p["value"] for p in first["patch"]}["serving.max_num_seqs"] == 2
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(vllm.read_text().replace("name: nosms", "name: fixed"))
+    applied = CliRunner().invoke(main, ["gate", str(fixed), "--fix-apply", "1"])
+    assert applied.exit_code == 0, applied.output
     compiled = CliRunner().invoke(main, ["compile", str(vllm), "-o", str(tmp_path / "out")])
     assert compiled.exit_code == 1 and "(FAILS " in compiled.output
 

@@ -57,6 +57,8 @@ class Engine:
     # the KV dtypes `fakplan fit` tries by default, smallest loss first: the model's own,
     # then the engine's 8-bit cache; () where fakplan does not derive the arithmetic
     fit_kv_dtypes: ClassVar[tuple[str, ...]] = ()
+    # serving.quantization values the engine is modelled with (its weights counted)
+    quantizations: ClassVar[tuple[str, ...]] = ()
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""

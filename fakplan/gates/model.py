@@ -12,6 +12,31 @@ if TYPE_CHECKING:
     from fakplan.figures import Figures
 
 GateStatus = Literal["pass", "fail", "warn", "unknown"]
+# what a fix costs the operator, in the order fixes are offered: nothing first, cards last
+GivesUp = Literal["nothing", "sessions", "window", "kv_precision", "weight_precision", "cards"]
+GIVES_UP_ORDER: tuple[str, ...] = (
+    "nothing", "sessions", "window", "kv_precision", "weight_precision", "cards",
+)  # fmt: skip
+
+
+class FixPatch(BaseModel):
+    """One field of the shape set to a value (a byte size as the shape writes it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    value: int | str | None
+
+
+class ProvenFix(BaseModel):
+    """A change to the shape that was gated before it was offered: with it applied, the
+    shape passes every gate (so the failing one passes and none newly fails)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    patch: tuple[FixPatch, ...]
+    gives_up: tuple[GivesUp, ...]  # what it costs, e.g. ("kv_precision", "sessions")
+    summary: str
 
 
 class GateResult(BaseModel):
@@ -28,6 +53,9 @@ class GateResult(BaseModel):
     detail: str
     rationale: str
     fix: str | None = None
+    # fixes proven by gating the patched shape (fakplan.fit.proven_fixes), cheapest first;
+    # empty where none was searched for or none holds
+    fixes: tuple[ProvenFix, ...] = ()
     numbers: dict[str, int | float | str | None] = {}
     # "predicted": judged against a figure fakplan predicts before any boot (a predicted
     # ceiling), not one a boot ledger printed or the shape states; a ledger replaces it

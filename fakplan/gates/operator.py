@@ -54,7 +54,7 @@ from fakplan.errors import FakplanError, GatesError, ShapeError
 from fakplan.gates import BUILTIN_GATES, GateResult
 from fakplan.gates.report import BadInput, GateRun, ShapeGates
 from fakplan.plan import Plan, compile_plan
-from fakplan.shape import load_shape, shape_paths
+from fakplan.shape import LoadedShape, load_shape, shape_paths
 
 __all__ = [
     "Check",
@@ -299,16 +299,29 @@ def expand_shapes(args: Sequence[str | Path]) -> Iterator[Path | BadInput]:
             yield BadInput(Path(raw).as_posix(), str(exc))
 
 
+# what proves the fixes of a failing shape's gates (fakplan.fit.with_proven_fixes): given
+# the shape, its plan, its verdicts, the operator gates and the ledger, the verdicts again
+Prover = Callable[
+    [LoadedShape, Plan, tuple[GateResult, ...], Sequence["OperatorGate"], Path | None],
+    tuple[GateResult, ...],
+]
+
+
 def gate_shape(
-    path: Path, gates: Sequence[OperatorGate] = (), ledger: Path | None = None
+    path: Path,
+    gates: Sequence[OperatorGate] = (),
+    ledger: Path | None = None,
+    prove: Prover | None = None,
 ) -> ShapeGates | BadInput:
     """Load, compile and gate one shape file; a file that cannot be read is ``BadInput``.
 
-    ``ledger`` is a boot log whose ceiling replaces the shape's own.
+    ``ledger`` is a boot log whose ceiling replaces the shape's own; ``prove`` replaces
+    the fixes of failing gates with proven ones.
     """
     shown = path.as_posix()
     try:
-        plan = compile_plan(load_shape(path), ledger)
+        loaded = load_shape(path)
+        plan = compile_plan(loaded, ledger)
     except ShapeError as exc:
         return BadInput(shown, str(exc), exc.line, exc.field)
     except FakplanError as exc:
@@ -321,7 +334,10 @@ def gate_shape(
         if result is not None:
             results.append(result)
             sources[result.id] = operator_gate.source
-    return ShapeGates(plan.name, shown, tuple(results), sources)
+    verdicts = tuple(results)
+    if prove is not None and any(r.status == "fail" for r in verdicts):
+        verdicts = prove(loaded, plan, verdicts, gates, ledger)
+    return ShapeGates(plan.name, shown, verdicts, sources)
 
 
 class GatesCache:
@@ -342,7 +358,10 @@ class GatesCache:
 
 
 def gate_paths(
-    args: Sequence[str | Path], gates_dir: Path | None = None, ledger: Path | None = None
+    args: Sequence[str | Path],
+    gates_dir: Path | None = None,
+    ledger: Path | None = None,
+    prove: Prover | None = None,
 ) -> GateRun:
     """Every gate over every shape in ``args``; ``gates_dir`` replaces discovery;
     ``ledger`` gives every shape the ceiling that boot log measured.
@@ -359,7 +378,7 @@ def gate_paths(
         if isinstance(item, BadInput):
             entries.append(item)
             continue
-        entry = gate_shape(item, cache.for_shape(item, gates_dir), ledger)
+        entry = gate_shape(item, cache.for_shape(item, gates_dir), ledger, prove)
         if isinstance(entry, ShapeGates):
             if entry.name in names:
                 entry = BadInput(

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from fakplan.gates import GateResult
+from fakplan.gates.model import ProvenFix
 
 GATES_SCHEMA = "fakplan.gates/1"
 BUILTIN = "builtin"
@@ -126,11 +127,22 @@ def diagnostic(shape: ShapeGates, result: GateResult) -> dict[str, Any]:
         out["detail"] = result.detail
     if result.fix:
         out["fix"] = result.fix
+    if result.fixes:
+        out["fixes"] = [fix_dict(f) for f in result.fixes]
     if result.numbers:
         out["numbers"] = dict(result.numbers)
     out["rationale"] = result.rationale
     out["source"] = shape.source(result.id)
     return out
+
+
+def fix_dict(fix: ProvenFix) -> dict[str, Any]:
+    """A proven fix as the outputs write it: its patch, what it gives up, in words."""
+    return {
+        "patch": [{"path": p.path, "value": p.value} for p in fix.patch],
+        "gives_up": list(fix.gives_up),
+        "summary": fix.summary,
+    }
 
 
 def bad_input_diagnostic(error: BadInput) -> dict[str, Any]:
@@ -321,6 +333,7 @@ def gate_dict(shape: ShapeGates, result: GateResult) -> dict[str, Any]:
         "summary": result.summary,
         "detail": result.detail,
         "fix": result.fix,
+        "fixes": [fix_dict(f) for f in result.fixes],
         "numbers": dict(result.numbers),
         "rationale": result.rationale,
         "source": shape.source(result.id),

@@ -35,5 +35,7 @@ def display_url(url: str) -> str:
     except (httpx.InvalidURL, TypeError, ValueError):
         return "<unparseable URL>"
     if not parsed.host:
-        return str(parsed.copy_with(query=None, fragment=None)) if not parsed.userinfo else "<URL>"
+        # no host parsed: an '@' may still end a user and password httpx did not read as such
+        hidden = parsed.userinfo or "@" in url
+        return "<URL>" if hidden else str(parsed.copy_with(query=None, fragment=None))
     return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))

@@ -61,10 +61,12 @@ def _check_engine_takes(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
-    if shape.serving.quantization is not None and shape.engine != "vllm":
+    quantization = shape.serving.quantization
+    if quantization is not None and quantization not in engine.quantizations:
+        takers = ", ".join(n for n, e in ENGINES.items() if quantization in e.quantizations)
         raise loaded.error(
-            f"serving.quantization is vLLM's --quantization; engine {shape.engine} is not "
-            "modelled with it: remove it",
+            f"serving.quantization {quantization} is modelled for {takers} (its "
+            f"--quantization); engine {shape.engine} is not modelled with it: remove it",
             "serving",
             "quantization",
         )

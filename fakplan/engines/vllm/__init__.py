@@ -66,6 +66,7 @@ class VllmEngine(ModelledEngine):
     sizing_field = "gpu_memory_utilization"
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("auto", "fp8")
+    quantizations = ("fp8",)  # --quantization fp8 of a 16-bit checkpoint (weights.py)
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

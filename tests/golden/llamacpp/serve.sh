@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 7d364fc35b470b049b38018802f58402dcc713fb5ae85d171b7471cbec8ed6b3
+# Record: plan.json sha256 5f090172585f89226b27e4fcd820406b7118c922d8e7353adb2ccf9e34c8bd27
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 7a4a5c67a69a23b00f2af06744aae08778301871b1bb280648a5999f41d81a06
+# Record: plan.json sha256 ed819d8669ebc711d14f7f73e10d105c08e87c364e9dcc8848d5afa4e82c4f2e
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

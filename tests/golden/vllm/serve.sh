@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 6352e9ee22a4ecfaf6edaedc5af3c308d2338b042d0ec781fc3c3dd5b66c973e
+# Record: plan.json sha256 7a4de924cd3d3764c248d5e82209d23d33961079eb6cd07b40cf5f0418fc3c70
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
