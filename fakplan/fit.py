@@ -32,11 +32,11 @@ from pydantic import ValidationError
 
 from fakplan.budget import DeviceBudget
 from fakplan.engines import ENGINES
-from fakplan.errors import FakplanError, ShapeError
+from fakplan.errors import FakplanError, ShapeError, inert
+from fakplan.gates import BUILTIN_GATES
 from fakplan.gates.model import GIVES_UP_ORDER, FixPatch, GateResult, ProvenFix
-from fakplan.gates.operator import OperatorGate
+from fakplan.gates.operator import GatesCache, OperatorGate
 from fakplan.plan import Plan, compile_plan
-from fakplan.render import comment_safe
 from fakplan.shape import LoadedShape, Shape
 from fakplan.shape.checks import check_semantics
 from fakplan.shape.messages import field_path, first_error, message
@@ -619,7 +619,7 @@ def point_text(name: str, point: FitPoint, data: dict[str, Any]) -> str:
         f"# Written by fakplan fit: {p.max_num_seqs} x {p.max_model_len:,} tokens "
         f"({point.layout.label()}) passes every gate.",
         f"# One {step} more ({beyond.field}: {beyond.value:,}) fails {beyond.gate}: "
-        f"{comment_safe(beyond.summary)}.",
+        f"{inert(beyond.summary)}.",
     ]
     return "\n".join(lines) + "\n" + yaml.safe_dump(out, sort_keys=False, allow_unicode=True)
 
@@ -653,11 +653,13 @@ def proven_fixes(
     plan: Plan,
     gates: Sequence[OperatorGate] = (),
     ledger: Path | None = None,
+    proposals: Sequence[tuple[FixPatch, ...]] = (),
 ) -> tuple[ProvenFix, ...] | None:
     """The changes to a failing shape that make it pass every gate, each gated before it
     is offered, cheapest first (``GIVES_UP_ORDER``): the same sessions and window with the
     budget split again; fewer sessions; a shorter window; a smaller KV dtype; fp8 weights;
-    a wider TP. None where fakplan does not search (the engine sizes its own pool, or its
+    a wider TP; and first each of ``proposals`` (a gate's own proposed change) that holds.
+    None where fakplan does not search (the engine sizes its own pool, or its
     arithmetic is typed in); () where nothing it can change fits.
     """
     shape = loaded.shape
@@ -703,6 +705,16 @@ def proven_fixes(
         if found:
             break  # the shape's own weights budget serves: a re-split weights need not be
     fixes: list[ProvenFix] = []
+    for proposal in proposals:
+        patched, _, _ = fitters[0]._compiled(_applied(data, proposal))
+        if patched is not None and not patched.failed and all(f.patch != proposal for f in fixes):
+            cut = patched.max_model_len < window
+            gives_up: tuple[str, ...] = ("window",) if cut else ("nothing",)
+            fixes.append(
+                ProvenFix(
+                    patch=proposal, gives_up=gives_up, summary=_fix_summary(proposal, gives_up)
+                )
+            )
     kept: list[tuple[Outcome, tuple[str, ...]]] = []
     for _, outcome, gives_up in sorted(found, key=lambda f: f[0]):
         if any(_dominates(k, outcome, gives_up) for k in kept):
@@ -728,14 +740,40 @@ def with_proven_fixes(
     fits. Where fakplan does not search, the verdicts are returned as they were."""
     if not any(v.status == "fail" for v in verdicts):
         return verdicts
-    fixes = proven_fixes(loaded, plan, gates, ledger)
+    proposals = [v.proposes for v in verdicts if v.status == "fail" and v.proposes]
+    fixes = proven_fixes(loaded, plan, gates, ledger, proposals)
     if fixes is None:
         return verdicts
     text = fixes[0].summary if fixes else no_fix_text(loaded.shape)
-    return tuple(
-        v.model_copy(update={"fixes": fixes, "fix": text}) if v.status == "fail" else v
-        for v in verdicts
-    )
+    builtin = {g.id for g in BUILTIN_GATES}
+
+    def proven(v: GateResult) -> GateResult:
+        if v.status != "fail":
+            return v
+        # an operator gate's own fix is the operator's words: kept, the proven ones beside
+        words = text if v.id in builtin or not v.fix else v.fix
+        return v.model_copy(update={"fixes": fixes, "fix": words})
+
+    return tuple(proven(v) for v in verdicts)
+
+
+_GATES = GatesCache()  # the operator gates beside each shape's folder, imported once
+
+
+def proven_plan(
+    loaded: LoadedShape,
+    plan: Plan,
+    gates: Sequence[OperatorGate] | None = None,
+    ledger: Path | None = None,
+) -> Plan:
+    """The plan with its failing gates' fixes proven (``with_proven_fixes``), against
+    ``gates`` or the operator gates beside the shape's folder, as ``fakplan gate`` runs."""
+    if not plan.failed:
+        return plan
+    if gates is None:
+        gates = _GATES.for_shape(loaded.path) if loaded.path.exists() else ()
+    verdicts = with_proven_fixes(loaded, plan, plan.gates, gates, ledger)
+    return plan.model_copy(update={"gates": verdicts})
 
 
 def no_fix_text(shape: Shape) -> str:
@@ -768,6 +806,21 @@ _COSTS = {
     "weight_precision": "quantized weights",
     "cards": "more cards",
 }
+
+
+def _applied(data: dict[str, Any], patch: Sequence[FixPatch]) -> dict[str, Any]:
+    """``data`` with each patched path set (None removes it)."""
+    out = copy.deepcopy(data)
+    for p in patch:
+        *blocks, key = p.path.split(".")
+        node = out
+        for block in blocks:
+            node = node.setdefault(block, {})
+        if p.value is None:
+            node.pop(key, None)
+        else:
+            node[key] = p.value
+    return out
 
 
 def _dominates(

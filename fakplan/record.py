@@ -296,6 +296,7 @@ def record_verdicts(
     verdicts: dict[str, Verdict],
     templates: Path | None = None,
     first: Callable[[Path], None] | None = None,
+    prove: Callable[[LoadedShape, Plan], Plan] | None = None,
 ) -> Recorded:
     """Add verdicts beside their predictions in plan.json and in the rendered headers.
 
@@ -325,7 +326,10 @@ def record_verdicts(
             }
         )
 
-    plan, _ = rewrite_record(loaded, compile_plan(loaded), out_dir, templates, add, first)
+    compiled = compile_plan(loaded)
+    if prove is not None:  # the fixes the headers print, proven as compile proves them
+        compiled = prove(loaded, compiled)
+    plan, _ = rewrite_record(loaded, compiled, out_dir, templates, add, first)
     added = tuple(pid for pid in verdicts if pid not in already)
     return Recorded(plan=plan, added=added, already=already)
 

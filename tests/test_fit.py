@@ -354,3 +354,47 @@ def test_fix_apply_keeps_the_operators_comments(tmp_path: Path) -> None:
     assert "total: 24 GiB  # an L4" in text and "# asked for" in text
     again = CliRunner().invoke(main, ["gate", str(shape), "--fix-apply", "1"])
     assert again.exit_code == 2 and "every gate passes" in again.stderr
+
+
+def test_plan_compile_and_diff_print_the_proven_fix_and_never_the_impossible_one(
+    tmp_path: Path,
+) -> None:
+    """9fcf43b: `take 10,471 MiB out of budget.weights or budget.kv` was printed for the 8B
+    model on a 24 GiB card with sms 128: the weights need 15,317 MiB of their 15,872 MiB
+    budget and the KV budget is the contract, so no such split exists. Every surface now
+    prints the first proven fix, the one `fakplan gate` gives."""
+    shape = tmp_path / "s.yaml"
+    shape.write_text(
+        "name: s\nengine: vllm\nengine_version: 0.19.0\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+        "card: {total: 24 GiB, sms: 128}\nbudget: {weights: 15.5 GiB, kv: 16 GiB}\n"
+        "serving: {max_num_seqs: 4, max_model_len: 32768}\n"
+    )
+    first = next(g for g in _gate_json(shape).values() if g["status"] == "fail")["fixes"][0]
+    runner = CliRunner()
+    planned = json.loads(runner.invoke(main, ["plan", str(shape), "--json"]).stdout)
+    fixes = {g["fix"] for g in planned["gates"] if g["status"] == "fail"}
+    assert fixes == {first["summary"]}
+    compiled = runner.invoke(main, ["compile", str(shape), "-o", str(tmp_path / "out")])
+    old = tmp_path / "old.yaml"
+    old.write_text(shape.read_text().replace("max_num_seqs: 4", "max_num_seqs: 1"))
+    diffed = runner.invoke(main, ["diff", str(old), str(shape)])
+    header = (tmp_path / "out" / "s" / "serve.sh").read_text()
+    for text in (diffed.output, header):
+        assert "out of budget.weights or budget.kv" not in text
+        assert first["summary"] in text
+    assert compiled.exit_code == 1
+
+
+def test_a_gates_own_proposal_is_offered_once_it_holds(tmp_path: Path) -> None:
+    """llama.cpp pads each slot to its 256-cell step: a 1,000-token window reaches 1,024,
+    which the context gate refuses and proposes `max_model_len: 1024` for. The proposal
+    is gated before it is offered, first, as giving up nothing."""
+    write_tiny_llama(tmp_path / "tiny.gguf")
+    shape = tmp_path / "tiny.yaml"
+    shape.write_text(
+        "name: tiny\nengine: llamacpp\nmodel: tiny.gguf\ncard: {total: 1 GiB}\n"
+        "budget: {weights: 64 MiB, kv: 1 MiB}\nserving: {max_num_seqs: 1, max_model_len: 1000}\n"
+    )
+    fixes = _every_fix_holds(shape, tmp_path)
+    assert fixes[0]["patch"] == [{"path": "serving.max_model_len", "value": 1024}]
+    assert fixes[0]["gives_up"] == ["nothing"]

@@ -185,7 +185,8 @@ def test_a_failing_shapes_serve_sh_refuses_to_start(tmp_path: Path) -> None:
     assert ran.stderr.startswith("fakplan: nosms fails its gates; fix the shape and compile")
     assert "FAKPLAN_IGNORE_GATES=1" in ran.stderr
     assert "  not ok pair-ceiling: pair ≤ ceiling (32,256 MiB > 24,576 MiB" in ran.stderr
-    assert "    fix: the weights per rank (15,317 MiB)" in ran.stderr
+    # the proven fix (issue 29): the patch that was gated before it was printed
+    assert "    fix: set serving.max_num_seqs: 2, budget.kv: 8704 MiB (fewer sessions" in ran.stderr
     # overridden: the script goes on to exec the engine (absent here: bash says so)
     forced = subprocess.run(
         ["bash", str(script)],

@@ -10,6 +10,7 @@ import click
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, json_option, out_option, templates_option
 from fakplan.errors import FakplanError
+from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.record import carry_verdicts, read_record, record_path, rewrite_record
 from fakplan.render import render_plan
@@ -68,7 +69,7 @@ def compile_(
         names[item.shape.name] = item.path
     staged: list[tuple[LoadedShape, Plan]] = []
     for item in loaded:
-        compiled = compile_plan(item)
+        compiled = proven_plan(item, compile_plan(item))
         target = record_path(out_dir, compiled.name)
         previous = read_record(target) if target.exists() else None
         render_plan(item, carry_verdicts(compiled, previous), templates, target.parent)

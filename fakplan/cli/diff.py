@@ -83,6 +83,7 @@ def diff(
                 new.shape,
                 compile_plan(new),
                 gates_for(Path(shapes[1])),
+                new_loaded=new,
             )
         )
     else:

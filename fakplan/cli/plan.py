@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK
+from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import human
@@ -26,7 +27,8 @@ def plan(shape: Path, as_json: bool) -> None:
 
     Nothing is written. Exit 1 when a gate fails (e.g. pool < contract).
     """
-    compiled = compile_plan(load_shape(shape))
+    loaded = load_shape(shape)
+    compiled = proven_plan(loaded, compile_plan(loaded))
     if as_json:
         click.echo(compiled.to_json(), nl=False)
     else:

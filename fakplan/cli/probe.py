@@ -19,6 +19,7 @@ from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, FiniteRange, out_option
 from fakplan.errors import ProbeError, inert
+from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
 from fakplan.probes import (
@@ -239,7 +240,7 @@ def probe(
         written.append((raw, text))
 
     if verdicts:
-        record_verdicts(loaded, out_dir, verdicts, first=write_raw)
+        record_verdicts(loaded, out_dir, verdicts, first=write_raw, prove=proven_plan)
     else:
         write_unrecorded(record.parent, write_raw)
     raw, text = written[0]

@@ -18,6 +18,7 @@ from rich.text import Text
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
 from fakplan.engines import ENGINES, printed_pool_tokens, query_for_shape
+from fakplan.fit import proven_plan
 from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, PredictionVerdict, amount, describe, miss
@@ -77,7 +78,7 @@ def verify(
     verdicts = ledger_verdicts(
         compile_plan(loaded), ledger, floor, at_printed_pool=_pool_counts(loaded, ledger)
     )
-    recorded = record_verdicts(loaded, out_dir, verdicts, templates)
+    recorded = record_verdicts(loaded, out_dir, verdicts, templates, prove=proven_plan)
     plan = recorded.plan
     claims = {p.id: p for p in plan.predictions}
     if as_json:

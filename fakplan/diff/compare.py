@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from fakplan.errors import FakplanError, RecordError
+from fakplan.fit import with_proven_fixes
 from fakplan.gates import GateResult
 from fakplan.gates.operator import OperatorGate
 from fakplan.plan import Plan, compile_plan
@@ -51,15 +52,20 @@ class Side:
         loader: Callable[[], LoadedShape],
         hint: str | None = None,
         operator_gates: tuple[OperatorGate, ...] = (),
+        prove: bool = False,
     ) -> Side:
-        """Load, compile and gate; a shape that cannot be is kept with its one-line reason."""
+        """Load, compile and gate; a shape that cannot be is kept with its one-line reason.
+        ``prove``: its failing gates' fixes are proven (the new side's, which are shown)."""
         try:
             loaded = loader()
             plan = compile_plan(loaded)
         except FakplanError as exc:
             message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
             return cls(path, error=message, name_hint=hint)
-        return cls(path, loaded.shape, plan, name_hint=hint, gates=judged(plan, operator_gates))
+        gates = judged(plan, operator_gates)
+        if prove:
+            gates = with_proven_fixes(loaded, plan, gates, operator_gates)
+        return cls(path, loaded.shape, plan, name_hint=hint, gates=gates)
 
     @property
     def verdicts(self) -> tuple[GateResult, ...]:
@@ -277,11 +283,16 @@ def diff_plans(
     new_shape: Shape,
     new: Plan,
     operator_gates: tuple[OperatorGate, ...] = (),
+    new_loaded: LoadedShape | None = None,
 ) -> ShapeDiff:
-    """Two compiled shapes, compared as a change, each judged by every gate."""
+    """Two compiled shapes, compared as a change, each judged by every gate; with
+    ``new_loaded``, the new side's fixes are proven."""
+    new_gates = judged(new, operator_gates)
+    if new_loaded is not None:
+        new_gates = with_proven_fixes(new_loaded, new, new_gates, operator_gates)
     return diff_sides(
         Side(old.shape, old_shape, old, gates=judged(old, operator_gates)),
-        Side(new.shape, new_shape, new, gates=judged(new, operator_gates)),
+        Side(new.shape, new_shape, new, gates=new_gates),
         status="changed",
     )
 

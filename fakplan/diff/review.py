@@ -65,6 +65,7 @@ def review(
             lambda: load_shape_text(_text(data, path, rev), Path(path)),
             name_of(data),
             operator_gates,
+            prove=rev is None,  # the new side: its fixes are the ones shown
         )
 
     d = diff_sides(

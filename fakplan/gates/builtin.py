@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from fakplan.contract import pages_for
 from fakplan.figures import Figures
-from fakplan.gates.model import Gate, GateResult
+from fakplan.gates.model import FixPatch, Gate, GateResult
 from fakplan.units import MIB, human, human_pair
 
 _DEFINED: dict[str, Gate] = {}
@@ -408,16 +408,19 @@ def window_within_training(g: Gate, f: Figures) -> GateResult | None:
             f"a slot reaches {slot:,} tokens > max_model_len {f.max_model_len:,} "
             f"(trained {m.trained_context:,})"
         )
+    proposes: tuple[FixPatch, ...] = ()
     if past_window and f.slots_share:
         fix = (
             "drop serving.kv_unified: with a unified cache one slot may fill the whole "
             "cache; split, each slot gets exactly its window"
         )
+        proposes = (FixPatch(path="serving.kv_unified", value=None),)
     elif past_window:
         fix = (
             f"write max_model_len: {slot}: the engine pads each slot's context to a multiple "
             f"of its cell step, so {f.max_model_len:,} becomes {slot:,}"
         )
+        proposes = (FixPatch(path="serving.max_model_len", value=slot),)
     elif not ok:
         fix = (
             f"lower serving.max_model_len to {m.trained_context:,}, or declare "
@@ -432,6 +435,7 @@ def window_within_training(g: Gate, f: Figures) -> GateResult | None:
             + (f"; the context one slot reaches: {slot:,} tokens" if f.slot_tokens else "")
         ),
         fix=fix,
+        proposes=proposes,
         numbers={
             "max_model_len": f.max_model_len,
             **({} if f.slot_tokens is None else {"slot_tokens": f.slot_tokens}),

@@ -56,6 +56,9 @@ class GateResult(BaseModel):
     # fixes proven by gating the patched shape (fakplan.fit.proven_fixes), cheapest first;
     # empty where none was searched for or none holds
     fixes: tuple[ProvenFix, ...] = ()
+    # a change the gate itself proposes (a value None removes the field), offered among
+    # the fixes only once the patched shape is gated
+    proposes: tuple[FixPatch, ...] = ()
     numbers: dict[str, int | float | str | None] = {}
     # "predicted": judged against a figure fakplan predicts before any boot (a predicted
     # ceiling), not one a boot ledger printed or the shape states; a ledger replaces it

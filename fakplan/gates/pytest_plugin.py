@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from fakplan.errors import FakplanError
+from fakplan.fit import with_proven_fixes
 from fakplan.gates import GateResult
 from fakplan.gates.operator import gate_paths
 from fakplan.gates.report import BadInput, ShapeGates, diagnostic_text, unknown_reason
@@ -107,6 +108,7 @@ def pytest_pycollect_makeitem(
         run = gate_paths(
             [_relative(base / p) for p in obj.paths],
             Path(_relative(gates)) if gates is not None else None,
+            prove=with_proven_fixes,
         )
     except FakplanError as exc:
         raise collector.CollectError(str(exc)) from None
@@ -147,7 +149,7 @@ def pytest_make_collect_report(
         return report
     gates: str | None = collector.config.getoption("fakplan_gates")
     try:
-        run = gate_paths(shapes, Path(gates) if gates else None)
+        run = gate_paths(shapes, Path(gates) if gates else None, prove=with_proven_fixes)
     except FakplanError as exc:
         report.result.append(_Broken.from_parent(collector, name="fakplan-gates", message=str(exc)))
         return report

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 5f090172585f89226b27e4fcd820406b7118c922d8e7353adb2ccf9e34c8bd27
+# Record: plan.json sha256 b68c81992109ae584744588b8f26b2f7f397d97edef7fec85b68ccaac81c25ff
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

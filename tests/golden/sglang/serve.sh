@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 ed819d8669ebc711d14f7f73e10d105c08e87c364e9dcc8848d5afa4e82c4f2e
+# Record: plan.json sha256 d8aab983cacd0ef63c111ec5fd73e157aaff43b2ccc2d97f5618a33dd772c078
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 7a4de924cd3d3764c248d5e82209d23d33961079eb6cd07b40cf5f0418fc3c70
+# Record: plan.json sha256 47232921c33293b413d4915af6b134899a48133749ec3f1c2acf0ea1dac415c1
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
