@@ -398,3 +398,16 @@ def test_a_gates_own_proposal_is_offered_once_it_holds(tmp_path: Path) -> None:
     fixes = _every_fix_holds(shape, tmp_path)
     assert fixes[0]["patch"] == [{"path": "serving.max_model_len", "value": 1024}]
     assert fixes[0]["gives_up"] == ["nothing"]
+
+
+def test_kv_with_slots_and_a_window_states_the_contract() -> None:
+    """9fcf43b: `fakplan kv --max-num-seqs 4 --max-model-len 32768` printed only bytes per
+    token. The contract is 4 x 32,768 x 131,072 B (32 layers x 8 KV heads x 256 x 2 B)."""
+    args = ["kv", LLAMA_8B, "--engine", "vllm", "--max-num-seqs", "4", "--max-model-len", "32768"]
+    text = CliRunner().invoke(main, args).output
+    assert "contract: 4 seqs x 32,768 tokens x 131,072 B/token = 17,179,869,184 B" in text
+    assert "fakplan fit" in text
+    document = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    assert document["contract_bytes"] == 4 * 32768 * 131072
+    plain = json.loads(CliRunner().invoke(main, args[:4] + ["--json"]).stdout)
+    assert "contract_bytes" not in plain  # no slots stated: no contract to state

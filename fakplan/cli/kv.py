@@ -13,7 +13,7 @@ from rich.text import Text
 
 from fakplan.cli import FiniteRange
 from fakplan.cli.kv_sizing import Sizing, StaticSizing, engine_sizing, static_sizing
-from fakplan.contract import exact_number
+from fakplan.contract import contract_requirement, exact_number
 from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
@@ -210,8 +210,12 @@ def kv(
     if interval is not None:
         low, pool_bytes, high = interval
         result = printed_pool_tokens(kv_query, low, high)
+    stated = click.get_current_context().get_parameter_source("max_num_seqs")
+    contract = _contract(kv_query, breakdown) if stated == ParameterSource.COMMANDLINE else None
     if as_json:
         report = kv_json(kv_query, breakdown, pool_bytes, result)
+        if contract is not None:
+            report.update({k: v for k, v in contract.items() if k != "contract_lines"})
         if interval is not None:
             report["pool_interval"] = [interval[0], interval[2]]
         if sizing is not None:
@@ -219,9 +223,27 @@ def kv(
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
         _print(kv_query, breakdown, pool_bytes, result)
+        if contract is not None:
+            for line in contract["contract_lines"]:
+                click.echo(line)
         if sizing is not None:
             for line in sizing.lines():
                 click.echo(f"  {line}")
+
+
+def _contract(query: KvQuery, b: KvBreakdown) -> dict[str, Any]:
+    """The pool that backs every slot at its full window (what a shape's budget.kv must
+    hold), and where to ask what fits beside the weights."""
+    need = contract_requirement(b, query.max_num_seqs, query.window)
+    return {
+        "contract_bytes": need.bytes,
+        "contract_derivation": need.derivation,
+        "contract_lines": [
+            f"contract: {need.derivation}: the pool that backs every slot at its full window",
+            f"  what fits beside the weights on a card: fakplan fit MODEL --engine {b.engine} "
+            "--card SIZE",
+        ],
+    }
 
 
 def _breakdown(query: KvQuery) -> KvBreakdown:
