@@ -409,5 +409,5 @@ def test_kv_with_slots_and_a_window_states_the_contract() -> None:
     assert "fakplan fit" in text
     document = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
     assert document["contract_bytes"] == 4 * 32768 * 131072
-    plain = json.loads(CliRunner().invoke(main, args[:4] + ["--json"]).stdout)
+    plain = json.loads(CliRunner().invoke(main, [*args[:4], "--json"]).stdout)
     assert "contract_bytes" not in plain  # no slots stated: no contract to state
