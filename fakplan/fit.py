@@ -40,7 +40,7 @@ from fakplan.plan import Plan, compile_plan
 from fakplan.shape import LoadedShape, Shape
 from fakplan.shape.checks import check_semantics
 from fakplan.shape.messages import field_path, first_error, message
-from fakplan.shape.model import MAX_SEQS, MAX_TOKENS
+from fakplan.shape.model import MAX_SEQS, MAX_TOKENS, SIZING_FIELDS
 from fakplan.shape.source import LineMap, read_yaml
 
 SCHEMA = "fakplan.fit/1"
@@ -196,6 +196,10 @@ class Fitter:
         self.stated_weights = stated
         self.own_quantization = (base.get("serving") or {}).get("quantization")
         self.own_tensor = int((base.get("parallel") or {}).get("tensor", 1))
+        serving = base.get("serving") or {}
+        # a shape that lets the engine size its pool keeps its fraction: each point is
+        # realised by the pool the engine will size, not by a budget pair
+        self.sized = next((f for f in SIZING_FIELDS if f in serving), None)
         self.compiles = 0
 
     # ------------------------------------------------------------ one candidate
@@ -214,8 +218,9 @@ class Fitter:
         serving.update(
             max_num_seqs=sessions, max_model_len=window, kv_cache_dtype=layout.kv_cache_dtype
         )
-        for sized in ("gpu_memory_utilization", "mem_fraction_static"):
-            serving.pop(sized, None)
+        if self.sized is None:
+            for sized in SIZING_FIELDS:
+                serving.pop(sized, None)
         if layout.quantization is None:
             serving.pop("quantization", None)
         else:
@@ -228,7 +233,8 @@ class Fitter:
         cards = max(int(card.get("count", 1)), math.ceil(needed / nodes))
         if cards != 1 or "count" in card:
             card["count"] = cards
-        data["budget"] = {"weights": weights, "kv": kv}
+        if self.sized is None:
+            data["budget"] = {"weights": weights, "kv": kv}
         return data
 
     def _compiled(self, data: dict[str, Any]) -> tuple[Plan | None, Failing | None, int]:
@@ -264,6 +270,10 @@ class Fitter:
     def _realised(self, layout: Layout, window: int, sessions: int) -> Outcome:
         """The candidate with its budget split: the weights' need (or the stated budget),
         and the rest of the pair's limit for the pool."""
+        if self.sized is not None:  # the engine sizes the pool from the shape's fraction
+            data = self._data(layout, window, sessions, None, None)
+            plan, failing, step = self._compiled(data)
+            return Outcome(window, sessions, data, plan, failing, step)
         own = layout.quantization == self.own_quantization and layout.tensor == self.own_tensor
         stated = self.stated_weights if own else None  # other weights: what they need
         provisional = self._data(layout, window, sessions, stated or f"{MIB} B", f"{MIB} B")
@@ -612,7 +622,8 @@ def point_text(name: str, point: FitPoint, data: dict[str, Any]) -> str:
     """The shape file of a point: a header saying what it is and what one step more fails."""
     out = dict(data)
     out["name"] = name
-    out["budget"] = {k: _sized(v) for k, v in data["budget"].items()}
+    if "budget" in data:
+        out["budget"] = {k: _sized(v) for k, v in data["budget"].items()}
     p, beyond = point.plan, point.beyond
     step = "session" if beyond.field.endswith("max_num_seqs") else "page of window"
     lines = [
@@ -659,12 +670,12 @@ def proven_fixes(
     is offered, cheapest first (``GIVES_UP_ORDER``): the same sessions and window with the
     budget split again; fewer sessions; a shorter window; a smaller KV dtype; fp8 weights;
     a wider TP; and first each of ``proposals`` (a gate's own proposed change) that holds.
-    None where fakplan does not search (the engine sizes its own pool, or its
-    arithmetic is typed in); () where nothing it can change fits.
+    A shape whose engine sizes its own pool keeps its fraction. None where fakplan does
+    not search (the arithmetic is typed in); () where nothing it can change fits.
     """
     shape = loaded.shape
     engine = ENGINES[shape.engine]
-    if shape.budget is None or not engine.fit_kv_dtypes or not loaded.text:
+    if not engine.fit_kv_dtypes or not loaded.text:
         return None
     data, _ = read_yaml(loaded.path, loaded.text)
     data.setdefault("card", {})["total"] = f"{shape.card.total} B"  # auto, as it was read
@@ -785,15 +796,20 @@ def no_fix_text(shape: Shape) -> str:
     )
 
 
+def _field(shape: Shape, block: str, name: str) -> Any:
+    part = getattr(shape, block)
+    return None if part is None else getattr(part, name)
+
+
 def _patch(shape: Shape, outcome: Outcome) -> tuple[FixPatch, ...]:
     """The fields ``outcome``'s shape sets differently from ``shape``."""
     candidate = Shape.model_validate(outcome.data)
     out: list[FixPatch] = []
     for block, name in FIX_FIELDS:
-        before = getattr(getattr(shape, block), name) if getattr(shape, block) is not None else None
-        after = getattr(getattr(candidate, block), name)
+        before = _field(shape, block, name)
+        after = _field(candidate, block, name)
         if before != after:
-            value = _sized(f"{after} B") if block == "budget" else after
+            value = _sized(f"{after} B") if block == "budget" and after is not None else after
             out.append(FixPatch(path=f"{block}.{name}", value=value))
     return tuple(out)
 

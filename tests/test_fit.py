@@ -411,3 +411,29 @@ def test_kv_with_slots_and_a_window_states_the_contract() -> None:
     assert document["contract_bytes"] == 4 * 32768 * 131072
     plain = json.loads(CliRunner().invoke(main, [*args[:4], "--json"]).stdout)
     assert "contract_bytes" not in plain  # no slots stated: no contract to state
+
+
+def test_a_shape_whose_engine_sizes_its_pool_keeps_its_fraction(tmp_path: Path) -> None:
+    """SGLang sizes the pool from --mem-fraction-static: 0.88 of the 79.19 GiB card, less
+    the weights, is 442,621 tokens (the bundled shape's predicted pool). At 8,192 tokens
+    that is 54 whole sessions: 60 fail pool-contract. The first proven fix is the gate's
+    own proposal, the fraction that covers 60 (giving up nothing); then 54 sessions at
+    0.88."""
+    shape = tmp_path / "sz.yaml"
+    shape.write_text(
+        (SHAPES / "llama-3.1-8b-sglang-sized.yaml")
+        .read_text()
+        .replace("max_num_seqs: 48", "max_num_seqs: 60")
+    )
+    fixes = _every_fix_holds(shape, tmp_path)
+    (fraction,) = fixes[0]["patch"]
+    assert fraction["path"] == "serving.mem_fraction_static" and 0.88 < fraction["value"] <= 1
+    assert fixes[0]["gives_up"] == ["nothing"]
+    assert fixes[1]["patch"] == [{"path": "serving.max_num_seqs", "value": 442621 // 8192}]
+    code, document = _fit(str(shape), "--kv-dtype", "auto", "--emit", str(tmp_path / "fitted"))
+    assert code == 0
+    point = _at(_layout(document, "auto"), 8192)
+    assert point is not None and point["max_num_seqs"] == 54 and point["tokens_backed"] == 442621
+    emitted = yaml.safe_load(Path(document["emitted"][0]).read_text())
+    assert emitted["serving"]["mem_fraction_static"] == 0.88 and "budget" not in emitted
+    _gated_clean(tmp_path / "fitted")

@@ -197,7 +197,7 @@ def test_a_short_pool_names_the_fraction_that_covers_the_contract(tmp_path: Path
 
     out = gate(0.6)
     assert "not ok 1 - sglang-sized: pool ≥ contract" in out
-    found = re.search(r"raise serving\.mem_fraction_static to at least (\d\.\d{4})", out)
+    found = re.search(r"set serving\.mem_fraction_static: (\d\.\d{4})", out)  # proven
     assert found, out
     wanted = float(found[1])
     assert "ok 1 - sglang-sized: pool ≥ contract" in gate(wanted).splitlines()[2]

@@ -248,6 +248,8 @@ def _mib(n: int | None) -> str:
 def _limits(plans: list[Plan]) -> str:
     """What the pairs were fitted under: a ceiling (its range where the engine's floor moves
     with the sessions, as vLLM's CUDA graphs do), or the card."""
+    if plans[0].engine_sizing is not None:
+        return "none: the engine sizes the pool itself, from the shape's fraction (predicted)"
     known = sorted(p.ceiling_bytes >> 20 for p in plans if p.ceiling_bytes is not None)
     if not known:
         return f"the card's bound ({plans[0].card_total_bytes >> 20:,} MiB card; no ceiling known)"

@@ -122,6 +122,16 @@ def _sized_fix(f: Figures, fewer: str, shorter: str) -> str:
     )
 
 
+def _contract_proposes(f: Figures) -> tuple[FixPatch, ...]:
+    """The change the fix's words lead with, for the prover to gate: the fraction that
+    covers the contract, where the engine sizes its pool and one does."""
+    sizing = f.sizing
+    if sizing is None:
+        return ()
+    wanted = math.ceil(sizing.fraction_for(f.contract_bytes) * 10_000) / 10_000
+    return (FixPatch(path=f"serving.{sizing.field}", value=wanted),) if wanted <= 1 else ()
+
+
 def _contract_fix(f: Figures) -> str:
     """Grow the pool only as far as the card holds it; else say what cannot fit."""
     card = f.card_total_bytes
@@ -176,6 +186,7 @@ def pool_covers_contract(g: Gate, f: Figures) -> GateResult:
         summary=_compared(f.kv_budget_bytes, "≥" if ok else "<", f.contract_bytes),
         detail=f"contract: {f.contract_derivation}",
         fix=None if ok else _contract_fix(f),
+        proposes=() if ok else _contract_proposes(f),
         numbers={
             "pool_bytes": f.kv_budget_bytes,
             "contract_bytes": f.contract_bytes,

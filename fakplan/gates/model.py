@@ -25,7 +25,7 @@ class FixPatch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str
-    value: int | str | None
+    value: int | float | str | None
 
 
 class ProvenFix(BaseModel):

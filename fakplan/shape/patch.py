@@ -17,7 +17,9 @@ from ruamel.yaml.error import YAMLError
 from fakplan.errors import ShapeError
 
 
-def patched_text(text: str, settings: Iterable[tuple[str, int | str | None]], what: str) -> str:
+def patched_text(
+    text: str, settings: Iterable[tuple[str, int | float | str | None]], what: str
+) -> str:
     """``text`` with each dotted ``path`` set to its value (a block made where missing, a
     value of None removed); ``what`` names the file in an error."""
     yaml = YAML(typ="rt")
