@@ -390,7 +390,7 @@ def test_launch_env_reaches_the_env_file_the_script_and_the_manifests(tmp_path: 
     assert by_name["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-read", "key": "token"}}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["model-cache"]["persistentVolumeClaim"] == {"claimName": "hf-cache"}
-    assert by_name["HF_HOME"]["value"] == "/root/.cache/huggingface"
+    assert by_name["HF_HOME"]["value"] == "/models/huggingface"
 
 
 # ------------------------------------------------------------- interfaces (issue 26)

@@ -144,7 +144,7 @@ def test_each_container_runs_the_plans_argv_word_for_word(case: str, tmp_path: P
         assert refs["HF_TOKEN"] == {
             "secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}
         }
-        assert env["HF_HOME"] == "/root/.cache/huggingface"  # the model cache's mount
+        assert env["HF_HOME"] == "/models/huggingface"  # the model cache's mount
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         assert mounts["model-cache"] == env["HF_HOME"]
 

@@ -370,6 +370,11 @@ class ShapeVolume(Strict_):
     )
 
 
+# the model cache's mount in the pod: a folder of its own, not a user's home (the engines'
+# images differ in their user; HF_HOME points wherever it is mounted)
+MODEL_CACHE_PATH = "/models/huggingface"
+
+
 class ModelCache(Strict_):
     """Where a pod keeps the checkpoints the engine downloads (HF_HOME): a claim that
     outlives the pod, else an emptyDir that lives as long as it."""
@@ -378,7 +383,7 @@ class ModelCache(Strict_):
         None, description="a PersistentVolumeClaim to keep downloads across restarts"
     )
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{0,254}$")] = Field(
-        "/root/.cache/huggingface", description="where it is mounted; HF_HOME points there"
+        MODEL_CACHE_PATH, description="where it is mounted; HF_HOME points there"
     )
     size: ByteSize | None = Field(None, description="an emptyDir's sizeLimit (no claim)")
 
@@ -429,7 +434,7 @@ class KubernetesLaunch(Strict_):
     model_cache: ModelCache | None = Field(
         ModelCache(),
         description="the volume downloads go to (HF_HOME); null leaves it out",
-        json_schema_extra={"default": {"path": "/root/.cache/huggingface"}},
+        json_schema_extra={"default": {"path": MODEL_CACHE_PATH}},
     )
 
 
