@@ -67,17 +67,9 @@ def _selector(plan: Plan, endpoint: str | None) -> tuple[str, str]:
 
 
 def _served(plan: Plan) -> str:
-    """The name the engine serves: the last --served-model-name the argv passes (the
-    engine's parser keeps the last; launch.extra_args come after fakplan's own), else
-    the model as the argv names it."""
-    argv = next((r.argv for r in plan.launch.roles), ())
-    served = plan.model
-    for i, word in enumerate(argv):
-        if word == "--served-model-name" and i + 1 < len(argv):
-            served = argv[i + 1]
-        elif word.startswith("--served-model-name="):
-            served = word.split("=", 1)[1]
-    return served
+    """The name the engine serves (``launch.served_name``; a record written before it was
+    kept: the model)."""
+    return plan.launch.served_name or plan.model
 
 
 def _per_seq_tokens(plan: Plan) -> int:

@@ -375,10 +375,10 @@ class Fitter:
         if not first.passes:
             assert first.failing is not None
             return first.failing
-        hi = min(MAX_TOKENS, max(trained, page)) // page + 1
-        if self.outcome(layout, hi * page, sessions).passes:  # past the cap: the cap decides
-            lo = hi
-            hi = lo + 1
+        cap = MAX_TOKENS // page  # the longest window a shape may state, in pages
+        hi = min(cap, max(trained, page) // page + 1)
+        while hi <= cap and self.outcome(layout, hi * page, sessions).passes:
+            lo, hi = hi, min(cap + 1, hi * 2)  # past the trained context (rope scaling)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self.outcome(layout, mid * page, sessions).passes:
@@ -448,7 +448,8 @@ def trained_context(plan: Plan) -> int | None:
 
 def relocated(data: dict[str, Any], source: Path, target: Path) -> dict[str, Any]:
     """The shape's data as a file in ``target`` says it: its relative paths (model,
-    launch.weights, ceiling.ledger) re-pointed from ``source``'s folder."""
+    launch.weights, launch.speculative.model, ceiling.ledger) re-pointed from ``source``'s
+    folder."""
     out = copy.deepcopy(data)
 
     def moved(value: Any) -> Any:
@@ -463,6 +464,9 @@ def relocated(data: dict[str, Any], source: Path, target: Path) -> dict[str, Any
     launch = out.get("launch")
     if isinstance(launch, dict) and "weights" in launch:
         launch["weights"] = moved(launch["weights"])
+    speculative = launch.get("speculative") if isinstance(launch, dict) else None
+    if isinstance(speculative, dict) and "model" in speculative:  # a draft model's folder
+        speculative["model"] = moved(speculative["model"])
     ceiling = out.get("ceiling")
     if isinstance(ceiling, dict) and "ledger" in ceiling:
         ceiling["ledger"] = moved(ceiling["ledger"])
@@ -717,8 +721,9 @@ def proven_fixes(
             break  # the shape's own weights budget serves: a re-split weights need not be
     fixes: list[ProvenFix] = []
     for proposal in proposals:
-        patched, _, _ = fitters[0]._compiled(_applied(data, proposal))
-        if patched is not None and not patched.failed and all(f.patch != proposal for f in fixes):
+        patched, failing, _ = fitters[0]._compiled(_applied(data, proposal))
+        holds = patched is not None and failing is None  # the operator's gates too
+        if holds and patched is not None and all(f.patch != proposal for f in fixes):
             cut = patched.max_model_len < window
             gives_up: tuple[str, ...] = ("window",) if cut else ("nothing",)
             fixes.append(

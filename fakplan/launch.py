@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fakplan.errors import RuleError
+
 if TYPE_CHECKING:
     from fakplan.shape import LoadedShape, Shape
 
@@ -62,11 +64,46 @@ class LaunchRecord(BaseModel):
         description="variables the engine needs from a Secret (launch.env): the manifests "
         "reference them, serve.sh refuses to start without them",
     )
+    served_name: str | None = Field(
+        None,
+        description="the model id the engine lists at /v1/models (served_name): what the "
+        "probes expect and the alert rules select",
+    )
+
+
+# the flags that name the id an engine lists: vLLM's and SGLang's, llama-server's
+SERVED_FLAGS = ("--served-model-name", "--alias")
+
+
+def served_name(shape: Shape) -> str:
+    """The model id the engine lists at /v1/models: the last served-name flag of
+    launch.extra_args (they come after fakplan's own, and the parsers keep the last), else
+    launch.served_model_name, else what it loads (launch.weights, else model)."""
+    name = shape.launch.served_model_name or shape.launch.weights or shape.model
+    args = shape.launch.extra_args
+    for i, word in enumerate(args):
+        flag, eq, value = word.partition("=")
+        if flag in SERVED_FLAGS:
+            name = value if eq else args[i + 1] if i + 1 < len(args) else name
+    return name
 
 
 def with_shape_env(shape: Shape, launch: LaunchRecord) -> LaunchRecord:
     """The launch with the shape's own variables (launch.env): plain values exported by every
-    role and listed in the env file, Secret keys referenced by name only."""
+    role and listed in the env file, Secret keys referenced by name only; and the name the
+    engine serves. A variable the launch sets (or unsets) itself is refused: exported after
+    it, the shape's value would silently replace the plan's."""
+    own = set(launch.env).union(*(role.environment for role in launch.roles))
+    taken = sorted(set(shape.launch.env) & own)
+    if taken:
+        raise RuleError(
+            f"{taken[0]} is set by fakplan's launch for this shape (from the plan's figures); "
+            "a second value would replace it: remove it from launch.env",
+            "launch",
+            "env",
+            taken[0],
+        )
+    launch = launch.model_copy(update={"served_name": served_name(shape)})
     plain = {k: v for k, v in shape.launch.env.items() if isinstance(v, str)}
     secrets = {
         k: SecretRef(secret=v.name, key=v.key)

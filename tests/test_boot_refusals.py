@@ -275,6 +275,14 @@ def test_a_row_holds_its_fire_where_the_engine_does(tmp_path: Path) -> None:
         extra="launch:\n  env: {VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1'}",
     )
     assert _gate(tmp_path / "b", allowed)["status"] == "pass"
+    # vllm/envs.py reads it as `.strip().lower() in ("1", "true")`: "yes" allows nothing
+    yes = vllm(
+        window=200_000,
+        seqs=1,
+        pool="budget: {weights: 16 GiB, kv: 60 GiB}",
+        extra="launch:\n  env: {VLLM_ALLOW_LONG_MAX_MODEL_LEN: 'yes'}",
+    )
+    assert _gate(tmp_path / "b2", yes)["status"] == "fail"
     # the window whose blocks the pool holds exactly: 8,192 tokens in 1 GiB
     fits = vllm(window=8192, seqs=1, pool="budget: {weights: 16 GiB, kv: 1 GiB}")
     assert _gate(tmp_path / "c", fits)["status"] == "pass"

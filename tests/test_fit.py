@@ -139,15 +139,28 @@ def _proven(fitter: Fitter, layout: Layout, window: int, folder: Path) -> None:
     plan = compile_plan(load_shape(shape))
     assert not [g.id for g in plan.gates if g.status == "fail"], plan.gates
     assert (plan.max_num_seqs, plan.max_model_len) == (point.sessions, window)
-    past = fitter.outcome(layout, window, point.sessions + 1)
-    assert past.failing is not None and past.failing.gate == found.beyond.gate  # type: ignore[union-attr]
-    if past.failing.gate == "pool-contract" and past.plan is not None:
-        numbers = {g.id: g.numbers for g in past.plan.gates}
+    # one more session, written as a file and planned afresh (not the search's own cache):
+    # no split of the limit holds it, by the plan's own figures
+    past_data = fitter.outcome(layout, window, point.sessions + 1).data
+    past_shape = folder / f"p{window}-more.yaml"
+    past_shape.write_text(yaml.safe_dump(dict(past_data, name=f"p{window}-more")))
+    past = compile_plan(load_shape(past_shape))
+    failing = [g.id for g in past.gates if g.status == "fail"]
+    assert found.beyond.gate in failing, (found.beyond, failing)  # type: ignore[union-attr]
+    if found.beyond.gate == "pool-contract":  # type: ignore[union-attr]
+        numbers = {g.id: g.numbers for g in past.gates}
+        pair = numbers["pair-ceiling"]
         limit = (
-            numbers["pair-ceiling"]["ceiling_bytes"] or numbers["pair-ceiling"]["card_bound_bytes"]
+            pair["ceiling_bytes"] if pair["ceiling_bytes"] is not None else pair["card_bound_bytes"]
+        )
+        need = (
+            numbers["weights-fit"].get("weights_per_rank_bytes")
+            if "weights-fit" in numbers
+            else None
         )
         assert isinstance(limit, int)
-        assert past.plan.contract_bytes + past.plan.weights_budget_bytes > limit
+        if isinstance(need, int) and past.engine_sizing is None:
+            assert past.contract_bytes + need > limit  # the weights' own need, not the budget
 
 
 CATALOG = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B",
@@ -437,3 +450,60 @@ def test_a_shape_whose_engine_sizes_its_pool_keeps_its_fraction(tmp_path: Path) 
     emitted = yaml.safe_load(Path(document["emitted"][0]).read_text())
     assert emitted["serving"]["mem_fraction_static"] == 0.88 and "budget" not in emitted
     _gated_clean(tmp_path / "fitted")
+
+
+def test_a_proposal_an_operator_gate_refuses_is_not_offered(tmp_path: Path) -> None:
+    """Review of issue 29: a gate's own proposal was gated by the built-in gates only, so
+    `max_model_len: 1024` was offered (and written by --fix-apply) though the repository's
+    gate refuses windows past 1,000. Every fix offered now passes the operator's gates."""
+    (tmp_path / "shapes").mkdir()
+    (tmp_path / "gates").mkdir()
+    (tmp_path / "gates" / "window.py").write_text(
+        "from fakplan.gates.operator import gate\n\n\n"
+        "@gate(id='short-windows', title='windows of 1,000 at most', rationale='our SLO')\n"
+        "def short(plan):\n"
+        "    return plan.max_model_len <= 1000, f'{plan.max_model_len:,}'\n"
+    )
+    write_tiny_llama(tmp_path / "shapes" / "tiny.gguf")
+    shape = tmp_path / "shapes" / "tiny.yaml"
+    shape.write_text(
+        "name: tiny\nengine: llamacpp\nmodel: tiny.gguf\ncard: {total: 1 GiB}\n"
+        "budget: {weights: 64 MiB, kv: 1 MiB}\nserving: {max_num_seqs: 1, max_model_len: 1000}\n"
+    )
+    fixes = _every_fix_holds(shape, tmp_path)
+    windows = [
+        p["value"] for f in fixes for p in f["patch"] if p["path"] == "serving.max_model_len"
+    ]
+    assert 1024 not in windows and windows[0] == 768  # three 256-cell steps
+
+
+def test_the_longest_window_past_the_trained_context_is_searched(tmp_path: Path) -> None:
+    """Review of issue 29: with limits.rope_scaling the window may pass the trained
+    context, but the search stopped one page past it (131,088 tokens "past the longest
+    window fakplan plans for") while the pool held about a million tokens."""
+    fitter = _fitter(
+        {"name": "rope", "engine": "vllm", "engine_version": "0.19.0", "model": LLAMA_8B,
+         "card": {"total": "80 GiB"}, "ceiling": "76 GiB", "limits": {"rope_scaling": True},
+         "launch": {"env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}},
+         "serving": {"max_num_seqs": 1, "max_model_len": 1024}},
+        tmp_path,
+    )  # fmt: skip
+    found = fitter.longest_window(Layout("fp8"), 1, 131072)
+    point = found.plan  # type: ignore[union-attr]
+    # 76 GiB - 15,317 MiB of weights = 62,507 MiB of pool; fp8 KV is 32 layers x 8 KV
+    # heads x 256 x 1 B = 64 KiB a token, so 62,507 x 16 = 1,000,112 tokens (whole blocks)
+    assert point.max_model_len == 62507 * 16
+    assert found.beyond.gate == "pool-contract"  # type: ignore[union-attr]
+
+
+def test_an_emitted_shape_names_its_draft_model_from_where_it_is(tmp_path: Path) -> None:
+    from fakplan.fit import relocated
+
+    (tmp_path / "drafts" / "d").mkdir(parents=True)
+    data = {
+        "model": LLAMA_8B,
+        "launch": {"speculative": {"method": "draft_model", "model": "drafts/d"}},
+    }
+    out = relocated(data, tmp_path, tmp_path / "fitted")
+    assert out["launch"]["speculative"]["model"] == "../drafts/d"
+    assert out["model"] == LLAMA_8B  # a catalog id stays as it is

@@ -358,6 +358,75 @@ def test_alerts_select_the_name_the_engine_serves(tmp_path: Path) -> None:
     assert 'model_name="b"' in text and 'model_name="a"' not in text
 
 
+def test_alerts_and_probes_agree_on_the_name_of_a_model_loaded_from_weights(
+    tmp_path: Path,
+) -> None:
+    """Review of issue 27: with launch.weights, vLLM lists the folder it loads (`vllm serve
+    /models/llama8b`), but the alerts selected the shape's model id while the probes
+    expected the folder. One definition now (launch.served_name), read by both."""
+    from fakplan.probes.run import served_name
+    from fakplan.shape import load_shape
+
+    shape = tmp_path / "weights.yaml"
+    shape.write_text(
+        (SHAPES / "example.yaml")
+        .read_text()
+        .replace("launch:\n  port: 8000\n", "launch:\n  port: 8000\n  weights: /models/llama8b\n")
+    )
+    text = _run("rules", str(shape)).stdout
+    assert 'model_name="/models/llama8b"' in text
+    assert served_name(load_shape(shape)) == "/models/llama8b"
+
+
+def test_launch_env_cannot_replace_a_variable_the_plan_sets(tmp_path: Path) -> None:
+    """Review of issue 26: launch.env {KV_CACHE_MEMORY_BYTES: '999'} compiled with exit 0,
+    and the env file and serve.sh exported 999 beside an argv passing the plan's figure."""
+    shape = tmp_path / "env.yaml"
+    shape.write_text(
+        (SHAPES / "example.yaml")
+        .read_text()
+        .replace(
+            "launch:\n  port: 8000\n",
+            "launch:\n  port: 8000\n  env: {KV_CACHE_MEMORY_BYTES: '999'}\n",
+        )
+    )
+    line = _one_line(_run("compile", str(shape), "-o", str(tmp_path / "out")))
+    assert "launch.env.KV_CACHE_MEMORY_BYTES" in line and "remove it" in line
+    assert not (tmp_path / "out" / "example" / "plan.json").exists()
+
+
+def test_an_unterminated_string_of_escaped_quotes_is_read_in_linear_time(tmp_path: Path) -> None:
+    """Review of issue 27: the nesting pre-check's string pattern rescanned to the end from
+    every escaped quote of an unterminated string: a 60 KB config took 12 s."""
+    model = tmp_path / "model"
+    model.mkdir()
+    text = LLAMA.read_text().rstrip().rstrip("}").rstrip().rstrip(",")
+    (model / "config.json").write_text(
+        text + ', "a": "' + '\\"' * 100_000
+    )  # 200 KB: minutes before, under 1 s now
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakplan", "kv", str(model), "--engine", "vllm"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Unterminated string" in proc.stderr
+
+
+def test_a_snapshot_reached_through_a_symlinked_folder_is_read(tmp_path: Path) -> None:
+    """Review of issue 27: a relative symlink was followed against the path as written, so
+    an HF cache snapshot (config.json -> ../../blobs/<hash>) reached through a symlinked
+    folder was "no such file", though the kernel opens it."""
+    cache = tmp_path / "hub" / "models--m"
+    (cache / "blobs").mkdir(parents=True)
+    (cache / "blobs" / "h1").write_text(LLAMA.read_text())
+    snapshot = cache / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").symlink_to("../../blobs/h1")
+    (tmp_path / "llama").symlink_to(snapshot)
+    result = _run("kv", str(tmp_path / "llama"), "--engine", "vllm", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["bytes_per_token"] == 131072
+
+
 def test_units_that_name_one_family_share_its_type_line() -> None:
     """9fcf43b: a unit collision printed two TYPE lines for one family, which the text
     parser refuses. "B" and "bytes" both name fakplan_prediction_bytes."""
@@ -438,7 +507,8 @@ def test_diff_reads_the_old_side_and_the_tree_with_a_shapes_bounds(tmp_path: Pat
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.yaml").write_text("engine: vllm\nname: secret\n")
-    (repo / "linked").symlink_to(outside)
+    # a file symlink: git lists it as an untracked *.yaml (a folder symlink it never lists)
+    (repo / "shapes" / "leak.yaml").symlink_to(outside / "secret.yaml")
     proc = subprocess.run(
         [sys.executable, "-m", "fakplan", "diff", "--rev", "HEAD", "--json"],
         cwd=repo,

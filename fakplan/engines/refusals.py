@@ -45,8 +45,10 @@ class BootInputs:
         return value if isinstance(value, str) else None
 
     def env_on(self, name: str) -> bool:
-        """The launch sets ``name`` to a value the engine reads as true (1, true, yes)."""
-        return (self.env(name) or "").strip().lower() in {"1", "true", "yes", "on"}
+        """The launch sets ``name`` to a value the engine reads as true: "1" or "true" in
+        any case (vllm/envs.py `.strip().lower() in ("1", "true")`; SGLang's
+        get_bool_env_var, python/sglang/srt/utils.py, `.lower() in ("true", "1")`)."""
+        return (self.env(name) or "").strip().lower() in {"1", "true"}
 
 
 Check = Callable[[BootInputs], str | None]

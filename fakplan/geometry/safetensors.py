@@ -60,12 +60,14 @@ def safetensors_dtypes(folder: Path) -> frozenset[str] | None:
 
 def _header(path: Path) -> dict[str, Any]:
     """The 8-byte length + JSON header of one file; tensors are never read."""
-    raw = read_bounded(path, 8 + MAX_HEADER, GeometryError, "a safetensors file", head=True)
-    if len(raw) < 8:
+    prefix = read_bounded(path, 8, GeometryError, "a safetensors file", head=True)
+    if len(prefix) < 8:
         raise GeometryError(f"{path}: truncated safetensors file")
-    (length,) = struct.unpack("<Q", raw[:8])
+    (length,) = struct.unpack("<Q", prefix)
     if length > MAX_HEADER:
         raise GeometryError(f"{path}: safetensors header of {length:,} bytes is not plausible")
+    # exactly the header the length names: a shard's tensors are never read
+    raw = read_bounded(path, 8 + length, GeometryError, "a safetensors file", head=True)
     if len(raw) < 8 + length:
         raise GeometryError(f"{path}: truncated safetensors header")
     header = load_json(raw[8 : 8 + length], f"{path} (header)", GeometryError)

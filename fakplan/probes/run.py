@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fakplan.engines import ENGINES
 from fakplan.errors import GeometryError, ProbeError
+from fakplan.launch import served_name as launch_served_name
 from fakplan.probes.api import Server
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
@@ -160,9 +161,8 @@ def _finish(
 
 
 def served_name(loaded: LoadedShape) -> str:
-    """The model id the shape's endpoint lists: its served name, else what it loads."""
-    launch = loaded.shape.launch
-    return launch.served_model_name or launch.weights or loaded.shape.model
+    """The model id the shape's endpoint lists (``launch.served_name``, as the alerts)."""
+    return launch_served_name(loaded.shape)
 
 
 def _same_model(listed: str, planned: str) -> bool:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 b68c81992109ae584744588b8f26b2f7f397d97edef7fec85b68ccaac81c25ff
+# Record: plan.json sha256 6e482ee107bf61013948760809fcec0b610e6d93873458777bfe71f667e5b81c
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 d8aab983cacd0ef63c111ec5fd73e157aaff43b2ccc2d97f5618a33dd772c078
+# Record: plan.json sha256 ff609a7962893d9079a1b0950a19f992c9843f29b0f5fde93a6d1ce06a42afd2
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

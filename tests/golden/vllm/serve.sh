@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 47232921c33293b413d4915af6b134899a48133749ec3f1c2acf0ea1dac415c1
+# Record: plan.json sha256 e6a15292ebc29677b00eed02e8d638830ff10f22c85e5411cebdb38bc1cb6b5c
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
