@@ -56,10 +56,15 @@ class Layout:
     kv_cache_dtype: str
     quantization: str | None = None
     tensor: int = 1
+    gpu_layers: int | None = None  # llama.cpp -ngl; None: every layer on the card
 
     def label(self) -> str:
         quant = f", {self.quantization} weights" if self.quantization else ""
-        return f"KV {self.kv_cache_dtype}{quant}, TP {self.tensor}"
+        layers = "" if self.gpu_layers is None else f", -ngl {self.gpu_layers}"
+        return f"KV {self.kv_cache_dtype}{quant}, TP {self.tensor}{layers}"
+
+    def offloading(self, gpu_layers: int) -> Layout:
+        return Layout(self.kv_cache_dtype, self.quantization, self.tensor, gpu_layers)
 
 
 @dataclass(frozen=True)
@@ -100,12 +105,32 @@ class Beyond:
 
 
 @dataclass(frozen=True)
+class LeastFraction:
+    """Where the engine sizes the pool from a fraction of the card: the smallest fraction,
+    in hundredths, that still realises a point, and the gate a hundredth less fails."""
+
+    field: str  # serving.gpu_memory_utilization or serving.mem_fraction_static
+    value: float
+    below: float
+    gate: str
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "field": self.field,
+            "value": self.value,
+            "below": {"value": self.below, "gate": self.gate, "summary": self.summary},
+        }
+
+
+@dataclass(frozen=True)
 class FitPoint:
     """A shape that passes every gate, and the step past it that does not."""
 
     layout: Layout
     outcome: Outcome
     beyond: Beyond
+    least: LeastFraction | None = None
 
     @property
     def plan(self) -> Plan:
@@ -117,6 +142,7 @@ class FitPoint:
         return {
             "max_model_len": p.max_model_len,
             "max_num_seqs": p.max_num_seqs,
+            "gpu_layers": self.layout.gpu_layers,
             "weights_budget_bytes": p.weights_budget_bytes,
             "kv_budget_bytes": p.kv_budget_bytes,
             "contract_bytes": p.contract_bytes,
@@ -127,6 +153,7 @@ class FitPoint:
             "ceiling_bytes": p.ceiling_bytes,
             "ceiling_basis": p.ceiling_basis,
             "gates_unknown": [g.id for g in p.gates if g.status == "unknown"],
+            "least_fraction": None if self.least is None else self.least.to_json(),
             "beyond": {
                 "field": self.beyond.field,
                 "value": self.beyond.value,
@@ -145,13 +172,23 @@ class LayoutFit:
     none_at: list[tuple[int, Failing]] = field(default_factory=list)
     at_sessions: FitPoint | None = None
     at_sessions_none: Failing | None = None
+    # llama.cpp: per window where not every layer fits, the most layers -ngl can put on the
+    # card at the sessions asked for (or one), each one layer short of failing a gate
+    offload: list[FitPoint] = field(default_factory=list)
+    offload_none: list[tuple[int, Failing]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kv_cache_dtype": self.layout.kv_cache_dtype,
             "quantization": self.layout.quantization,
             "tensor": self.layout.tensor,
+            "gpu_layers": self.layout.gpu_layers,
             "frontier": [p.to_json() for p in self.frontier],
+            "offload": [p.to_json() for p in self.offload],
+            "offload_none": [
+                {"max_model_len": w, "gate": f.gate, "summary": f.summary}
+                for w, f in self.offload_none
+            ],
             "none_at": [
                 {"max_model_len": w, "gate": f.gate, "summary": f.summary} for w, f in self.none_at
             ],
@@ -196,11 +233,15 @@ class Fitter:
         self.stated_weights = stated
         self.own_quantization = (base.get("serving") or {}).get("quantization")
         self.own_tensor = int((base.get("parallel") or {}).get("tensor", 1))
+        layers = (base.get("launch") or {}).get("gpu_layers")
+        self.own_layers = None if layers in (None, -1) else layers
         serving = base.get("serving") or {}
         # a shape that lets the engine size its pool keeps its fraction: each point is
         # realised by the pool the engine will size, not by a budget pair
         self.sized = next((f for f in SIZING_FIELDS if f in serving), None)
         self.compiles = 0
+        # -ngl's count of every layer, where the engine can leave some in RAM (llama.cpp)
+        self.offloadable: int | None = None
 
     # ------------------------------------------------------------ one candidate
 
@@ -211,10 +252,18 @@ class Fitter:
         return self._seen[key]
 
     def _data(
-        self, layout: Layout, window: int, sessions: int, weights: Any, kv: Any
+        self,
+        layout: Layout,
+        window: int,
+        sessions: int,
+        weights: Any,
+        kv: Any,
+        fraction: float | None = None,
     ) -> dict[str, Any]:
         data = copy.deepcopy(self.base)
         serving = data.setdefault("serving", {})
+        if fraction is not None and self.sized is not None:
+            serving[self.sized] = fraction
         serving.update(
             max_num_seqs=sessions, max_model_len=window, kv_cache_dtype=layout.kv_cache_dtype
         )
@@ -225,6 +274,11 @@ class Fitter:
             serving.pop("quantization", None)
         else:
             serving["quantization"] = layout.quantization
+        launch = data.get("launch")
+        if layout.gpu_layers is not None:
+            data.setdefault("launch", {})["gpu_layers"] = layout.gpu_layers
+        elif isinstance(launch, dict):
+            launch.pop("gpu_layers", None)
         parallel = data.setdefault("parallel", {})
         parallel["tensor"] = layout.tensor
         card = data.setdefault("card", {})
@@ -252,7 +306,10 @@ class Fitter:
             loaded = LoadedShape(shape=shape, path=self.path, lines=self.lines, budget=self.budget)
             check_semantics(loaded)
             plan = compile_plan(loaded, self.ledger)
-            step = ENGINES[shape.engine].window_step(loaded)
+            engine = ENGINES[shape.engine]
+            step = engine.window_step(loaded)
+            if self.offloadable is None:
+                self.offloadable = engine.offload_layers(loaded)
         except ShapeError as exc:  # the candidate's own text: no file or line to name
             why = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
             return None, Failing("shape", why, field=exc.field, detail=exc.detail), 1
@@ -274,7 +331,11 @@ class Fitter:
             data = self._data(layout, window, sessions, None, None)
             plan, failing, step = self._compiled(data)
             return Outcome(window, sessions, data, plan, failing, step)
-        own = layout.quantization == self.own_quantization and layout.tensor == self.own_tensor
+        own = (layout.quantization, layout.tensor, layout.gpu_layers) == (
+            self.own_quantization,
+            self.own_tensor,
+            self.own_layers,
+        )
         stated = self.stated_weights if own else None  # other weights: what they need
         provisional = self._data(layout, window, sessions, stated or f"{MIB} B", f"{MIB} B")
         plan, failing, step = self._compiled(provisional)
@@ -394,16 +455,87 @@ class Fitter:
             Beyond("serving.max_model_len", (lo + 1) * page, failing.gate, failing.summary),
         )
 
+    def most_layers(self, layout: Layout, window: int, sessions: int) -> FitPoint | Failing | None:
+        """llama.cpp: the most layers -ngl puts on the card with ``sessions`` at ``window``,
+        one more layer failing a gate; None where every layer fits (nothing to leave in
+        RAM) or the engine cannot leave any there."""
+        every = self.offloadable
+        if every is None:
+            return None
+        if self.outcome(layout.offloading(every), window, sessions).passes:
+            return None
+        none = self.outcome(layout.offloading(0), window, sessions)
+        if not none.passes:
+            assert none.failing is not None
+            return none.failing
+        lo, hi = 0, every  # lo passes, hi fails
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.outcome(layout.offloading(mid), window, sessions).passes:
+                lo = mid
+            else:
+                hi = mid
+        past = self.outcome(layout.offloading(hi), window, sessions)
+        assert past.failing is not None
+        return FitPoint(
+            layout.offloading(lo),
+            self.outcome(layout.offloading(lo), window, sessions),
+            Beyond("launch.gpu_layers", hi, past.failing.gate, past.failing.summary),
+        )
+
+    def least_fraction(self, point: FitPoint) -> FitPoint:
+        """``point`` with the smallest fraction of the card, in hundredths, that realises it
+        where the engine sizes its pool (the shape's own is the most it is given), the
+        fraction a hundredth below it failing a named gate."""
+        if self.sized is None:
+            return point
+        own = point.outcome.data["serving"][self.sized]
+        window, sessions = point.outcome.window, point.outcome.sessions
+
+        seen: dict[int, tuple[Plan | None, Failing | None]] = {}
+
+        def tried(hundredths: int) -> tuple[Plan | None, Failing | None]:
+            if hundredths not in seen:
+                data = self._data(point.layout, window, sessions, None, None, hundredths / 100)
+                plan, failing, _ = self._compiled(data)
+                seen[hundredths] = (plan, failing)
+            return seen[hundredths]
+
+        hi = math.floor(own * 100 + 1e-9)  # passes (the shape's own, or just under it)
+        plan, failing = tried(hi)
+        if plan is None or failing is not None:
+            return point
+        lo = 0  # fails: no pool at all
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            plan, failing = tried(mid)
+            if plan is not None and failing is None:
+                hi = mid
+            else:
+                lo = mid
+        plan, failing = tried(lo)
+        why = failing or Failing("shape", "no pool at all")
+        least = LeastFraction(f"serving.{self.sized}", hi / 100, lo / 100, why.gate, why.summary)
+        return FitPoint(point.layout, point.outcome, point.beyond, least)
+
     def fit(
         self, layout: Layout, windows: Iterable[int], sessions: int | None, trained: int
     ) -> LayoutFit:
         result = LayoutFit(layout)
+        windows = list(windows)
         for window in windows:
             found = self.most_sessions(layout, window)
             if isinstance(found, FitPoint):
-                result.frontier.append(found)
+                result.frontier.append(self.least_fraction(found))
             else:
                 result.none_at.append((window, found))
+        if layout.gpu_layers is None:  # a layout with every layer on the card
+            for window in windows:
+                partial = self.most_layers(layout, window, sessions or 1)
+                if isinstance(partial, FitPoint):
+                    result.offload.append(partial)
+                elif partial is not None:
+                    result.offload_none.append((window, partial))
         if sessions is not None:
             at = self.longest_window(layout, sessions, trained)
             if isinstance(at, FitPoint):
@@ -419,7 +551,7 @@ class Fitter:
         for width in WIDER:
             if width <= layout.tensor:
                 continue
-            wide = Layout(layout.kv_cache_dtype, layout.quantization, width)
+            wide = Layout(layout.kv_cache_dtype, layout.quantization, width, layout.gpu_layers)
             outcome = self.outcome(wide, window, sessions)
             if outcome.passes:
                 return Wider(layout, outcome, tuple(tried))
@@ -526,7 +658,7 @@ class FitReport:
 
     @property
     def found(self) -> bool:
-        return any(f.frontier for f in self.fits)
+        return any(f.frontier or f.offload for f in self.fits)
 
     def points(self) -> list[FitPoint]:
         """Every point, each once: the frontiers', then the longest windows at the sessions."""
@@ -537,6 +669,7 @@ class FitReport:
                 p.outcome is not fit.at_sessions.outcome for p in fit.frontier
             ):
                 out.append(fit.at_sessions)
+            out += fit.offload
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -617,7 +750,8 @@ def point_name(base: str, point: FitPoint) -> str:
     """A shape name for a point: the base's, then layout and size (63 characters at most)."""
     layout = point.layout
     quant = f"-{layout.quantization}w" if layout.quantization else ""
-    tail = f"-{layout.kv_cache_dtype}{quant}-tp{layout.tensor}-{point.outcome.window}x{point.outcome.sessions}"
+    layers = "" if layout.gpu_layers is None else f"-ngl{layout.gpu_layers}"
+    tail = f"-{layout.kv_cache_dtype}{quant}-tp{layout.tensor}{layers}-{point.outcome.window}x{point.outcome.sessions}"
     tail = tail.lower().replace("_", "-")
     return base[: 63 - len(tail)].rstrip("-._") + tail
 
@@ -629,7 +763,10 @@ def point_text(name: str, point: FitPoint, data: dict[str, Any]) -> str:
     if "budget" in data:
         out["budget"] = {k: _sized(v) for k, v in data["budget"].items()}
     p, beyond = point.plan, point.beyond
-    step = "session" if beyond.field.endswith("max_num_seqs") else "page of window"
+    step = {
+        "serving.max_num_seqs": "session",
+        "launch.gpu_layers": "layer on the card",
+    }.get(beyond.field, "page of window")
     lines = [
         f"# Written by fakplan fit: {p.max_num_seqs} x {p.max_model_len:,} tokens "
         f"({point.layout.label()}) passes every gate.",
@@ -656,6 +793,7 @@ FIX_FIELDS = (
     ("serving", "max_model_len"),
     ("serving", "kv_cache_dtype"),
     ("serving", "quantization"),
+    ("launch", "gpu_layers"),
     ("parallel", "tensor"),
     ("card", "count"),
     ("budget", "weights"),
@@ -688,11 +826,12 @@ def proven_fixes(
         for keep in (True, False)
     ]
     serving = shape.serving
-    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor)
+    own_layers = shape.launch.gpu_layers if shape.launch.gpu_layers != -1 else None
+    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor, own_layers)
     window, sessions = serving.max_model_len, serving.max_num_seqs
     trained = trained_context(plan) or window
     layouts = [own] + [
-        Layout(dtype, quantization, own.tensor)
+        Layout(dtype, quantization, own.tensor, own_layers)
         for quantization in dict.fromkeys((own.quantization, *engine.quantizations))
         for dtype in dict.fromkeys((own.kv_cache_dtype, *engine.fit_kv_dtypes))
         if (dtype, quantization) != (own.kv_cache_dtype, own.quantization)
@@ -714,6 +853,12 @@ def proven_fixes(
             shorter = fitter.longest_window(layout, sessions, trained)
             if isinstance(shorter, FitPoint) and shorter.outcome.window < window:
                 offer(shorter.outcome, [*costs, "window"], window - shorter.outcome.window)
+            fewer_layers = fitter.most_layers(layout, window, sessions)
+            if isinstance(fewer_layers, FitPoint):
+                kept_on = fewer_layers.layout.gpu_layers or 0
+                if own_layers is None or kept_on < own_layers:
+                    cut = (fitter.offloadable or 0) - kept_on
+                    offer(fewer_layers.outcome, [*costs, "offload"], cut)
         wider = fitter.narrowest_wider(own, window, sessions)
         if wider.point is not None:
             offer(wider.point, ["cards"], int(wider.point.data["parallel"]["tensor"]))
@@ -755,7 +900,7 @@ def with_proven_fixes(
     the patches, its ``fix`` the first one's words, or that nothing fakplan can change
     fits. Where fakplan does not search, the verdicts are returned as they were."""
     if not any(v.status == "fail" for v in verdicts):
-        return verdicts
+        return _with_warn_fixes(loaded, plan, verdicts, gates, ledger)
     proposals = [v.proposes for v in verdicts if v.status == "fail" and v.proposes]
     fixes = proven_fixes(loaded, plan, gates, ledger, proposals)
     if fixes is None:
@@ -784,12 +929,72 @@ def proven_plan(
 ) -> Plan:
     """The plan with its failing gates' fixes proven (``with_proven_fixes``), against
     ``gates`` or the operator gates beside the shape's folder, as ``fakplan gate`` runs."""
-    if not plan.failed:
+    if not plan.failed and not any(g.status == "warn" for g in plan.gates):
         return plan
     if gates is None:
         gates = _GATES.for_shape(loaded.path) if loaded.path.exists() else ()
     verdicts = with_proven_fixes(loaded, plan, plan.gates, gates, ledger)
     return plan.model_copy(update={"gates": verdicts})
+
+
+def _with_warn_fixes(
+    loaded: LoadedShape,
+    plan: Plan,
+    verdicts: tuple[GateResult, ...],
+    gates: Sequence[OperatorGate],
+    ledger: Path | None,
+) -> tuple[GateResult, ...]:
+    """A passing shape's warnings with their fixes proven: the bytes a warning leaves on
+    the floor given to more sessions at the same window, or a longer window for the same
+    sessions, each gated (every gate passes and the warning clears). A warning no such
+    change clears says so rather than advise."""
+    warned = [v for v in verdicts if v.status == "warn"]
+    engine = ENGINES[loaded.shape.engine]
+    if not warned or not engine.fit_kv_dtypes or not loaded.text:
+        return verdicts
+    data, _ = read_yaml(loaded.path, loaded.text)
+    data.setdefault("card", {})["total"] = f"{loaded.shape.card.total} B"
+    fitter = Fitter(data, loaded.path, loaded.lines, loaded.budget, gates, ledger)
+    shape = loaded.shape
+    serving = shape.serving
+    layers = shape.launch.gpu_layers if shape.launch.gpu_layers != -1 else None
+    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor, layers)
+    window, sessions = serving.max_model_len, serving.max_num_seqs
+    candidates: list[Outcome] = []
+    more = fitter.most_sessions(own, window)
+    if isinstance(more, FitPoint) and more.outcome.sessions > sessions:
+        candidates.append(more.outcome)
+    longer = fitter.longest_window(own, sessions, trained_context(plan) or window)
+    if isinstance(longer, FitPoint) and longer.outcome.window > window:
+        candidates.append(longer.outcome)
+
+    def clears(outcome: Outcome, gate: str) -> bool:
+        assert outcome.plan is not None
+        return all(g.status != "warn" for g in outcome.plan.gates if g.id == gate)
+
+    def proven(v: GateResult) -> GateResult:
+        if v.status != "warn" or v.id not in {g.id for g in BUILTIN_GATES}:
+            return v
+        fixes: list[ProvenFix] = []
+        for outcome in candidates:
+            patch = _patch(shape, outcome)
+            if clears(outcome, v.id) and patch and all(f.patch != patch for f in fixes):
+                fixes.append(
+                    ProvenFix(
+                        patch=patch,
+                        gives_up=("nothing",),
+                        summary=_fix_summary(patch, ("nothing",)),
+                    )
+                )
+        words = (
+            fixes[0].summary
+            if fixes
+            else "no change fakplan can make clears it: not more sessions at this window, "
+            "nor a longer window for these sessions"
+        )
+        return v.model_copy(update={"fixes": tuple(fixes), "fix": words})
+
+    return tuple(proven(v) for v in verdicts)
 
 
 def no_fix_text(shape: Shape) -> str:
@@ -825,6 +1030,7 @@ _COSTS = {
     "window": "a shorter window",
     "kv_precision": "a smaller KV dtype",
     "weight_precision": "quantized weights",
+    "offload": "layers left in RAM (slower tokens)",
     "cards": "more cards",
 }
 

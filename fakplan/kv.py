@@ -38,6 +38,7 @@ class KvQuery:
     kv_unified: bool | None = None  # llama.cpp
     flash_attn: bool = True  # llama.cpp
     ubatch: int | None = None  # llama.cpp -ub (physical batch; the SWA cache holds one)
+    gpu_layers: int | None = None  # llama.cpp -ngl: the cache of the layers it offloads
 
     @property
     def window(self) -> int:

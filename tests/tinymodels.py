@@ -119,3 +119,27 @@ def tiny_weight_bytes(spec: TinyLlama = TinyLlama(), n_vocab: int = 260) -> int:
         + 3 * spec.ff * spec.embd  # gate, up, down
     )
     return 4 * (2 * n_vocab * spec.embd + spec.embd + spec.layers * per_layer)
+
+
+def write_gguf_header(
+    path: Path,
+    metadata: dict[str, int],
+    tensors: list[tuple[str, tuple[int, ...], gguf.GGMLQuantizationType]],
+    *,
+    arch: str = "llama",
+) -> Path:
+    """A GGUF of the header alone: ``metadata`` under the architecture's prefix and a tensor
+    table of (name, shape in elements as numpy orders it, ggml type), no tensor data. fakplan
+    reads only the header, so a 12 GB model's table costs a few kilobytes here."""
+    w = gguf.GGUFWriter(path, arch)
+    for key, value in metadata.items():
+        w.add_uint32(f"{arch}.{key}", value)
+    for name, shape, kind in tensors:
+        block, size = gguf.GGML_QUANT_SIZES[kind]
+        elements = int(np.prod(shape))
+        w.add_tensor_info(name, shape, np.dtype(np.float32), elements // block * size, kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    return path

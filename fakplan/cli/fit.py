@@ -23,6 +23,7 @@ from fakplan.fit import (
     FitRequest,
     Fitter,
     Layout,
+    LayoutFit,
     point_name,
     point_text,
     relocated,
@@ -62,6 +63,13 @@ _OPTION_OF = {
 @click.option("--ceiling", help="The ceiling, where a boot ledger printed one (a byte size).")
 @click.option("--weights", help="The weights budget per card [default: what they need].")
 @click.option(
+    "--utilization",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Let the engine size its pool from this fraction of the card (vLLM's "
+    "--gpu-memory-utilization, SGLang's --mem-fraction-static) instead of a budget pair; "
+    "each point then names the least fraction that realises it.",
+)
+@click.option(
     "--window",
     type=click.IntRange(1, 1 << 27),
     multiple=True,
@@ -98,6 +106,7 @@ def fit(
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
+    utilization: float | None,
     window: tuple[int, ...],
     sessions: int | None,
     kv_dtype: tuple[str, ...],
@@ -130,7 +139,7 @@ def fit(
     windows = tuple(window)
     modelled = not (Path(target).suffix in (".yaml", ".yml") and Path(target).exists())
     fitter, base_name, dtypes = _fitter(
-        target, engine, engine_version, card, sms, cards, ceiling, weights, gates_dir
+        target, engine, engine_version, card, sms, cards, ceiling, weights, utilization, gates_dir
     )
     quants = tuple(None if q == "none" else q for q in quantization) or (None,)
     layouts = tuple(
@@ -162,6 +171,7 @@ def _fitter(
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
+    utilization: float | None,
     gates_dir: Path | None,
 ) -> tuple[Fitter, str, tuple[str, ...]]:
     """The fitter over a shape file, or over a shape made of the options."""
@@ -172,7 +182,7 @@ def _fitter(
         data, _ = read_yaml(path, text)
         if loaded.budget is not None:  # card.total: auto, read once
             data["card"]["total"] = f"{loaded.shape.card.total} B"
-        for option, value in (("engine", engine), ("card", card)):
+        for option, value in (("engine", engine), ("card", card), ("utilization", utilization)):
             if value is not None:
                 raise click.BadParameter(f"{value}: the shape states it", param_hint=f"--{option}")
         _override(data, engine_version, sms, cards, ceiling, weights)
@@ -192,9 +202,27 @@ def _fitter(
         "card": {"total": card},
         "serving": {"max_num_seqs": 1, "max_model_len": SMALLEST_WINDOW},
     }
+    if utilization is not None:
+        sizing = ENGINES[engine].sizing_field
+        if sizing is None:
+            raise click.BadParameter(
+                f"{engine} does not size its own pool: fit a budget pair (--weights)",
+                param_hint="--utilization",
+            )
+        if weights is not None:
+            raise click.BadParameter(
+                "the engine sizes the pool around the weights it loads: give --utilization "
+                "or --weights, not both",
+                param_hint="--utilization",
+            )
+        made["serving"][sizing] = utilization
     _override(made, engine_version, sms, cards, ceiling, weights)
     path = Path.cwd() / "fit.yaml"  # where relative model paths are read from
-    probe = dict(made, budget={"weights": weights or "1 MiB", "kv": "1 MiB"})
+    probe = (
+        made
+        if utilization is not None
+        else dict(made, budget={"weights": weights or "1 MiB", "kv": "1 MiB"})
+    )
     try:
         loaded = load_shape_text(yaml.safe_dump(probe, sort_keys=False), path)
     except ShapeError as exc:
@@ -258,6 +286,56 @@ def _limits(plans: list[Plan]) -> str:
     return f"the {basis} ceiling, {span} MiB"
 
 
+def _frontier_table(fit: LayoutFit) -> Table:
+    """Per window the most sessions, the split or least fraction that realises them."""
+    sized = any(p.least is not None for p in fit.frontier)
+    table = Table(title=fit.layout.label(), title_justify="left")
+    columns = ["window", "sessions", "weights MiB", "KV pool MiB", "tokens"]
+    columns += ["least fraction"] if sized else []
+    for column in [*columns, "one more fails"]:
+        last = column == "one more fails"
+        table.add_column(column, justify="left" if last else "right", overflow="fold")
+    for point in fit.frontier:
+        p = point.plan
+        row = [
+            f"{p.max_model_len:,}",
+            str(p.max_num_seqs),
+            f"{p.weights_budget_bytes >> 20:,}",
+            f"{p.kv_budget_bytes >> 20:,}",
+            f"{p.tokens_backed:,}",
+        ]
+        if sized:
+            row.append("" if point.least is None else f"{point.least.value:.2f}")
+        table.add_row(*row, point.beyond.gate)
+    for window, failing in fit.none_at:
+        blank = [""] * (len(columns) - 2)
+        table.add_row(f"{window:,}", "0", *blank, f"{failing.gate}: {failing.summary}")
+    return table
+
+
+def _print_offload(console: Console, fit: LayoutFit, sessions: int) -> None:
+    """llama.cpp: the most layers -ngl puts on the card, where not every layer fits."""
+    table = Table(
+        title=f"{fit.layout.label()}: partial offload (-ngl), {sessions} session(s)",
+        title_justify="left",
+    )
+    for column in ("window", "-ngl", "weights MiB", "KV pool MiB", "one more layer fails"):
+        table.add_column(column, justify="left" if column.startswith("one") else "right")
+    for point in fit.offload:
+        p = point.plan
+        table.add_row(
+            f"{p.max_model_len:,}",
+            str(point.layout.gpu_layers),
+            f"{p.weights_budget_bytes >> 20:,}",
+            f"{p.kv_budget_bytes >> 20:,}",
+            point.beyond.gate,
+        )
+    for window, failing in fit.offload_none:
+        table.add_row(f"{window:,}", "none", "", "", f"{failing.gate}: {failing.summary}")
+    console.print(table)
+    console.print("  the layers -ngl leaves off the card run from RAM on the CPU, slower per token")
+
+
 def _print(report: FitReport, written: list[Path]) -> None:
     console = Console(highlight=False, soft_wrap=True)
     version = f" {report.engine_version}" if report.engine_version else ""
@@ -266,31 +344,17 @@ def _print(report: FitReport, written: list[Path]) -> None:
         f"trained context {report.trained_context:,} tokens"
     )
     for fit in report.fits:
-        table = Table(title=fit.layout.label(), title_justify="left")
-        for column in (
-            "window",
-            "sessions",
-            "weights MiB",
-            "KV pool MiB",
-            "tokens",
-            "one more fails",
-        ):
-            table.add_column(column, justify="left" if column == "one more fails" else "right")
-        for point in fit.frontier:
-            p = point.plan
-            table.add_row(
-                f"{p.max_model_len:,}",
-                str(p.max_num_seqs),
-                f"{p.weights_budget_bytes >> 20:,}",
-                f"{p.kv_budget_bytes >> 20:,}",
-                f"{p.tokens_backed:,}",
-                point.beyond.gate,
+        if not fit.frontier and len({(f.gate, f.summary) for _, f in fit.none_at}) == 1:
+            failing = fit.none_at[0][1]  # the same refusal at every window: said once
+            console.print(
+                f"{fit.layout.label()}: no window fits ({failing.gate}: {failing.summary})"
             )
-        for window, failing in fit.none_at:
-            table.add_row(f"{window:,}", "0", "", "", "", f"{failing.gate}: {failing.summary}")
-        console.print(table)
+        else:
+            console.print(_frontier_table(fit))
         if fit.frontier:
             console.print(f"  the pair's limit: {_limits([p.plan for p in fit.frontier])}")
+        if fit.offload or fit.offload_none:
+            _print_offload(console, fit, report.sessions or 1)
         if fit.at_sessions is not None:
             p, b = fit.at_sessions.plan, fit.at_sessions.beyond
             console.print(

@@ -19,6 +19,7 @@ from fakplan.units import human
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
+    from fakplan.geometry import Geometry
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
     from fakplan.sizing import EngineSizing
@@ -84,6 +85,12 @@ class Engine:
         default; `fakplan fit` steps a window by it."""
         return self.kv_cost(loaded).page_tokens
 
+    def offload_layers(self, loaded: LoadedShape) -> int | None:
+        """The layer count that puts every layer on the card, where the engine can leave
+        some in RAM (llama.cpp's -ngl): `fakplan fit` searches below it. None: the engine
+        holds all of the model on its cards or none."""
+        return None
+
     def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
         """The weights' bytes where the engine quantizes them as it loads
         (``serving.quantization``), and how they were counted; None with the reason where
@@ -92,6 +99,13 @@ class Engine:
             f"quantized as it loads (--quantization {loaded.shape.serving.quantization}): "
             f"fakplan does not count what {self.name} then holds"
         )
+
+    def resident_weights(
+        self, loaded: LoadedShape, geometry: Geometry
+    ) -> tuple[int | None, str | None]:
+        """The bytes of the checkpoint ``geometry`` describes that the card holds, and how
+        they were counted: all of them, unless the engine keeps some in RAM."""
+        return geometry.weight_bytes, geometry.weight_source
 
     def card_bound(self, loaded: LoadedShape) -> tuple[int, str]:
         """The most weights + KV one card can hold under this engine whatever else is

@@ -64,4 +64,5 @@ def query_for_shape(loaded: LoadedShape) -> KvQuery:
         spec_tokens=serving.spec_tokens,
         spec_method=shape.launch.speculative.method if shape.launch.speculative else None,
         kv_unified=serving.kv_unified,
+        gpu_layers=shape.launch.gpu_layers,
     )

@@ -102,13 +102,13 @@ def served_weights(
             own = load_geometry(str(local))
         except GeometryError as exc:
             raise loaded.error(str(exc), "launch", "weights") from None
-        return own.weight_bytes, own.weight_source
+        return engine.resident_weights(loaded, own)
     if shape.serving.quantization is not None:
         # the checkpoint's size is not what the engine holds: the engine's own count is
         return engine.quantized_weights(loaded)
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:
-        return geometry.weight_bytes, geometry.weight_source
+        return engine.resident_weights(loaded, geometry)
     try:
         storage, _ = served_dtype(query_for_shape(loaded), downcast)
     except FakplanError:

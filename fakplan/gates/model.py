@@ -13,9 +13,12 @@ if TYPE_CHECKING:
 
 GateStatus = Literal["pass", "fail", "warn", "unknown"]
 # what a fix costs the operator, in the order fixes are offered: nothing first, cards last
-GivesUp = Literal["nothing", "sessions", "window", "kv_precision", "weight_precision", "cards"]
+# ("offload": layers left in RAM by llama.cpp's -ngl, so every token runs part on the CPU)
+GivesUp = Literal[
+    "nothing", "sessions", "window", "kv_precision", "weight_precision", "offload", "cards"
+]
 GIVES_UP_ORDER: tuple[str, ...] = (
-    "nothing", "sessions", "window", "kv_precision", "weight_precision", "cards",
+    "nothing", "sessions", "window", "kv_precision", "weight_precision", "offload", "cards",
 )  # fmt: skip
 
 

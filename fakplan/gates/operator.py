@@ -299,7 +299,7 @@ def expand_shapes(args: Sequence[str | Path]) -> Iterator[Path | BadInput]:
             yield BadInput(Path(raw).as_posix(), str(exc))
 
 
-# what proves the fixes of a failing shape's gates (fakplan.fit.with_proven_fixes): given
+# what proves the fixes of a failing or warned shape's gates (fakplan.fit.with_proven_fixes): given
 # the shape, its plan, its verdicts, the operator gates and the ledger, the verdicts again
 Prover = Callable[
     [LoadedShape, Plan, tuple[GateResult, ...], Sequence["OperatorGate"], Path | None],
@@ -316,7 +316,7 @@ def gate_shape(
     """Load, compile and gate one shape file; a file that cannot be read is ``BadInput``.
 
     ``ledger`` is a boot log whose ceiling replaces the shape's own; ``prove`` replaces
-    the fixes of failing gates with proven ones.
+    the fixes of failing (or warning) gates with proven ones.
     """
     shown = path.as_posix()
     try:
@@ -335,7 +335,7 @@ def gate_shape(
             results.append(result)
             sources[result.id] = operator_gate.source
     verdicts = tuple(results)
-    if prove is not None and any(r.status == "fail" for r in verdicts):
+    if prove is not None and any(r.status in ("fail", "warn") for r in verdicts):
         verdicts = prove(loaded, plan, verdicts, gates, ledger)
     return ShapeGates(plan.name, shown, verdicts, sources)
 

@@ -27,6 +27,7 @@ from fakplan.geometry.model import (
     LayerKind,
     LinearAttentionDims,
     MlaDims,
+    TensorPlacement,
 )
 
 # A scalar value type's (struct format, size); strings and arrays are read apart.
@@ -65,6 +66,52 @@ _FILE_TYPES: dict[int, str] = {
 }
 
 
+# Where llama.cpp puts a tensor by its name (src/llama-arch.cpp LLM_TENSOR_INFOS, read at
+# 0c1e57098): row-gather tables of the input layer, which load_tensors always keeps on the
+# CPU ("there is very little benefit to offloading the input layer"); tensors whose op is
+# GGML_OP_NONE, which the loader skips ("model has unused tensor"); repeating tensors named
+# without a block (created for block 0, or duplicated into every block's buffer); the rest
+# is the output layer.
+_INPUT_TENSORS = frozenset({"token_embd", "position_embd", "token_types", "per_layer_token_embd"})
+_UNUSED_TENSORS = frozenset({"masked_embd_centroids", "masked_embd_ordering"})
+_FIRST_BLOCK_TENSORS = frozenset({"token_embd_norm"})  # created with block 0 (bert, bloom)
+_EVERY_BLOCK_TENSORS = frozenset({"rope_freqs"})  # TENSOR_DUPLICATED into each block
+_BLOCK = re.compile(r"^blk\.(\d{1,9})\.")
+
+
+@dataclass
+class TensorPlaces:
+    """A GGUF's tensor bytes by the layer llama.cpp loads them into."""
+
+    input_bytes: int = 0
+    output_bytes: int = 0
+    blocks: dict[int, int] = field(default_factory=dict)
+    every_block_bytes: int = 0  # one copy in each buffer that holds a block
+    unused_bytes: int = 0
+    embd_bytes: int = 0  # token_embd.weight: the output head too where none is stored
+    has_output: bool = False  # an output.weight of its own (not tied to token_embd)
+
+    def add(self, name: str, size: int) -> None:
+        block = _BLOCK.match(name)
+        base = name.split(".", 1)[0]
+        if block:
+            index = int(block[1])
+            self.blocks[index] = self.blocks.get(index, 0) + size
+        elif base in _FIRST_BLOCK_TENSORS:
+            self.blocks[0] = self.blocks.get(0, 0) + size
+        elif base in _EVERY_BLOCK_TENSORS:
+            self.every_block_bytes += size
+        elif base in _INPUT_TENSORS:
+            self.input_bytes += size
+            if name == "token_embd.weight":
+                self.embd_bytes = size
+        elif base in _UNUSED_TENSORS:
+            self.unused_bytes += size
+        else:
+            self.output_bytes += size
+            self.has_output = self.has_output or name == "output.weight"
+
+
 @dataclass
 class GgufHeader:
     """What one GGUF (all shards) says about itself."""
@@ -75,6 +122,7 @@ class GgufHeader:
     tensor_count: int = 0
     tensor_bytes: int = 0
     shards: int = 1
+    places: TensorPlaces = field(default_factory=TensorPlaces)
 
 
 class _Cursor:
@@ -191,7 +239,7 @@ def _parse(cursor: _Cursor, header: GgufHeader) -> None:
             metadata[key] = cursor.value(cursor.take("I", 4))
         total = 0
         for _ in range(tensors):
-            cursor.skip_string()
+            name = cursor.string()
             dims = cursor.take("I", 4)
             if dims > 8:
                 raise ValueError(f"tensor with {dims} dimensions")
@@ -204,7 +252,9 @@ def _parse(cursor: _Cursor, header: GgufHeader) -> None:
                 block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
             except (ValueError, KeyError):
                 raise ValueError(f"tensor of unknown ggml type {kind}") from None
-            total += elements // block * size
+            nbytes = elements // block * size
+            total += nbytes
+            header.places.add(name, nbytes)
     except ValueError as exc:
         raise GeometryError(f"{path}: corrupt GGUF header ({exc})") from None
     metadata.pop("split.no", None)
@@ -309,7 +359,22 @@ def geometry_from_header(header: GgufHeader) -> Geometry:
             f"{f' in {header.shards} shards' if header.shards > 1 else ''})"
         ),
         notes=(f"GGUF v{header.version}",),
+        placement=_placement(header.places, blocks),
         **parts,
+    )
+
+
+def _placement(places: TensorPlaces, blocks: int) -> TensorPlacement:
+    """The tensor bytes by layer for ``blocks`` blocks; a block the header numbers past
+    them is never created (unused)."""
+    stray = sum(size for index, size in places.blocks.items() if index >= blocks)
+    return TensorPlacement(
+        input_bytes=places.input_bytes,
+        block_bytes=tuple(places.blocks.get(i, 0) for i in range(blocks)),
+        output_bytes=places.output_bytes,
+        every_block_bytes=places.every_block_bytes,
+        tied_output_bytes=0 if places.has_output else places.embd_bytes,
+        unused_bytes=places.unused_bytes + stray,
     )
 
 

@@ -71,6 +71,21 @@ class MambaDims(_Frozen):
     ssm_dtype: str | None = None
 
 
+class TensorPlacement(_Frozen):
+    """A GGUF's tensor bytes by the layer llama.cpp loads each into: what ``-ngl`` puts on a
+    GPU is counted from it (engines/llamacpp/offload.py)."""
+
+    input_bytes: int = Field(description="the input layer's tables: always on the CPU")
+    block_bytes: tuple[int, ...] = Field(description="blk.0 .. blk.(block_count - 1)")
+    output_bytes: int = Field(description="the output layer: norm, head, classifiers")
+    every_block_bytes: int = Field(description="duplicated into each buffer holding a block")
+    tied_output_bytes: int = Field(
+        description="token_embd loaded again as the output head where no output.weight is "
+        "stored (TENSOR_DUPLICATED); 0 where one is"
+    )
+    unused_bytes: int = Field(description="tensors the loader skips, and blocks past the count")
+
+
 class Geometry(_Frozen):
     source: str = Field(description="where this geometry was read: catalog id, file or folder")
     architecture: str
@@ -105,6 +120,9 @@ class Geometry(_Frozen):
         None, description="parameters, where the weight bytes were counted from the config"
     )
     notes: tuple[str, ...] = ()
+    placement: TensorPlacement | None = Field(
+        None, exclude=True, repr=False, description="a GGUF's tensor bytes by layer"
+    )
     # the config the geometry was read from (its text model's part), as JSON text so the
     # record stays hashable: what counting the weights per rank needs; never serialised
     text_config_json: str | None = Field(None, exclude=True, repr=False)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.engines.base import ModelledEngine
 from fakplan.engines.llamacpp.cache import (
+    CacheLayout,
     build_of,
     cache_bytes,
     cache_for,
@@ -31,14 +32,16 @@ from fakplan.engines.llamacpp.cache import (
     slot_tokens,
 )
 from fakplan.engines.llamacpp.launch import launch_record
+from fakplan.engines.llamacpp.offload import gpu_weights, offload
 from fakplan.engines.llamacpp.refusals import REFUSALS
 from fakplan.engines.llamacpp.rules import CACHE_TYPE_CHOICES, CACHE_TYPES, N_UBATCH, PAD, RELEASES
-from fakplan.engines.query import query_for_shape
+from fakplan.engines.query import query_for_shape, shape_geometry
 from fakplan.engines.releases import select
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
+    from fakplan.geometry import Geometry
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
 
@@ -86,7 +89,7 @@ class LlamacppEngine(ModelledEngine):
                 0,
                 True,
                 (
-                    f"{cache.full_layers} layers x (row({cache.k_name}, {cache.k_elems})"
+                    f"{cache.full_layers} layers{_on_gpu(cache)} x (row({cache.k_name}, {cache.k_elems})"
                     + (f" + row({cache.v_name}, {cache.v_elems})" if cache.v_elems else ", no V")
                     + f") = {cache.cell_bytes():,} B per cell"
                 ),
@@ -102,7 +105,7 @@ class LlamacppEngine(ModelledEngine):
                     0,
                     per_seq,
                     True,
-                    f"{cache.swa_layers} layers x {cache.swa_cell_bytes() // cache.swa_layers:,} B x "
+                    f"{cache.swa_layers} layers{_on_gpu(cache)} x {cache.swa_cell_bytes() // cache.swa_layers:,} B x "
                     f"{swa_cells} cells (window {query.geometry.sliding_window} + ubatch {query.ubatch or N_UBATCH}, "
                     f"padded to {PAD}) = {per_seq:,} B per stream",
                 )
@@ -122,6 +125,14 @@ class LlamacppEngine(ModelledEngine):
                     "per sequence",
                 )
             )
+        notes: tuple[str, ...] = ()
+        if cache.offload is not None:
+            on_gpu = cache.full_layers + cache.swa_layers
+            notes = (
+                f"{cache.offload.describe()}: the cache of {on_gpu} of {cache.all_layers} "
+                "layers is on the GPU, the rest in RAM (each layer's cache on its layer's "
+                "device, llama-kv-cache.cpp)",
+            )
         return KvBreakdown(
             engine="llamacpp",
             engine_version=cache.version,
@@ -132,6 +143,7 @@ class LlamacppEngine(ModelledEngine):
             layers=cache.full_layers + cache.swa_layers,
             components=tuple(components),
             rules=(f"llama.cpp {cache.release.rule} arithmetic (read in {cache.release.read_in})",),
+            notes=notes,
         )
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
@@ -219,6 +231,26 @@ class LlamacppEngine(ModelledEngine):
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         return launch_record(loaded, figures)
 
+    def offload_layers(self, loaded: LoadedShape) -> int | None:
+        """block_count + 1 (the output layer): -ngl's count of every layer."""
+        if loaded.shape.card.device == "cpu":
+            return None
+        g = shape_geometry(loaded)
+        return g.num_layers + g.num_nextn_layers + 1
+
+    def resident_weights(
+        self, loaded: LoadedShape, geometry: Geometry
+    ) -> tuple[int | None, str | None]:
+        """The GGUF's bytes on the GPU: the layers -ngl offloads (offload.py); the input
+        layer stays in RAM whatever -ngl says. A CPU card holds every byte."""
+        placement = geometry.placement
+        if placement is None or loaded.shape.card.device == "cpu":
+            return geometry.weight_bytes, geometry.weight_source
+        release, _ = select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)
+        where = offload(loaded.shape.launch.gpu_layers, len(placement.block_bytes), release)
+        on_gpu, derivation = gpu_weights(placement, where)
+        return on_gpu, f"{geometry.weight_source}; {derivation}"
+
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         return None, (
             "unknown: the shape states no ceiling, and llama.cpp's floor is not predicted: "
@@ -230,3 +262,11 @@ class LlamacppEngine(ModelledEngine):
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)[1]
+
+
+def _on_gpu(cache: CacheLayout) -> str:
+    """Where -ngl leaves some layers' cache in RAM: which layers a count is of."""
+    if cache.offload is None:
+        return ""
+    ngl = cache.offload.gpu_layers
+    return f" on the GPU (-ngl {ngl})"

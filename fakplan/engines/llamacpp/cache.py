@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fakplan.dtypes import ElementType, element_type
 from fakplan.engines.choices import check_choice
+from fakplan.engines.llamacpp.offload import Offload, offload
 from fakplan.engines.llamacpp.rules import (
     CACHE_TYPE_CHOICES,
     N_BATCH,
@@ -41,6 +42,9 @@ class CacheLayout:
     state_per_seq: int  # recurrent R + S, f32, all recurrent layers
     release: LlamacppRules
     version: str
+    # -ngl below every layer: the layers counted above are the GPU's (None: all of them)
+    offload: Offload | None = None
+    all_layers: int = 0  # the cache's layers on every device
 
     def cell_bytes(self) -> int:
         k = self.k.row_bytes(self.k_elems) if self.k_elems else 0
@@ -90,6 +94,14 @@ def cache_for(query: KvQuery) -> CacheLayout:
         )
     g = query.geometry
     kinds = g.layer_kinds
+    where = None
+    if query.device != "cpu" and query.gpu_layers is not None and query.gpu_layers >= 0:
+        where = offload(query.gpu_layers, g.num_layers + g.num_nextn_layers, release)
+        if where.everything:
+            where = None
+        else:  # each layer's cache on its layer's device (llama-kv-cache.cpp dev_layer(il))
+            kinds = tuple(k for i, k in enumerate(kinds) if where.block_on_gpu(i))
+    cached = (LayerKind.FULL, LayerKind.MLA, LayerKind.SLIDING)
     full = kinds.count(LayerKind.FULL) + kinds.count(LayerKind.MLA)
     swa = kinds.count(LayerKind.SLIDING)
     if g.mla is not None and release.mla == "expanded":
@@ -136,6 +148,8 @@ def cache_for(query: KvQuery) -> CacheLayout:
         state_per_seq=state,
         release=release,
         version=version,
+        offload=where,
+        all_layers=sum(1 for k in g.layer_kinds if k in cached),
     )
 
 

@@ -18,7 +18,7 @@ class LlamacppRules(Release):
     (d775b8967): src/llama-context.cpp, llama-kv-cache.cpp, llama-kv-cache-iswa.cpp,
     llama-model.cpp; each boundary is the build of the upstream commit that changed it,
     read there: b7836 d9c6ce46f (#19067), b6981 16bcc1259 (#17046), b6931 cd5e3b575
-    (#16736), b6869 85a7d8677 (#16812), b6325 e81b8e4b7, b5913 225e7a143 (#14363), b5554
+    (#16736), b6869 85a7d8677 (#16812), b7475 57c1e0564 (#18148), b6325 e81b8e4b7, b5913 225e7a143 (#14363), b5554
     3600cc288, b5429 e298d2fbd, b5137 daa422881 (#12801), b9191 255582687 (#22673).
     """
 
@@ -42,6 +42,10 @@ class LlamacppRules(Release):
     # recurrent rows per sequence are 1 + n_rs_seq, the speculative draft's n_max (b9191,
     # 255582687: llama-memory-recurrent.cpp:99); before, 1
     rs_seq: bool = False
+    # -ngl N offloads the output layer first, then the last N - 1 blocks (b7475, 57c1e0564,
+    # #18148: i_gpu_start = n_layer + 1 - N); before, the last N blocks and the output
+    # layer only once N > n_layer (i_gpu_start = n_layer - N; read at 74d73dc too)
+    output_first: bool = False
 
     @property
     def split_streams(self) -> bool:
@@ -50,8 +54,9 @@ class LlamacppRules(Release):
 
 _TAG = "b10573"  # d775b8967
 RELEASES = (
-    LlamacppRules("b9191", (9191,), _TAG, "256", "pad", "outside", "k_only", True, True),
-    LlamacppRules("b7836", (7836,), _TAG, "256", "pad", "outside", "k_only", True),
+    LlamacppRules("b9191", (9191,), _TAG, "256", "pad", "outside", "k_only", True, True, True),
+    LlamacppRules("b7836", (7836,), _TAG, "256", "pad", "outside", "k_only", True, False, True),
+    LlamacppRules("b7475", (7475,), "b7475", "256", "pad", "outside", "kv", True, False, True),
     LlamacppRules("b6981", (6981,), _TAG, "256", "pad", "outside", "kv", True),
     LlamacppRules("b6931", (6931,), "b6931", "none", "floor", "inside", "kv", True),
     LlamacppRules("b6869", (6869,), "b6869", "none", "ceil", "inside", "kv", True),
