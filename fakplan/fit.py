@@ -365,17 +365,20 @@ class Fitter:
         limit = min(bound, ceiling) if isinstance(ceiling, int) else bound
         kv = (limit - weights) // MIB * MIB
         if kv <= 0:
-            return Outcome(
-                window,
-                sessions,
-                provisional,
-                plan,
-                Failing(
+            # the weights' need leaves no pool under the limit: the smallest pool beside
+            # them is over it, as the candidate's own gates say
+            data = self._data(layout, window, sessions, f"{weights} B", f"{MIB} B")
+            plan, failing, step = self._compiled(data)
+            over = plan is not None and any(
+                g.id == "pair-ceiling" and g.status == "fail" for g in plan.gates
+            )
+            if over or failing is None:
+                failing = Failing(
                     "pair-ceiling",
                     f"the weights' {weights >> 20:,} MiB leave no pool under the limit of "
                     f"{limit >> 20:,} MiB",
-                ),
-            )
+                )
+            return Outcome(window, sessions, data, plan, failing, step)
         data = self._data(layout, window, sessions, f"{weights} B", f"{kv} B")
         plan, failing, step = self._compiled(data)
         if plan is not None and failing is None and plan.kv_unclaimed_bytes:
@@ -459,6 +462,8 @@ class Fitter:
         """llama.cpp: the most layers -ngl puts on the card with ``sessions`` at ``window``,
         one more layer failing a gate; None where every layer fits (nothing to leave in
         RAM) or the engine cannot leave any there."""
+        if self.offloadable is None:
+            self.outcome(layout, window, sessions)  # a compile tells the engine's count
         every = self.offloadable
         if every is None:
             return None

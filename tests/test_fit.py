@@ -507,3 +507,70 @@ def test_an_emitted_shape_names_its_draft_model_from_where_it_is(tmp_path: Path)
     out = relocated(data, tmp_path, tmp_path / "fitted")
     assert out["launch"]["speculative"]["model"] == "../drafts/d"
     assert out["model"] == LLAMA_8B  # a catalog id stays as it is
+
+
+# ------------------------------------------------------------- warnings, fractions, offload
+
+
+def test_a_warnings_fix_is_proven_and_clears_it(tmp_path: Path) -> None:
+    """The example leaves 1,024 MiB between its pair and its 22 GiB ceiling, over the
+    512 MiB it warns at; the advice "give the unclaimed bytes to budget.kv" was words. Now
+    the fix is a patch that was gated: applied, every gate passes and the warning clears."""
+    shape = tmp_path / "example.yaml"
+    shutil.copy(SHAPES / "example.yaml", shape)
+    warned = _gate_json(shape)["unclaimed"]
+    assert warned["status"] == "warn"
+    first = warned["fixes"][0]
+    assert first["gives_up"] == ["nothing"]
+    result = CliRunner().invoke(main, ["gate", str(shape), "--fix-apply", "1"])
+    assert result.exit_code == 0, result.output
+    after = _gate_json(shape)
+    assert after["unclaimed"]["status"] == "pass"
+    assert not [g for g in after.values() if g["status"] in ("fail", "warn")]
+    planned = {p["path"]: p["value"] for p in first["patch"]}
+    loaded = yaml.safe_load(shape.read_text())
+    assert loaded["serving"]["max_num_seqs"] == planned.get(
+        "serving.max_num_seqs", loaded["serving"]["max_num_seqs"]
+    )
+
+
+def test_each_engine_sized_point_names_the_least_fraction_that_realises_it(
+    tmp_path: Path,
+) -> None:
+    """vLLM sizes the pool from --gpu-memory-utilization: a point's least fraction passes
+    as a shape file, and a hundredth less fails the gate the point names."""
+    code, document = _fit(LLAMA_8B, *ON_24_GIB, "--utilization", "0.9", "--kv-dtype", "auto")
+    assert code == 0
+    (layout,) = document["layouts"]
+    assert layout["frontier"]
+    for point in layout["frontier"]:
+        least = point["least_fraction"]
+        assert least["field"] == "serving.gpu_memory_utilization" and least["value"] <= 0.9
+        for fraction, passes in ((least["value"], True), (least["below"]["value"], False)):
+            data = {
+                "name": "least",
+                "engine": "vllm",
+                "engine_version": "0.19.0",
+                "model": LLAMA_8B,
+                "card": {"total": "24 GiB", "sms": 128},
+                "serving": {
+                    "max_num_seqs": point["max_num_seqs"],
+                    "max_model_len": point["max_model_len"],
+                    "gpu_memory_utilization": fraction,
+                },
+            }
+            path = tmp_path / f"least-{point['max_model_len']}-{fraction}.yaml"
+            path.write_text(yaml.safe_dump(data))
+            failing = [g.id for g in compile_plan(load_shape(path)).gates if g.status == "fail"]
+            if passes:
+                assert failing == [], (point, failing)
+            else:
+                assert least["below"]["gate"] in failing, (point, failing)
+
+
+def test_utilization_is_refused_where_the_engine_does_not_size_its_pool() -> None:
+    result = CliRunner().invoke(
+        main, ["fit", LLAMA_8B, "--engine", "llamacpp", "--card", "24 GiB", "--utilization", "0.9"]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "does not size its own pool" in result.stderr

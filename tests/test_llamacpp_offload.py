@@ -18,14 +18,17 @@ import yaml
 from click.testing import CliRunner
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as T
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from fakplan.cli import main
 from fakplan.engines.llamacpp.offload import offload
 from fakplan.engines.llamacpp.rules import RELEASES
 from fakplan.engines.releases import select
+from fakplan.fit import FitPoint, Fitter, Layout
 from fakplan.geometry import load_geometry
 from fakplan.plan import compile_plan
-from fakplan.shape import load_shape_text
+from fakplan.shape import load_shape, load_shape_text
 
 from .conftest import ROOT
 from .tinymodels import write_gguf_header
@@ -315,3 +318,80 @@ def test_fit_finds_the_most_layers_an_8_gib_card_holds(tmp_path: Path) -> None:
     gated = CliRunner().invoke(main, ["gate", str(out)])
     assert gated.exit_code == 0, gated.output
     assert any(f"ngl{1 + k}-4096x1" in path for path in document["emitted"])
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    layers=st.integers(min_value=1, max_value=24),
+    hidden=st.sampled_from([512, 1024, 2048]),
+    vocab=st.sampled_from([32000, 128256]),
+    kind=st.sampled_from([T.F32, T.F16, T.Q8_0]),
+    tied=st.booleans(),
+    share=st.integers(min_value=1, max_value=99),
+    window=st.sampled_from([1024, 4096, 32768]),
+    build=st.sampled_from(["b7474", "b7475"]),
+)
+def test_every_offload_point_gates_clean_and_one_more_layer_fails(
+    tmp_path: Path, layers: int, hidden: int, vocab: int, kind: T, tied: bool, share: int,
+    window: int, build: str,
+) -> None:  # fmt: skip
+    """Generated models (headers of up to 2 GB of tensors) on a card holding ``share`` % of
+    their bytes: the most layers -ngl puts on it, written as a file, passes every gate;
+    one layer more, written as a file, fails the gate the point names."""
+    heads = hidden // 32
+    gguf = tmp_path / "m.gguf"
+    write_gguf_header(
+        gguf,
+        _llama_meta(layers, hidden, heads, heads, 2 * hidden, 131072),
+        _llama_table(layers, hidden, hidden, hidden, 2 * hidden, vocab, kind, tied=tied),
+    )
+    total = load_geometry(gguf).weight_bytes
+    assert total is not None
+    card = max(1, total * share // 100 // MIB) * MIB
+    data = {"name": "gen", "engine": "llamacpp", "engine_version": build, "model": gguf.name,
+            "card": {"total": f"{card} B"},
+            "serving": {"max_num_seqs": 1, "max_model_len": 1024}}  # fmt: skip
+    path = tmp_path / "fit.yaml"
+    probe = dict(data, budget={"weights": "1 MiB", "kv": "1 MiB"})
+    loaded = load_shape_text(yaml.safe_dump(probe), path)
+    fitter = Fitter(data, path, loaded.lines, loaded.budget)
+    found = fitter.most_layers(Layout("f16"), window, 1)
+    event("every layer fits" if found is None else "partial offload")
+    if found is None:
+        return
+    assert isinstance(found, FitPoint), found  # -ngl 0 holds nothing on the card: it fits
+    point = tmp_path / "point.yaml"
+    point.write_text(yaml.safe_dump(dict(found.outcome.data, name="point")))
+    plan = compile_plan(load_shape(point))
+    assert [g.id for g in plan.gates if g.status == "fail"] == []
+    assert found.beyond.field == "launch.gpu_layers"
+    more = fitter.outcome(Layout("f16", gpu_layers=found.beyond.value), window, 1)
+    past = tmp_path / "past.yaml"
+    past.write_text(yaml.safe_dump(dict(more.data, name="past")))
+    failing = [g.id for g in compile_plan(load_shape(past)).gates if g.status == "fail"]
+    assert found.beyond.gate in failing
+
+
+def test_a_shape_over_its_card_is_offered_layers_in_ram(tmp_path: Path) -> None:
+    """Nemo Q8_0 (11,732 MiB on the card) on an 8 GiB card fails weights-fit: the proven
+    fixes include leaving layers in RAM (-ngl), gated before they are offered."""
+    _nemo(tmp_path / "nemo.gguf")
+    shape = tmp_path / "nemo.yaml"
+    shape.write_text(
+        "name: nemo\nengine: llamacpp\nengine_version: b7475\nmodel: nemo.gguf\n"
+        "card: {total: 8 GiB}\nbudget: {weights: 7 GiB, kv: 1 GiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 8192, kv_cache_dtype: f16}\n"
+    )
+    result = CliRunner().invoke(main, ["gate", str(shape), "--format", "json"])
+    (entry,) = json.loads(result.stdout)["shapes"]
+    failing = [g for g in entry["gates"] if g["status"] == "fail"]
+    offloads = [f for f in failing[0]["fixes"] if f["gives_up"] == ["offload"]]
+    assert offloads, failing[0]["fixes"]
+    n = failing[0]["fixes"].index(offloads[0]) + 1
+    applied = CliRunner().invoke(main, ["gate", str(shape), "--fix-apply", str(n)])
+    assert applied.exit_code == 0, applied.output
+    assert (
+        yaml.safe_load(shape.read_text())["launch"]["gpu_layers"] == 25
+    )  # 8,192 tokens: fit's row

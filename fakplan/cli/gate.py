@@ -40,8 +40,8 @@ from fakplan.shape.source import read_shape_file
     type=click.IntRange(1),
     default=None,
     metavar="N",
-    help="Write the Nth proven fix of a failing shape into its file (comments and layout "
-    "kept), then gate it again. One shape file only.",
+    help="Write the Nth proven fix of a failing shape (where nothing fails, of a warning) "
+    "into its file (comments and layout kept), then gate it again. One shape file only.",
 )
 def gate(
     shapes: tuple[str, ...],
@@ -86,7 +86,9 @@ def _apply(shapes: tuple[str, ...], run: GateRun, n: int) -> None:
     (entry,) = run.entries
     if isinstance(entry, BadInput):
         raise FakplanError(entry.message)
-    failing = [g for g in entry.gates if g.status == "fail"]
+    failing = [g for g in entry.gates if g.status == "fail"] or [
+        g for g in entry.gates if g.status == "warn" and g.fixes
+    ]  # a warning's fix once nothing fails
     if not failing:
         raise FakplanError(f"{entry.path}: every gate passes; there is no fix to apply")
     fixes = failing[0].fixes
