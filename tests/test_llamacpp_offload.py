@@ -301,23 +301,32 @@ def test_fit_finds_the_most_layers_an_8_gib_card_holds(tmp_path: Path) -> None:
     assert result.exit_code == 0  # an offload point fits
     (layout,) = document["layouts"]
     assert layout["frontier"] == []  # not every layer, at any window
-    point = next(p for p in layout["offload"] if p["max_model_len"] == 4096)
     block = 2 * 5120 * 4 + (5120 * (2 * 4096 + 2 * 1024) + 3 * 5120 * 14336) // 32 * 34
     head = 131072 * 5120 // 32 * 34 + 5120 * 4
-    cache_layer = 4096 * 2 * 1024 * 2  # f16 K and V of 8 heads of 128, 4,096 cells
+    layers_at: dict[int, int] = {}
+    for window in (4096, 8192, 32768, 131072):
+        point = next(p for p in layout["offload"] if p["max_model_len"] == window)
+        cache_layer = window * 2 * 1024 * 2  # f16 K and V of 8 heads of 128 a cell
 
-    def fits(k: int) -> bool:
-        weights = -(-(head + k * block) // MIB) * MIB
-        return weights + k * cache_layer <= 8 * 1024 * MIB
+        def fits(k: int, cache_layer: int = cache_layer) -> bool:
+            weights = -(-(head + k * block) // MIB) * MIB
+            return weights + k * cache_layer <= 8 * 1024 * MIB
 
-    k = max(k for k in range(41) if fits(k))
-    assert point["gpu_layers"] == 1 + k
-    assert point["beyond"] == {**point["beyond"], "field": "launch.gpu_layers", "value": 2 + k}
-    assert point["beyond"]["gate"] in ("pool-contract", "pair-ceiling")
+        k = max(k for k in range(41) if fits(k))
+        layers_at[window] = 1 + k
+        assert point["gpu_layers"] == 1 + k, window
+        assert point["beyond"]["field"] == "launch.gpu_layers"
+        assert point["beyond"]["value"] == 2 + k
+        assert point["beyond"]["gate"] in ("pool-contract", "pair-ceiling")
+    readme = (ROOT / "README.md").read_text()
+    assert (
+        f"{layers_at[8192]} layers at 8k, {layers_at[32768]} at\n  32k, "
+        f"{layers_at[131072]} at 128k" in readme
+    )
     # every emitted point gates clean as a file
     gated = CliRunner().invoke(main, ["gate", str(out)])
     assert gated.exit_code == 0, gated.output
-    assert any(f"ngl{1 + k}-4096x1" in path for path in document["emitted"])
+    assert any(f"ngl{layers_at[4096]}-4096x1" in path for path in document["emitted"])
 
 
 @settings(
@@ -359,7 +368,8 @@ def test_every_offload_point_gates_clean_and_one_more_layer_fails(
     fitter = Fitter(data, path, loaded.lines, loaded.budget)
     found = fitter.most_layers(Layout("f16"), window, 1)
     event("every layer fits" if found is None else "partial offload")
-    if found is None:
+    if found is None:  # then the sessions are the frontier: tight in slots
+        _tight_in_sessions(fitter, window, tmp_path)
         return
     assert isinstance(found, FitPoint), found  # -ngl 0 holds nothing on the card: it fits
     point = tmp_path / "point.yaml"
@@ -372,6 +382,19 @@ def test_every_offload_point_gates_clean_and_one_more_layer_fails(
     past.write_text(yaml.safe_dump(dict(more.data, name="past")))
     failing = [g.id for g in compile_plan(load_shape(past)).gates if g.status == "fail"]
     assert found.beyond.gate in failing
+
+
+def _tight_in_sessions(fitter: Fitter, window: int, folder: Path) -> None:
+    found = fitter.most_sessions(Layout("f16"), window)
+    assert isinstance(found, FitPoint), found
+    point = folder / "sessions.yaml"
+    point.write_text(yaml.safe_dump(dict(found.outcome.data, name="sessions")))
+    assert [g.id for g in compile_plan(load_shape(point)).gates if g.status == "fail"] == []
+    more = fitter.outcome(Layout("f16"), window, found.outcome.sessions + 1)
+    past = folder / "more.yaml"
+    past.write_text(yaml.safe_dump(dict(more.data, name="more")))
+    failing = [g.id for g in compile_plan(load_shape(past)).gates if g.status == "fail"]
+    assert found.beyond.gate in failing, (found.beyond, failing)
 
 
 def test_a_shape_over_its_card_is_offered_layers_in_ram(tmp_path: Path) -> None:

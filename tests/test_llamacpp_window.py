@@ -160,8 +160,13 @@ def test_idle_kv_counts_as_unclaimed_vram(tmp_path: Path) -> None:
     assert gate["status"] == "warn"
     assert gate["numbers"]["unclaimed_bytes"] == 64 * MIB
     assert gate["numbers"]["kv_unclaimed_bytes"] == 786_432
-    # to 256 KiB: what 1,024 cells x 256 B take, so the contract still holds after
-    assert gate["fix"].startswith("lower budget.kv to 256 KiB (what the cache takes)")
+    # the proven fix spends the floor on slots: 66 MiB - 1 MiB of weights holds 256 slots
+    # (llama.cpp's LLAMA_MAX_SEQ) x 1,024 cells x 256 B = 64 MiB of cache
+    assert gate["fixes"][0]["patch"] == [
+        {"path": "serving.max_num_seqs", "value": 256},
+        {"path": "budget.kv", "value": "64 MiB"},
+    ]
+    assert gate["fix"] == gate["fixes"][0]["summary"]
 
 
 def _split_boot(tmp_path: Path) -> Path:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 6e482ee107bf61013948760809fcec0b610e6d93873458777bfe71f667e5b81c
+# Record: plan.json sha256 92d009f76356ee591c3a6f2cab9aef10e261a081d9829d7ff7ac321cd23b83cc
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #
@@ -24,7 +24,7 @@
 #   ok       max_model_len ≤ trained context (32,768 ≤ 32,768)
 #   ok       the engine boots the shape (none of 5 refusal rows applies)
 #   warn     unclaimed VRAM (4,608 MiB unclaimed > 1,024 MiB)
-#            fix: give the unclaimed bytes to budget.kv or budget.weights
+#            fix: set serving.max_num_seqs: 3, budget.kv: 13056 MiB (gives up nothing; gated: every gate passes)
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 1 = 1 ranks per node (TP 1 x PP 1 / 1 node(s)))
 #   ok       TP x PP = GPUs per pod x pods (1 x 1 = 1 = 1 x 1 = 1)
 #   ok       startup budget ≥ load estimate (600 s ≥ 169 s)

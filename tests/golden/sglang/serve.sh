@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 ff609a7962893d9079a1b0950a19f992c9843f29b0f5fde93a6d1ce06a42afd2
+# Record: plan.json sha256 753a67c61b4ba4ffc47f3d781063f79b146b604500ea85cecf79eb2b11aa4c5d
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #
@@ -22,7 +22,7 @@
 #   ok       max_model_len ≤ trained context (40,960 ≤ 40,960)
 #   ok       the engine boots the shape (none of 3 refusal rows applies)
 #   warn     unclaimed VRAM (6,144 MiB unclaimed > 1,024 MiB)
-#            fix: give the unclaimed bytes to budget.kv or budget.weights
+#            fix: set serving.max_num_seqs: 14, budget.kv: 36864 MiB (gives up nothing; gated: every gate passes)
 #   ok       GPUs per pod = cards the layout uses per node (nvidia.com/gpu 2 = 2 ranks per node (TP 2 x PP 1 / 1 node(s)))
 #   ok       TP x PP = GPUs per pod x pods (2 x 1 = 2 = 2 x 1 = 2)
 #   ok       startup budget ≥ load estimate (740 s ≥ 369 s)

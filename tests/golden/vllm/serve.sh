@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 e6a15292ebc29677b00eed02e8d638830ff10f22c85e5411cebdb38bc1cb6b5c
+# Record: plan.json sha256 e9b875f09106cee3b67f04d44a574c27a826eaee5d0cf9298c3c61b628e347bd
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
@@ -22,7 +22,7 @@
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
 #   ok       the engine boots the shape (none of 6 refusal rows applies)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
-#            fix: give the unclaimed bytes to budget.kv or budget.weights
+#            fix: set serving.max_num_seqs: 3, budget.kv: 6144 MiB (gives up nothing; gated: every gate passes)
 #
 # Predictions (falsifiable; each verdict is written under its prediction)
 #   kv-tokens: the boot ledger reports 40,960 KV tokens (± 0.5 %)
