@@ -242,6 +242,7 @@ class Fitter:
         self.compiles = 0
         # -ngl's count of every layer, where the engine can leave some in RAM (llama.cpp)
         self.offloadable: int | None = None
+        self._offload_known = False  # set by the first compile that reaches the engine
 
     # ------------------------------------------------------------ one candidate
 
@@ -308,8 +309,9 @@ class Fitter:
             plan = compile_plan(loaded, self.ledger)
             engine = ENGINES[shape.engine]
             step = engine.window_step(loaded)
-            if self.offloadable is None:
+            if not self._offload_known:
                 self.offloadable = engine.offload_layers(loaded)
+                self._offload_known = True
         except ShapeError as exc:  # the candidate's own text: no file or line to name
             why = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
             return None, Failing("shape", why, field=exc.field, detail=exc.detail), 1
@@ -462,7 +464,7 @@ class Fitter:
         """llama.cpp: the most layers -ngl puts on the card with ``sessions`` at ``window``,
         one more layer failing a gate; None where every layer fits (nothing to leave in
         RAM) or the engine cannot leave any there."""
-        if self.offloadable is None:
+        if not self._offload_known:
             self.outcome(layout, window, sessions)  # a compile tells the engine's count
         every = self.offloadable
         if every is None:
