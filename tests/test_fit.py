@@ -574,3 +574,17 @@ def test_utilization_is_refused_where_the_engine_does_not_size_its_pool() -> Non
     )
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "does not size its own pool" in result.stderr
+
+
+def test_the_cards_given_decide_the_tp_widths_tried() -> None:
+    """With --cards 8 fit tries every layout the cards allow: TP 1, 2, 4 and 8 for
+    Llama-3.1-70B (64 heads); Qwen2.5-7B's 28 heads take TP 1, 2 and 4, not 8."""
+    args = ["--engine", "vllm", "--engine-version", "0.19.0", "--card", "80 GiB",
+            "--sms", "132", "--cards", "8", "--kv-dtype", "auto", "--window", "8192"]  # fmt: skip
+    _, document = _fit("meta-llama/Llama-3.1-70B-Instruct", *args)
+    assert [lay["tensor"] for lay in document["layouts"]] == [1, 2, 4, 8]
+    _, document = _fit("Qwen/Qwen2.5-7B-Instruct", *args)
+    assert [lay["tensor"] for lay in document["layouts"]] == [1, 2, 4]
+    one_card = [a for a in args if a not in ("--cards", "8")]
+    _, document = _fit("Qwen/Qwen2.5-7B-Instruct", *one_card)
+    assert [lay["tensor"] for lay in document["layouts"]] == [1]

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, gates_option
 from fakplan.engines import ENGINES
+from fakplan.engines.query import shape_geometry
 from fakplan.errors import FakplanError, ShapeError
 from fakplan.fit import (
     SMALLEST_WINDOW,
@@ -32,7 +33,7 @@ from fakplan.fit import (
 from fakplan.gates.operator import gates_folder, load_gates
 from fakplan.plan import Plan
 from fakplan.record import write_atomic
-from fakplan.shape import load_shape_text
+from fakplan.shape import LoadedShape, load_shape_text
 from fakplan.shape.source import read_shape_file, read_yaml
 from fakplan.units import human
 
@@ -89,7 +90,13 @@ _OPTION_OF = {
     multiple=True,
     help="Weight quantizations to try (vLLM) [default: none].",
 )
-@click.option("--tp", type=int, multiple=True, help="Tensor-parallel widths to try [default: 1].")
+@click.option(
+    "--tp",
+    type=int,
+    multiple=True,
+    help="Tensor-parallel widths to try [default: the powers of two the cards allow that "
+    "divide the attention heads; one card: 1].",
+)
 @gates_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.fit/1).")
 @click.option(
@@ -138,12 +145,12 @@ def fit(
     """
     windows = tuple(window)
     modelled = not (Path(target).suffix in (".yaml", ".yml") and Path(target).exists())
-    fitter, base_name, dtypes = _fitter(
+    fitter, base_name, dtypes, widths = _fitter(
         target, engine, engine_version, card, sms, cards, ceiling, weights, utilization, gates_dir
     )
     quants = tuple(None if q == "none" else q for q in quantization) or (None,)
     layouts = tuple(
-        Layout(d, q, t) for t in (tp or (1,)) for q in quants for d in (kv_dtype or dtypes)
+        Layout(d, q, t) for t in (tp or widths) for q in quants for d in (kv_dtype or dtypes)
     )
     request = FitRequest(layouts, windows, sessions)
     try:
@@ -173,8 +180,9 @@ def _fitter(
     weights: str | None,
     utilization: float | None,
     gates_dir: Path | None,
-) -> tuple[Fitter, str, tuple[str, ...]]:
-    """The fitter over a shape file, or over a shape made of the options."""
+) -> tuple[Fitter, str, tuple[str, ...], tuple[int, ...]]:
+    """The fitter over a shape file, or over a shape made of the options; its name, the KV
+    dtypes and the tensor-parallel widths to try."""
     path = Path(target)
     if path.suffix in (".yaml", ".yml") and path.exists():
         text = read_shape_file(path)
@@ -190,7 +198,8 @@ def _fitter(
         gates = load_gates(folder) if folder is not None else ()
         own = loaded.shape.serving.kv_cache_dtype
         dtypes = tuple(dict.fromkeys((own, *ENGINES[loaded.shape.engine].fit_kv_dtypes)))
-        return Fitter(data, path, loaded.lines, loaded.budget, gates), loaded.shape.name, dtypes
+        fitter = Fitter(data, path, loaded.lines, loaded.budget, gates)
+        return fitter, loaded.shape.name, dtypes, _widths(loaded, cards)
     if engine is None or card is None:
         missing = " and ".join(o for o, v in (("--engine", engine), ("--card", card)) if v is None)
         raise click.UsageError(f"{target!r} is a model (no shape file): give {missing}")
@@ -235,7 +244,22 @@ def _fitter(
         Fitter(made, path, loaded.lines, loaded.budget, gates),
         made["name"],
         ENGINES[engine].fit_kv_dtypes,
+        _widths(loaded, cards),
     )
+
+
+def _widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
+    """The tensor-parallel widths the cards allow: powers of two up to the cards of every
+    node (--cards, else the shape's), each dividing the model's attention heads (what every
+    engine asks of TP); the gates judge the rest. One card: TP 1."""
+    shape = loaded.shape
+    per_node = cards if cards is not None else shape.card.count
+    total = per_node * shape.parallel.nodes // shape.parallel.pipeline
+    try:
+        heads = shape_geometry(loaded).num_attention_heads
+    except FakplanError:
+        return (1,)
+    return tuple(w for w in (1, 2, 4, 8, 16, 32, 64) if w <= max(total, 1) and heads % w == 0)
 
 
 def _override(
