@@ -240,6 +240,8 @@ class Fitter:
         # realised by the pool the engine will size, not by a budget pair
         self.sized = next((f for f in SIZING_FIELDS if f in serving), None)
         self.compiles = 0
+        # per layout, the weights' budget and the pair's limit where no candidate moves them
+        self._splits: dict[Layout, tuple[int, int]] = {}
         # -ngl's count of every layer, where the engine can leave some in RAM (llama.cpp)
         self.offloadable: int | None = None
         self._offload_known = False  # set by the first compile that reaches the engine
@@ -339,6 +341,9 @@ class Fitter:
             self.own_layers,
         )
         stated = self.stated_weights if own else None  # other weights: what they need
+        split = self._splits.get(layout)
+        if split is not None:  # the weights and the limit do not move with the candidate
+            return self._split(layout, window, sessions, *split)
         provisional = self._data(layout, window, sessions, stated or f"{MIB} B", f"{MIB} B")
         plan, failing, step = self._compiled(provisional)
         if plan is None:
@@ -365,6 +370,14 @@ class Fitter:
         ceiling = pair.get("ceiling_bytes")
         assert isinstance(bound, int)
         limit = min(bound, ceiling) if isinstance(ceiling, int) else bound
+        if plan.ceiling_basis != "predicted":  # a predicted floor moves with the sessions
+            self._splits[layout] = (weights, limit)
+        return self._split(layout, window, sessions, weights, limit)
+
+    def _split(
+        self, layout: Layout, window: int, sessions: int, weights: int, limit: int
+    ) -> Outcome:
+        """The candidate with ``weights`` and the rest of ``limit`` for the pool."""
         kv = (limit - weights) // MIB * MIB
         if kv <= 0:
             # the weights' need leaves no pool under the limit: the smallest pool beside
@@ -967,17 +980,20 @@ def _with_warn_fixes(
     layers = shape.launch.gpu_layers if shape.launch.gpu_layers != -1 else None
     own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor, layers)
     window, sessions = serving.max_model_len, serving.max_num_seqs
-    candidates: list[Outcome] = []
-    more = fitter.most_sessions(own, window)
-    if isinstance(more, FitPoint) and more.outcome.sessions > sessions:
-        candidates.append(more.outcome)
-    longer = fitter.longest_window(own, sessions, trained_context(plan) or window)
-    if isinstance(longer, FitPoint) and longer.outcome.window > window:
-        candidates.append(longer.outcome)
 
     def clears(outcome: Outcome, gate: str) -> bool:
         assert outcome.plan is not None
         return all(g.status != "warn" for g in outcome.plan.gates if g.id == gate)
+
+    candidates: list[Outcome] = []
+    more = fitter.most_sessions(own, window)
+    if isinstance(more, FitPoint) and more.outcome.sessions > sessions:
+        candidates.append(more.outcome)
+    if not all(any(clears(c, v.id) for c in candidates) for v in warned):
+        # a longer window only where more sessions leave a warning standing
+        longer = fitter.longest_window(own, sessions, trained_context(plan) or window)
+        if isinstance(longer, FitPoint) and longer.outcome.window > window:
+            candidates.append(longer.outcome)
 
     def proven(v: GateResult) -> GateResult:
         if v.status != "warn" or v.id not in {g.id for g in BUILTIN_GATES}:

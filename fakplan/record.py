@@ -41,26 +41,31 @@ if TYPE_CHECKING:
 _TEMP_TAIL = r"\.[a-z0-9_]{8}"
 
 
-def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
-    """Replace ``path`` whole: a temporary ``.<name>.<8 random>`` beside it, synced, renamed.
+def write_atomic(path: Path, text: str, *, executable: bool = False, durable: bool = True) -> None:
+    """Replace ``path`` whole: a temporary ``.<name>.<8 random>`` beside it, renamed.
 
-    The data is on disk before the name points at it and the rename before this
-    returns, so a later write cannot reach the disk ahead of this one. A writer killed
-    before the rename leaves the old file and its temporary (``remove_temporaries``).
+    Durable (the default): the data is on disk before the name points at it and the
+    rename before this returns, so a later write cannot reach the disk ahead of this one.
+    ``durable=False`` leaves both to the caller's one ``sync_folder`` (files derived from
+    a record, which a crash can only leave stale, never half-written: still renamed
+    whole). A writer killed before the rename leaves the old file and its temporary
+    (``remove_temporaries``).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(temp, 0o755 if executable else 0o644)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    if durable:
+        sync_folder(path.parent)
 
 
 def reserve(path: Path) -> Path:
@@ -78,7 +83,7 @@ def reserve(path: Path) -> Path:
             n += 1
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (POSIX; Windows cannot open a folder to sync it)."""
     if sys.platform == "win32":  # pragma: no cover - no directory descriptors
         return
@@ -149,13 +154,21 @@ def stale_headers(folder: Path) -> tuple[str, ...]:
 def write_record(folder: Path, plan: Plan, files: Sequence[RenderedFile]) -> None:
     """plan.json first, the files rendered from it after; call under the folder's lock.
 
-    plan.json is the commit point: once it is renamed into place the write has happened.
-    A kill before it leaves the old record whole; a kill after it leaves headers behind
-    plan.json (showing fewer verdicts, never more), which the next writer renders again.
+    plan.json is the commit point: once it is renamed into place (synced, with the
+    folder) the write has happened. A kill before it leaves the old record whole; a kill
+    after it leaves headers behind plan.json (showing fewer verdicts, never more), which
+    the next writer renders again (``stale_headers``). So the rendered files, derived from
+    the record, are renamed into place unsynced and the folder is synced once after them:
+    one durable commit per folder, not one per file.
     """
     write_atomic(folder / "plan.json", plan.to_json())
     for rendered in files:
-        write_atomic(folder / rendered.name, rendered.text, executable=rendered.executable)
+        write_atomic(
+            folder / rendered.name, rendered.text, executable=rendered.executable, durable=False
+        )
+    for sub in {(folder / rendered.name).parent for rendered in files} - {folder}:
+        sync_folder(sub)
+    sync_folder(folder)
 
 
 def record_path(out_dir: Path, name: str) -> Path:
@@ -248,6 +261,7 @@ def rewrite_record(
     templates: Path | None = None,
     amend: Callable[[Plan], Plan] | None = None,
     first: Callable[[Path], None] | None = None,
+    rendered: tuple[Plan, list[RenderedFile]] | None = None,
 ) -> tuple[Plan, list[RenderedFile]]:
     """The one read-modify-write of a record, under its lock: compile, verify and probe use it.
 
@@ -257,6 +271,8 @@ def rewrite_record(
     memory, a killed writer's temporaries removed, ``first`` given the folder (a probe
     writes its raw figures there, so they and the verdicts land under one lock), and the
     record written (``write_record``). Returns the plan written and its rendered files.
+    ``rendered`` is a plan already rendered before the lock (compile stages every shape):
+    its files are kept where the plan under the lock turns out the same.
     """
     target = record_path(out_dir, compiled.name)
     folder = target.parent
@@ -266,7 +282,10 @@ def rewrite_record(
             plan = carry_verdicts(compiled, previous)
             if amend is not None:
                 plan = amend(plan)
-            files = render_plan(loaded, plan, templates, folder)
+            if rendered is not None and rendered[0] == plan:
+                files = rendered[1]
+            else:
+                files = render_plan(loaded, plan, templates, folder)
             remove_temporaries(folder, [target.name, *(f.name for f in files)])
             remove_unwritten(folder / PROBES_DIR)
             if first is not None:

@@ -95,8 +95,20 @@ class _BoundedLoader(jinja2.FileSystemLoader):
         return text, os.path.normpath(path), uptodate
 
 
+_ENVIRONMENTS: dict[str, jinja2.Environment] = {}
+
+
 def environment(templates: Path | None = None) -> jinja2.Environment:
+    """The template environment of a folder, built once per process: jinja compiles each
+    template once and checks it is up to date (its mtime) on every later use."""
     folder = templates or default_templates()
+    key = str(folder.resolve())
+    if key not in _ENVIRONMENTS:
+        _ENVIRONMENTS[key] = _environment(folder)
+    return _ENVIRONMENTS[key]
+
+
+def _environment(folder: Path) -> jinja2.Environment:
     if not folder.is_dir():
         raise FakplanError(f"{folder}: templates folder not found")
     env = jinja2.Environment(

@@ -13,7 +13,7 @@ from fakplan.errors import FakplanError
 from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.record import carry_verdicts, read_record, record_path, rewrite_record
-from fakplan.render import render_plan
+from fakplan.render import RenderedFile, render_plan
 from fakplan.shape import LoadedShape, load_shape, shape_paths
 
 
@@ -67,17 +67,20 @@ def compile_(
                 f"{names[item.shape.name]}"
             )
         names[item.shape.name] = item.path
-    staged: list[tuple[LoadedShape, Plan]] = []
+    staged: list[tuple[LoadedShape, Plan, tuple[Plan, list[RenderedFile]]]] = []
     for item in loaded:
         compiled = proven_plan(item, compile_plan(item))
         target = record_path(out_dir, compiled.name)
         previous = read_record(target) if target.exists() else None
-        render_plan(item, carry_verdicts(compiled, previous), templates, target.parent)
-        staged.append((item, compiled))
+        carried = carry_verdicts(compiled, previous)
+        staged.append(
+            (item, compiled, (carried, render_plan(item, carried, templates, target.parent)))
+        )
     written: list[dict[str, object]] = []
-    for item, plan in staged:
+    for item, plan, rendered in staged:
         # read again under the record's lock: a verdict verify or probe added since is kept
-        compiled, files = rewrite_record(item, plan, out_dir, templates)
+        # (the staged files are kept where nothing changed)
+        compiled, files = rewrite_record(item, plan, out_dir, templates, rendered=rendered)
         folder = out_dir / compiled.name
         written_files = ["plan.json", *(f.name for f in files)]
         failing = [g for g in compiled.gates if g.status == "fail"]

@@ -21,7 +21,17 @@ def _geometry(reference: str) -> Geometry:
 def shape_geometry(loaded: LoadedShape) -> Geometry:
     """The geometry a shape's ``model:`` names: a path against the shape's folder, or a
     catalog id. Never the working directory: a path that is not beside the shape is refused
-    with the path looked at, so no spelling works for one command and not for another."""
+    with the path looked at, so no spelling works for one command and not for another.
+    Read once per loaded shape."""
+    known = loaded.derived.get("geometry")
+    if isinstance(known, Geometry):
+        return known
+    geometry = _shape_geometry(loaded)
+    loaded.derived["geometry"] = geometry
+    return geometry
+
+
+def _shape_geometry(loaded: LoadedShape) -> Geometry:
     reference = loaded.shape.model
     local = loaded.resolve(reference)
     if not local.exists():
@@ -43,7 +53,16 @@ def shape_geometry(loaded: LoadedShape) -> Geometry:
 
 
 def query_for_shape(loaded: LoadedShape) -> KvQuery:
-    """The KV question a shape asks of its engine."""
+    """The KV question a shape asks of its engine (built once per loaded shape)."""
+    known = loaded.derived.get("query")
+    if isinstance(known, KvQuery):
+        return known
+    query = _query(loaded)
+    loaded.derived["query"] = query
+    return query
+
+
+def _query(loaded: LoadedShape) -> KvQuery:
     shape = loaded.shape
     serving = shape.serving
     return KvQuery(

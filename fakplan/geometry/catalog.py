@@ -25,7 +25,13 @@ def entries() -> dict[str, dict[str, Any]]:
 
 
 def lookup(model_id: str) -> Geometry | None:
-    """The geometry of a catalog id (case-insensitive), or None if not catalogued."""
+    """The geometry of a catalog id (case-insensitive), or None if not catalogued; read
+    once per process (a frozen record: every plan of the id shares it)."""
+    return _lookup(model_id)
+
+
+@cache
+def _lookup(model_id: str) -> Geometry | None:
     table = entries()
     entry = table.get(model_id)
     if entry is None:

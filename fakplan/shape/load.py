@@ -102,6 +102,9 @@ class LoadedShape:
         self.text = text  # the shape as read (the Kubernetes ConfigMap carries it)
         # the device budget card.total: auto read (None: the shape states the card)
         self.budget = budget
+        # what is derived from the (frozen) shape once and asked for many times per plan:
+        # its geometry and KV query (fakplan.engines.query)
+        self.derived: dict[str, Any] = {}
 
     def targeting_kubernetes(self) -> LoadedShape:
         """This shape with a ``launch.kubernetes`` block (its own, else every default);

@@ -8,7 +8,9 @@ folder (deleted afterwards): real boot lines from ``tests/data/public/ledgers`` 
 the top, a restart at 60 %) buried in realistic noise, including near misses such as
 vLLM's "GPU KV cache usage" stats line. Each file is parsed in a fresh child process,
 which reports its own wall time and peak RSS (``resource.getrusage``), so the sizes
-compare fairly: a flat RSS means memory does not grow with the file.
+compare fairly: a flat RSS means memory does not grow with the file. Each plain log is
+also counted by ``grep -c`` (every row's needle as fixed strings, and one literal), and
+fakplan's speed is reported as a share of grep's, measured in the same run (goal: 25 %).
 """
 
 from __future__ import annotations
@@ -108,6 +110,26 @@ def child(path: str) -> None:
     )
 
 
+def grep_seconds(path: Path, needles: Path | None) -> float:
+    """Best of two ``grep -c`` runs: every row's needle as fixed strings (the same search
+    fakplan's prefilter makes), or with ``needles`` None one literal, "KV cache"."""
+    args = ["grep", "-c", "-F", "-f", str(needles)] if needles else ["grep", "-c", "KV cache"]
+    best = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        subprocess.run([*args, str(path)], capture_output=True, check=False)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def write_needles(path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from fakplan.ledger import FORMATS
+
+    needles = sorted({row.needle for fmt in FORMATS.values() for row in fmt.rows})
+    path.write_text("\n".join(needles) + "\n")
+
+
 def measure(path: Path) -> dict[str, object]:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", str(path)],
@@ -131,14 +153,25 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     folder = Path(tempfile.mkdtemp(prefix="fakplan-bench-"))
     rows: list[tuple[str, float, dict[str, object]]] = []
+    greps: list[tuple[str, str, float, float]] = []
     try:
         tiny = folder / "tiny.log"
         shutil.copy(PUBLIC / "ledgers" / "vllm-018.log", tiny)
         rows.append(("baseline (3-line log)", tiny.stat().st_size / MB, measure(tiny)))
+        needles = folder / "needles.txt"
+        write_needles(needles)
         for size in sizes:
             path = folder / f"boot-{size}MB.log"
             write_log(path, size * MB)
-            rows.append((f"{size} MB plain", path.stat().st_size / MB, measure(path)))
+            result = measure(path)
+            rows.append((f"{size} MB plain", path.stat().st_size / MB, result))
+            ours = float(str(result["seconds"]))
+            for label, which in (
+                ("grep -c -F (every needle)", needles),
+                ("grep -c 'KV cache'", None),
+            ):
+                theirs = grep_seconds(path, which)
+                greps.append((f"{size} MB", label, theirs, theirs / ours))
             if not args.no_gzip and size == min(sizes):
                 packed = folder / f"boot-{size}MB.log.gz"
                 with path.open("rb") as src, gzip.open(packed, "wb", compresslevel=1) as dst:
@@ -157,6 +190,8 @@ def main() -> None:
             f"kv_tokens={result['kv_tokens']} boots={result['boots']} "
             f"boot_lines={result['boot_lines']}"
         )
+    for size_name, label, seconds, ratio in greps:
+        print(f"{size_name:<8} {label:<28} {seconds:6.2f} s; fakplan at {ratio:6.1%} of its speed")
     for name, _, result in rows[1:]:
         assert result["kv_tokens"] == 567_978 and result["boots"] == 2, (name, result)
 
