@@ -61,9 +61,14 @@ _KNOWN = "vLLM, SGLang, llama.cpp or a VRAM budget table"
 
 
 @cache
+def _needles() -> tuple[str, ...]:
+    return tuple(row.needle for fmt in FORMATS.values() for row in fmt.rows)
+
+
 def _prefilter() -> Prefilter:
-    """Every row's needle: a line without any of them is never decoded."""
-    return Prefilter(row.needle for fmt in FORMATS.values() for row in fmt.rows)
+    """Every row's needle: a line without any of them is never decoded. A prefilter of
+    its own for each file, which plans its passes on the file's first block."""
+    return Prefilter(_needles())
 
 
 def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
