@@ -10,17 +10,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fakplan.units import GIB, human
+from fakplan.units import human
 
 if TYPE_CHECKING:
     from fakplan.shape import Shape
 
-# /dev/shm per pod where the shape does not say: the size each engine's own multi-node
-# example gives it (LeaderWorkerSet v0.7.0 docs/examples/vllm/GPU/lws.yaml: 15Gi; SGLang's
-# docker instructions: --shm-size 32g); llama.cpp's server shares no tensors between processes
-SHM_DEFAULT = {"vllm": 15 * GIB, "sglang": 32 * GIB}
 STARTUP_FLOOR_S = 600  # an engine compiles, profiles and captures graphs after the weights
-HEALTH_ROUTE = {"vllm": "/health", "sglang": "/health", "llamacpp": "/health"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +44,9 @@ class ClusterFacts:
         )
 
 
-def cluster_facts(shape: Shape, weights_per_rank: int) -> ClusterFacts | None:
+def cluster_facts(
+    shape: Shape, weights_per_rank: int, engine_shm: int | None
+) -> ClusterFacts | None:
     """The layout a shape with ``launch.kubernetes`` deploys; None without one."""
     k8s = shape.launch.kubernetes
     if k8s is None:
@@ -60,7 +57,10 @@ def cluster_facts(shape: Shape, weights_per_rank: int) -> ClusterFacts | None:
     weights = weights_per_rank * per_node
     estimate = math.ceil(weights / k8s.load_rate)
     default_budget = max(STARTUP_FLOOR_S, -(-2 * estimate // 10) * 10)
-    shm = k8s.shm_size if k8s.shm_size is not None else SHM_DEFAULT.get(shape.engine)
+    # /dev/shm per pod where the shape does not say: what the engine's own multi-node
+    # example gives it (Engine.shm_bytes; None: its server shares no tensors between
+    # processes)
+    shm = k8s.shm_size if k8s.shm_size is not None else engine_shm
     return ClusterFacts(
         engine=shape.engine,
         nodes=par.nodes,

@@ -14,7 +14,7 @@ from fakplan.contract import KvCost
 from fakplan.sizing import EngineSizing
 
 if TYPE_CHECKING:
-    from fakplan.engines.refusals import Finding
+    from fakplan.engines import Finding
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from fakplan.cluster import HEALTH_ROUTE, ClusterFacts
+from fakplan.cluster import ClusterFacts
+from fakplan.engines import ENGINES
 from fakplan.launch import RoleRecord
 from fakplan.units import MIB
 
@@ -40,8 +41,6 @@ WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 SHAPE_MOUNT = "/etc/fakplan"
 SHAPE_FILES = "/fakplan/shape"  # launch.kubernetes.shape_volume: the engine's working dir
 API_KEY_ENV = "FAKPLAN_API_KEY"
-# vllm serve's own image, tagged by release (Docker Hub vllm/vllm-openai)
-DEFAULT_IMAGE = {"vllm": "vllm/vllm-openai:v{version}"}
 
 
 # the longest suffix an object adds to the shape's name ("-shape", "-probe")
@@ -83,7 +82,7 @@ def _image(loaded: LoadedShape, plan: Plan) -> str:
     k8s = loaded.shape.launch.kubernetes
     if k8s is not None and k8s.image is not None:
         return k8s.image
-    default = DEFAULT_IMAGE.get(plan.engine)
+    default = ENGINES[plan.engine].image if plan.engine in ENGINES else None
     if default is None or plan.engine_version is None:
         raise loaded.error(
             f"engine {plan.engine} has no default image: give launch.kubernetes.image "
@@ -131,7 +130,8 @@ def _command(role: RoleRecord, args: tuple[str, ...]) -> dict[str, Any]:
 
 def _probes(facts: ClusterFacts, port: int) -> dict[str, Any]:
     def get() -> dict[str, Any]:
-        return {"path": HEALTH_ROUTE.get(facts.engine, "/health"), "port": port}
+        route = ENGINES[facts.engine].health_route if facts.engine in ENGINES else "/health"
+        return {"path": route, "port": port}
 
     period = 10
     return {

@@ -28,9 +28,9 @@ from fakplan.engines import (
     ModelledEngine,
     findings,
     planned_version,
+    served_weights,
     shape_geometry,
 )
-from fakplan.engines.served import served_weights
 from fakplan.errors import LedgerError, RuleError
 from fakplan.figures import Figures, ModelFacts
 from fakplan.gates import GateResult, run_gates
@@ -202,7 +202,7 @@ def _ceiling(
             return ceiling.bytes, f"{human(ceiling.bytes)} as stated in the shape{note}", "stated"
     # the ledger parsers (a few hundred compiled rows) load only for a shape that reads a log
     from fakplan.ceiling import above_card, ceiling_from_ledger
-    from fakplan.ledger import parse_ledger
+    from fakplan.engines import parse_ledger
 
     if ledger_path is None:
         assert ceiling is not None and ceiling.ledger is not None
@@ -309,7 +309,7 @@ def _figures(loaded: LoadedShape, ledger_path: Path | None) -> Figures:
         ceiling_basis=ceiling_basis,
         card_bound_bytes=bound,
         card_bound_derivation=bound_text,
-        cluster=cluster_facts(shape, stated.weights),
+        cluster=cluster_facts(shape, stated.weights, engine.shm_bytes),
         max_spec_rows=shape.limits.max_spec_rows,
         unclaimed_warn_above=shape.limits.unclaimed_warn_above,
         model=_model_facts(loaded),

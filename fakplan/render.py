@@ -21,6 +21,7 @@ import jinja2
 from jinja2.loaders import split_template_path
 
 from fakplan.cluster import cluster_facts
+from fakplan.engines import ENGINES
 from fakplan.errors import FakplanError
 from fakplan.files import read_bounded
 from fakplan.kubernetes import manifests
@@ -163,7 +164,9 @@ def render_plan(
             record_digest=digest,
         )
         files.append(RenderedFile(role.file, text, executable=True))
-    facts = cluster_facts(loaded.shape, plan.weights_budget_bytes)
+    facts = cluster_facts(
+        loaded.shape, plan.weights_budget_bytes, ENGINES[loaded.shape.engine].shm_bytes
+    )
     if facts is not None:
         for name, text in manifests(loaded, plan, facts).items():
             files.append(RenderedFile(f"{KUBERNETES_DIR}/{name}", text))

@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
+from fakplan.engines import parse_ledger
 from fakplan.engines.vllm.floor import Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
 from fakplan.geometry.params import MOE_FAMILIES
-from fakplan.ledger import parse_ledger
 from fakplan.units import GIB
 
 PUBLIC = Path(__file__).resolve().parent / "data" / "public"

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fakplan.engines import parse_ledger
 from fakplan.errors import LedgerError
-from fakplan.ledger import parse_ledger
 
 from . import realserver
 from .realserver import stop_server

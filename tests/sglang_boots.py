@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from fakplan.engines.sglang_sizing import profiled_tokens
+from fakplan.engines.sglang.sizing import profiled_tokens
 
 BOOTS_FILE = Path(__file__).resolve().parent / "data" / "public" / "sizing" / "sglang-boots.yaml"
 HALF = 0.005  # a figure printed with two decimals

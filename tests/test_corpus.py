@@ -81,7 +81,7 @@ def test_the_readme_accuracy_table_is_generated_from_the_corpus() -> None:
 def test_fakplan_ledger_reads_every_cache_line(case: dict[str, Any]) -> None:
     """`fakplan ledger` finds the figures the case checks: counts exactly, sizes within
     their printed rounding (full, SWA and recurrent caches alike)."""
-    from fakplan.ledger import parse_ledger
+    from fakplan.engines import parse_ledger
     from fakplan.units import printed_interval
 
     ledger = parse_ledger(CORPUS / case["log"], "auto")

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from fakplan.budget import BUDGET_ENV, DeviceBudget, probe_budget
 from fakplan.cli import main
+from fakplan.engines import parse_ledger
 from fakplan.errors import ShapeError
-from fakplan.ledger import parse_ledger
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from fakplan.budget import DeviceMemory, _cuda_total, _node_memory, probe_budget
 from fakplan.cli import main
-from fakplan.ledger import parse_ledger
+from fakplan.engines import parse_ledger
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import printed_interval

@@ -34,8 +34,9 @@ from hypothesis import strategies as st
 
 from fakplan.ceiling import ceiling_from_ledger
 from fakplan.cli.ledger import print_ledger
+from fakplan.engines import bootlog_formats, parse_ledger
 from fakplan.errors import LedgerError
-from fakplan.ledger import FORMATS, Ledger, parse_ledger
+from fakplan.ledger import Ledger
 from fakplan.ledger.scan import EngineScan
 from fakplan.plan import Plan, compile_plan
 from fakplan.shape import load_shape
@@ -414,7 +415,7 @@ def test_every_row_reads_a_hostile_1_mib_line_in_linear_time(fill: str) -> None:
     CUDA malloc error's), a linear one takes milliseconds. A new row is held to it too."""
     size = 1 << 20
     slowest = (0.0, "")
-    for fmt in FORMATS.values():
+    for fmt in bootlog_formats().values():
         for row in fmt.rows:
             piece = FILLS[fill]
             if piece is None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from fakplan.engines import parse_ledger
 from fakplan.engines.llamacpp.cache import cache_for, layout_cells
 from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery
-from fakplan.ledger import parse_ledger
 from fakplan.units import GIB
 
 from .conftest import PUBLIC

@@ -19,8 +19,9 @@ import yaml
 from click.testing import CliRunner
 
 from fakplan.cli import main
+from fakplan.engines import bootlog_formats, parse_ledger
 from fakplan.errors import LedgerError
-from fakplan.ledger import DEVICE_KEYS, FIGURE_FIELDS, FORMATS, Ledger, parse_ledger
+from fakplan.ledger import DEVICE_KEYS, FIGURE_FIELDS, Ledger
 from fakplan.ledger.reader import clip
 
 from . import ranklogs
@@ -271,7 +272,7 @@ def test_ledger_json_is_stable() -> None:
 
 def test_every_row_names_a_ledger_field() -> None:
     nested = {"devices", "budget_rows"}
-    for fmt in FORMATS.values():
+    for fmt in bootlog_formats().values():
         for row in fmt.rows:
             assert row.source, row.kind
             for fig in row.figures:

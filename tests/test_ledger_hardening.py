@@ -22,8 +22,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fakplan.cli import main
+from fakplan.engines import parse_ledger
 from fakplan.errors import LedgerError
-from fakplan.ledger import Ledger, parse_ledger
+from fakplan.ledger import Ledger
 from fakplan.ledger.reader import Prefilter, scan_file
 
 from .conftest import PUBLIC

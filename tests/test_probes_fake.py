@@ -38,7 +38,7 @@ from fakplan.probes import (
     verdicts_for,
 )
 from fakplan.probes.decode_rate import decode_basis
-from fakplan.probes.flavours import FLAVOURS
+from fakplan.probes.flavours import flavour as flavour_named
 from fakplan.probes.stats import Summary
 from fakplan.record import stale_headers
 from fakplan.shape import load_shape
@@ -135,8 +135,8 @@ class FakeEngine:
         )
         server.expect_request("/openapi.json").respond_with_json({"paths": {}})
         server.expect_request("/props").respond_with_data("", status=404)
-        if tokenize and FLAVOURS[flavour].tokenize:
-            route = FLAVOURS[flavour].tokenize[0]
+        if tokenize and flavour_named(flavour).tokenize:
+            route = flavour_named(flavour).tokenize[0]
             server.expect_request(route.path, method="POST").respond_with_handler(self._tokenize)
         server.expect_request("/v1/completions", method="POST").respond_with_handler(self._complete)
         server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(
@@ -155,7 +155,7 @@ class FakeEngine:
 
     def _tokenize(self, request: Request) -> Response:
         body = self._body(request)
-        route = FLAVOURS[self.flavour].tokenize[0]
+        route = flavour_named(self.flavour).tokenize[0]
         n = count(body[route.key])
         answer = {"tokens": list(range(n))} if route.count_key is None else {"count": n}
         return Response(json.dumps(answer), content_type="application/json")

@@ -38,7 +38,7 @@ from fakplan.cli import main
 from fakplan.probes import AsyncEndpoint, Deadline, Endpoint, ProbeFault, ProbeOptions, run_probes
 from fakplan.probes.api import Server, excerpt
 from fakplan.probes.calibrate import count_tokens
-from fakplan.probes.flavours import FLAVOURS
+from fakplan.probes.flavours import flavour
 from fakplan.probes.http import Answer
 from fakplan.shape import load_shape
 
@@ -735,7 +735,7 @@ def test_a_window_sized_tokenize_answer_fits(loopback: Loopback) -> None:
     """llama-server lists every token id; calibration counts up to 262,144 characters, and a
     boundary prompt fills the window: at one token a character with 7-digit ids and spaces
     that is 2.4 MB, read whole."""
-    route = FLAVOURS["llama-server"].tokenize[0]
+    route = flavour("llama-server").tokenize[0]
 
     def tokenize(request: Request, conn: socket.socket) -> None:
         n = len(request.json()["content"])
@@ -746,7 +746,7 @@ def test_a_window_sized_tokenize_answer_fits(loopback: Loopback) -> None:
     text = "a" * 262_144
     with httpx.Client() as client:
         endpoint = Endpoint(client, loopback.url)
-        server = Server(flavour=FLAVOURS["llama-server"])
+        server = Server(flavour=flavour("llama-server"))
         assert count_tokens(endpoint, server, route, text, Deadline(30)) == len(text)
 
 

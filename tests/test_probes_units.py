@@ -10,13 +10,14 @@ import yaml
 
 import fakplan.probes as probes
 from fakplan.plan import compile_plan
-from fakplan.probes import REFUSALS, judge_band, parse_refusal, summarize, trend
+from fakplan.probes import judge_band, parse_refusal, summarize, trend
 from fakplan.probes.api import Server, chat_body, read_stream
 from fakplan.probes.boundary import BoundaryResult, SlotResult
 from fakplan.probes.corpus import corpus, marker, nonce, normalise
-from fakplan.probes.flavours import FLAVOURS, Observed, classify
+from fakplan.probes.flavours import Observed, classify, flavour, flavours
 from fakplan.probes.http import ProbeFault, StreamAnswer, check_url, display_url
 from fakplan.probes.rates import RateResult
+from fakplan.probes.refusals import refusals
 from fakplan.probes.run import ProbeOutcome, ProbeRun, verdicts_for
 from fakplan.shape import load_shape
 
@@ -29,11 +30,9 @@ CASES = yaml.safe_load((DATA / "refusals.yaml").read_text(encoding="utf-8"))
 def test_public_api_is_pinned() -> None:
     assert sorted(probes.__all__) == sorted(
         [
-            "FLAVOURS",
             "MIN_DECODE_TOKENS",
             "NOISE_FLOOR_PCT",
             "PROBES",
-            "REFUSALS",
             "RUN_SCHEMA",
             "AsyncEndpoint",
             "BoundaryResult",
@@ -57,6 +56,7 @@ def test_public_api_is_pinned() -> None:
             "corpus",
             "decode",
             "detect",
+            "flavours",
             "judge_band",
             "parse_refusal",
             "prefill",
@@ -98,12 +98,12 @@ def test_refusal_wordings(case: dict[str, Any]) -> None:
 
 def test_every_refusal_row_has_a_sample() -> None:
     sampled = {c["expect"]["pattern"] for c in CASES if c["expect"]}
-    assert sampled == {row.id for row in REFUSALS}
+    assert sampled == {row.id for row in refusals()}
 
 
 def test_every_refusal_row_names_its_source() -> None:
-    for row in REFUSALS:
-        assert row.engine in {*FLAVOURS, "radiance"} and row.version
+    for row in refusals():
+        assert row.engine in {*flavours(), "radiance"} and row.version
 
 
 def test_shared_wording_goes_to_the_engine_asked_about() -> None:
@@ -228,14 +228,14 @@ def test_classify(observed: Observed, flavour: str) -> None:
 
 
 def test_chat_body_carries_the_runbook_traps() -> None:
-    vllm = Server(flavour=FLAVOURS["vllm"], model="m", eos_ids=(2,))
+    vllm = Server(flavour=flavour("vllm"), model="m", eos_ids=(2,))
     body = chat_body(vllm, "hi", 512, stream=True, suppress_eos=True)
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert body["ignore_eos"] is True
     assert body["logit_bias"] == {"2": -100}
     assert body["temperature"] == 0
     assert body["stream_options"] == {"include_usage": True}
-    lcp = Server(flavour=FLAVOURS["llama-cpp-python"], model="tiny", eos_ids=(259,))
+    lcp = Server(flavour=flavour("llama-cpp-python"), model="tiny", eos_ids=(259,))
     body = chat_body(lcp, "hi", 512, suppress_eos=True)
     assert "ignore_eos" not in body and "chat_template_kwargs" not in body
     assert body["logit_bias"] == {"259": -100}

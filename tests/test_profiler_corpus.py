@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakplan.ledger import parse_ledger
+from fakplan.engines import parse_ledger
 from fakplan.units import printed_interval
 
 from .conftest import PUBLIC

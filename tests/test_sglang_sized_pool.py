@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from fakplan.cli import main
-from fakplan.engines.sglang_sizing import profiled_tokens
-from fakplan.ledger import parse_ledger
+from fakplan.engines import parse_ledger
+from fakplan.engines.sglang.sizing import profiled_tokens
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import printed_interval
@@ -298,8 +298,8 @@ def test_a_printed_figure_is_an_interval(
 def test_the_measured_residue_is_over_the_same_count_the_plan_makes() -> None:
     """The load residue was measured against 16,127,631,360 B: that must be what the weights
     count gives Llama-3.1-8B-Instruct in SGLang (16-bit parameters, float32 rotary cache)."""
-    from fakplan.engines import sglang_sizing
-    from fakplan.engines.vllm.weights import vllm_rank_weights
+    from fakplan.engines.sglang import sizing as sglang_sizing
+    from fakplan.engines.weights import vllm_rank_weights
 
     config = json.loads(LLAMA_8B.read_text(encoding="utf-8"))
     counted = vllm_rank_weights(config, "llama", rope_bytes=sglang_sizing.ROPE_BYTES)
@@ -318,7 +318,7 @@ def test_a_budget_launch_fraction_leaves_the_budgeted_pool(tmp_path: Path) -> No
     what is free *before* the weights, so the fraction must cover the memory in use then
     too, or SGLang profiles fewer tokens than the cap and uses those. Worst case by hand:
     the most in use measured at TP 1 and the weights filling budget.weights."""
-    from fakplan.engines.sglang_sizing import IN_USE_MEASURED
+    from fakplan.engines.sglang.sizing import IN_USE_MEASURED
 
     plan = compile_plan(load_shape(_budget_shape(tmp_path, "50 GiB")))
     (role,) = plan.launch.roles
@@ -367,7 +367,7 @@ def test_a_budget_pair_that_leaves_sglang_nothing_fails_its_gate(tmp_path: Path)
     fraction SGLang would need is (78.8 / 78.575) > 1. Issue 26: this was exit 2 at budget
     while vLLM and llama.cpp passed the same mistake; now every engine fails the pair gate
     with the numbers (exit 1), and serve.sh refuses to start."""
-    from fakplan.engines.sglang_sizing import IN_USE_MEASURED
+    from fakplan.engines.sglang.sizing import IN_USE_MEASURED
 
     path = _budget_shape(tmp_path, "63.6 GiB")
     result = CliRunner().invoke(main, ["compile", str(path), "--out", str(tmp_path / "out")])

@@ -101,8 +101,12 @@ DEFERRED_IMPORTS = {
     ): "the ledger parsers load only for a shape that reads a log",
     (
         "fakplan/plan.py",
-        "fakplan.ledger",
+        "fakplan.engines",
     ): "the ledger parsers load only for a shape that reads a log",
+    (
+        "fakplan/engines/__init__.py",
+        "fakplan.ledger",
+    ): "the boot-log reader loads only where a log is read: a plan never compiles its rows",
     ("fakplan/geometry/__init__.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/probes/run.py", "fakplan.geometry.gguf_header"): "gguf loads only for an EOS id",
     (

@@ -20,6 +20,7 @@ from fakplan.contract import Capacity, CostComponent, KvCost, paged_capacity
 from fakplan.engines import ENGINES, Engine, register
 from fakplan.figures import Figures
 from fakplan.launch import LaunchRecord, RoleRecord
+from fakplan.ledger import TABLE, LedgerFormat
 from fakplan.render import default_templates
 from fakplan.shape import LoadedShape
 
@@ -32,7 +33,9 @@ class ToyEngine(Engine):
 
     name = "toy"
     binaries: ClassVar[tuple[str, ...]] = ("toy-serve",)
-    ledger_format = "table"
+
+    def boot_format(self) -> LedgerFormat:
+        return TABLE
 
     def check(self, loaded: LoadedShape) -> None:
         if loaded.shape.serving.max_model_len % PAGE_TOKENS:

@@ -64,12 +64,11 @@ def test_ledger_figures_and_their_sources_cite_no_internal_document() -> None:
 
 def test_every_ledger_row_and_refusal_source_says_the_thing_itself() -> None:
     """Sources of rows a log might not contain, and of refusals no test server sends."""
+    from fakplan.engines import bootlog_formats, context_refusals
     from fakplan.gates import BUILTIN_GATES
-    from fakplan.ledger import FORMATS
-    from fakplan.probes.refusals import REFUSALS
 
-    texts = [row.source for fmt in FORMATS.values() for row in fmt.rows]
-    texts += [f"{r.engine} {r.version} {r.note}" for r in REFUSALS]
+    texts = [row.source for fmt in bootlog_formats().values() for row in fmt.rows]
+    texts += [f"{r.engine} {r.version} {r.note}" for r in context_refusals()]
     texts += [g.rationale for g in BUILTIN_GATES]
     assert [c for text in texts for c in _cited(text)] == []
 

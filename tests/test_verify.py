@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from fakplan.ceiling import ceiling_from_ledger
 from fakplan.cli import main
-from fakplan.ledger import parse_ledger
+from fakplan.engines import parse_ledger
 from fakplan.units import GIB, MIB
 
 from . import ranklogs

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from fakplan.budget import probe_budget
 from fakplan.cli import main
-from fakplan.ledger import parse_ledger
+from fakplan.engines import parse_ledger
 from fakplan.probes import Deadline, Endpoint, calibrate, corpus, detect, parse_refusal
 
 from .conftest import compile_serve_sh, write_vllm_shape

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.engines.weights import vllm_rank_weights
 from fakplan.units import printed_interval
 
 from .conftest import PUBLIC
@@ -99,7 +99,7 @@ def test_served_in_float32() -> None:
 def test_a_tied_last_stage_builds_its_embedding_first() -> None:
     """PP 2 with tied embeddings: the last stage builds embed_tokens (lm_head ties to it),
     so its one vocab matrix is created first; the order keeps every byte of the count."""
-    from fakplan.engines.vllm import weights
+    from fakplan.engines import weights
 
     config = json.loads(
         (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()

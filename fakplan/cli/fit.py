@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, gates_option
-from fakplan.engines import ENGINES
-from fakplan.engines.query import shape_geometry
+from fakplan.engines import ENGINES, shape_geometry
 from fakplan.errors import FakplanError, ShapeError
 from fakplan.fit import (
     SMALLEST_WINDOW,

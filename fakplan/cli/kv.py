@@ -12,9 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import FiniteRange
-from fakplan.cli.kv_sizing import Sizing, StaticSizing, engine_sizing, static_sizing
 from fakplan.contract import contract_requirement, exact_number
-from fakplan.engines import kv_breakdown, modelled, printed_pool_tokens
+from fakplan.engines import (
+    DEFAULT_ENGINE,
+    ENGINES,
+    PoolReport,
+    kv_breakdown,
+    modelled,
+    printed_pool_tokens,
+)
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.geometry.catalog import catalog_ids
@@ -40,7 +46,9 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
 
 @click.command()
 @click.argument("model", required=False)
-@click.option("--engine", type=click.Choice(sorted(modelled())), default="vllm", show_default=True)
+@click.option(
+    "--engine", type=click.Choice(sorted(modelled())), default=DEFAULT_ENGINE, show_default=True
+)
 @click.option(
     "--engine-version",
     default=None,
@@ -190,20 +198,26 @@ def kv(
     kv_query = KvQuery(geometry=load_geometry(model), **query)
     breakdown = _breakdown(kv_query)
     interval = _pool_bytes(pool)
-    sizing: Sizing | StaticSizing | None = None
-    if static_fraction is not None:
-        if interval is not None or utilization is not None:
+    sizing: PoolReport | None = None
+    fractions = {
+        field: value
+        for field, value in (
+            ("gpu_memory_utilization", utilization),
+            ("mem_fraction_static", static_fraction),
+        )
+        if value is not None
+    }
+    if fractions or card_total is not None:
+        if len(fractions) > 1:
             raise click.UsageError(
                 "give one of --pool, --gpu-memory-utilization and --mem-fraction-static"
             )
-        sizing = static_sizing(kv_query, static_fraction, card_total)
-        interval = sizing.pool_interval
-    elif utilization is not None or card_total is not None:
         if interval is not None:
-            raise click.UsageError("give --pool or --gpu-memory-utilization, not both")
+            given = " or ".join(_option(f) for f in fractions) or "--card-total"
+            raise click.UsageError(f"give --pool or {given}, not both")
         stated_seqs = click.get_current_context().get_parameter_source("max_num_seqs")
         seqs = query["max_num_seqs"] if stated_seqs == ParameterSource.COMMANDLINE else None
-        sizing = engine_sizing(kv_query, utilization, card_total, card_sms, seqs)
+        sizing = _pool_report(kv_query, fractions, card_total, card_sms, seqs)
         interval = sizing.pool_interval
     result = None
     pool_bytes = None
@@ -229,6 +243,42 @@ def kv(
         if sizing is not None:
             for line in sizing.lines():
                 click.echo(f"  {line}")
+
+
+def _option(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _pool_report(
+    query: KvQuery,
+    fractions: dict[str, float],
+    card_total: str | None,
+    sms: int,
+    max_num_seqs: int | None,
+) -> PoolReport:
+    """The pool the engine sizes itself: the fraction given must be its own (its
+    ``sizing_field``), with the card's total, read as the interval its digits allow."""
+    engine = ENGINES[query.engine]
+    own = engine.sizing_field
+    if not fractions:
+        flag = _option(own) if own else "a fraction"
+        raise click.UsageError(f"give both {flag} and --card-total")
+    ((field, fraction),) = fractions.items()
+    if field != own:
+        takers = " or ".join(
+            f"{e.title or n}'s pool (--engine {n})"
+            for n, e in modelled().items()
+            if e.sizing_field == field
+        )
+        raise click.UsageError(f"{_option(field)} sizes {takers}")
+    if card_total is None:
+        raise click.UsageError(f"give both {_option(field)} and --card-total")
+    try:
+        low, _, high = printed_interval(card_total)
+    except UnitsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+    text = f"--card-total {card_total}"
+    return engine.pool_report(query, fraction, (low, high), text, sms, max_num_seqs)
 
 
 def _contract(query: KvQuery, b: KvBreakdown) -> dict[str, Any]:

@@ -9,17 +9,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.ledger import ENGINE_CHOICES, FORMATS, Ledger, LedgerFigure, parse_ledger
+from fakplan.engines import bootlog_formats, parse_ledger
+from fakplan.ledger import Ledger, LedgerFigure
 
 
 @click.command()
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option(
     "--engine",
-    type=click.Choice(ENGINE_CHOICES),
     default="auto",
     show_default=True,
-    help="The engine that wrote the log; auto detects it from the lines it recognises.",
+    help="The engine that wrote the log (an engine's name, or table for a VRAM budget "
+    "table); auto detects it from the lines it recognises.",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the ledger as JSON (schema fakplan.ledger/1)."
@@ -59,7 +60,7 @@ def print_ledger(ledger: Ledger) -> None:
     console.print(Text(f"{ledger.file}", style="bold"))
     console.print(
         Text(
-            f"engine {ledger.engine} ({FORMATS[ledger.engine].title}, {how}); "
+            f"engine {ledger.engine} ({bootlog_formats()[ledger.engine].title}, {how}); "
             f"boot lines {start}-{end}; {len(ledger.lines)} lines recognised"
         )
     )

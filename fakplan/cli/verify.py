@@ -17,9 +17,9 @@ from rich.text import Text
 
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
-from fakplan.engines import ENGINES, printed_pool_tokens, query_for_shape
+from fakplan.engines import ENGINES, parse_ledger, printed_pool_tokens, query_for_shape
 from fakplan.fit import proven_plan
-from fakplan.ledger import ENGINE_CHOICES, Ledger, parse_ledger
+from fakplan.ledger import Ledger
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, PredictionVerdict, amount, describe, miss
 from fakplan.record import record_verdicts
@@ -38,9 +38,9 @@ from fakplan.verify import PoolCounts, ledger_verdicts
 )
 @click.option(
     "--engine",
-    type=click.Choice(ENGINE_CHOICES),
     default=None,
-    help="The log's format: default the shape's engine (auto for engine: custom); auto detects it.",
+    help="The log's format (an engine's name, or table): default the shape's engine's "
+    "(auto where it has none fakplan reads); auto detects it.",
 )
 @out_option("The compiled record to write verdicts into (as fakplan compile -o).")
 @templates_option
@@ -67,7 +67,8 @@ def verify(
     if engine is None:
         # the shape names its engine: a log that died before any engine-specific line
         # (a refused flag) still parses as that engine's failure
-        engine = ENGINES[loaded.shape.engine].ledger_format or "auto"
+        bootlog = ENGINES[loaded.shape.engine].boot_format()
+        engine = bootlog.name if bootlog is not None else "auto"
     ledger = parse_ledger(ledger_path, engine)
 
     floor = loaded.shape.ceiling.engine_floor if loaded.shape.ceiling else None
@@ -93,7 +94,9 @@ def verify(
 def _pool_counts(loaded: LoadedShape, ledger: Ledger) -> PoolCounts | None:
     """vLLM prints the pool it divides ("Available KV cache memory"): the shape's own
     arithmetic, applied to it, shows whether a missed count is the pool or the rule."""
-    if loaded.shape.engine != "vllm" or ledger.engine != "vllm":
+    engine = ENGINES[loaded.shape.engine]
+    bootlog = engine.boot_format()
+    if not engine.log_prints_divided_pool or bootlog is None or ledger.engine != bootlog.name:
         return None
     query = query_for_shape(loaded)
 

@@ -1,63 +1,152 @@
-"""Engines are plug-ins behind one class, listed in one registry.
+"""The engines fakplan plans for, behind one registry.
 
-Each engine is a subclass of ``base.Engine`` in a module of its own, with its
-templates and its tests; ``ENGINES`` lists the built-in ones, and the shape
-schema's ``engine`` values are its keys. ``register`` adds an engine from
-outside the package (a plug-in, or a test's toy engine): nothing else changes.
+Each engine is a folder of its own (``fakplan/engines/<name>/``) holding everything fakplan
+knows of it, in the same core modules: ``rules`` (its releases as data), ``launch`` (its
+flags), ``sizing`` (the pool it sizes itself), ``bootlog`` (its boot-log lines),
+``server`` (its OpenAI-compatible server: flavours, context refusals, what it says of its
+capacity) and ``cluster`` (image, /dev/shm, health route, alert rules), with a subclass of
+``base.Engine`` that names them. Shared pieces sit beside them in this folder: the base
+class, weights counting (vLLM's and SGLang's), releases and choices, the serving record
+types.
+
+``ENGINES`` maps a shape's ``engine:`` to its ``Engine``. An engine's modules are imported
+the first time it is asked for, so a vLLM shape never loads SGLang's or llama.cpp's.
+``register`` adds one from outside (a plug-in, a test's toy engine): its boot-log format,
+its server flavours and its cluster facts join every command's through this registry,
+and nothing outside its own files changes. Code outside ``fakplan/engines/`` imports this
+module only.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fakplan.engines.base import Engine, ModelledEngine
-from fakplan.engines.custom import CustomEngine
-from fakplan.engines.llamacpp import LlamacppEngine
+from fakplan.engines.alerting import AlertFacts, AlertRule, quoted, range_regex
+from fakplan.engines.base import Engine, ModelledEngine, PoolReport
 from fakplan.engines.query import query_for_shape, shape_geometry
 from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
-from fakplan.engines.sglang import SglangEngine
-from fakplan.engines.vllm import VllmEngine
+from fakplan.engines.served import served_weights
+from fakplan.engines.serving import (
+    OPENAI,
+    CapacityReading,
+    Evidence,
+    Flavour,
+    Observed,
+    RefusalPattern,
+    TokenizeRoute,
+)
 from fakplan.errors import FakplanError
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
-ENGINES: dict[str, Engine] = {
-    engine.name: engine
-    for engine in (VllmEngine(), SglangEngine(), LlamacppEngine(), CustomEngine())
+if TYPE_CHECKING:
+    # the boot-log reader loads only where a log is read: a plan never compiles its rows
+    from fakplan.ledger import Ledger, LedgerFormat
+
+# the built-in engines, in the order every listing gives them: module and class, imported
+# when the engine is first asked for
+BUILTIN: dict[str, tuple[str, str]] = {
+    "vllm": ("fakplan.engines.vllm", "VllmEngine"),
+    "sglang": ("fakplan.engines.sglang", "SglangEngine"),
+    "llamacpp": ("fakplan.engines.llamacpp", "LlamacppEngine"),
+    "custom": ("fakplan.engines.custom", "CustomEngine"),
 }
 
 
-def boot_refusals() -> tuple[BootRefusal, ...]:
-    """The one table of boot refusals: every registered engine's rows, in registry order."""
-    return tuple(row for engine in ENGINES.values() for row in engine.boot_refusals)
+DEFAULT_ENGINE = next(iter(BUILTIN))  # `fakplan kv` without --engine
 
+
+class Registry(Mapping[str, Engine]):
+    """Engine name -> engine; a built-in one is imported on first use."""
+
+    def __init__(self) -> None:
+        self._lazy: dict[str, tuple[str, str]] = dict(BUILTIN)
+        self._loaded: dict[str, Engine] = {}
+
+    def __getitem__(self, name: str) -> Engine:
+        engine = self._loaded.get(name)
+        if engine is not None:
+            return engine
+        if name not in self._lazy:
+            raise KeyError(name)
+        module, cls = self._lazy[name]
+        engine = getattr(importlib.import_module(module), cls)()
+        assert isinstance(engine, Engine) and engine.name == name, (module, cls)
+        self._loaded[name] = engine
+        return engine
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lazy or name in self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._lazy
+        yield from (name for name in self._loaded if name not in self._lazy)
+
+    def __len__(self) -> int:
+        return len(set(self._lazy) | set(self._loaded))
+
+    def add(self, engine: Engine) -> Engine:
+        if engine.name in self:
+            raise FakplanError(f"engine {engine.name!r} is already registered")
+        self._loaded[engine.name] = engine
+        return engine
+
+    def pop(self, name: str) -> Engine:
+        """Remove an engine ``register`` added (a test's, once it is done)."""
+        if name in self._lazy:
+            raise FakplanError(f"engine {name!r} is built in")
+        return self._loaded.pop(name)
+
+
+ENGINES = Registry()
 
 __all__ = [
+    "BUILTIN",
+    "DEFAULT_ENGINE",
     "ENGINES",
+    "OPENAI",
+    "AlertFacts",
+    "AlertRule",
     "BootInputs",
     "BootRefusal",
+    "CapacityReading",
     "Engine",
+    "Evidence",
     "Finding",
+    "Flavour",
     "ModelledEngine",
+    "Observed",
+    "PoolReport",
+    "RefusalPattern",
+    "TokenizeRoute",
     "boot_refusals",
+    "bootlog_formats",
+    "context_refusals",
+    "detection",
     "findings",
+    "flavours",
     "kv_breakdown",
     "modelled",
     "modelled_engine",
+    "parse_ledger",
     "planned_version",
     "pool_tokens",
     "printed_pool_tokens",
     "query_for_shape",
+    "quoted",
+    "range_regex",
     "register",
+    "served_weights",
     "shape_geometry",
 ]
 
 
 def register(engine: Engine) -> Engine:
     """Add ``engine`` to the registry (a plug-in's, or a test's); its name must be new."""
-    if engine.name in ENGINES:
-        raise FakplanError(f"engine {engine.name!r} is already registered")
-    ENGINES[engine.name] = engine
-    return engine
+    return ENGINES.add(engine)
 
 
 def modelled() -> dict[str, ModelledEngine]:
@@ -73,6 +162,51 @@ def modelled_engine(name: str) -> ModelledEngine:
             "an engine it does not model takes engine: custom with a contract"
         )
     return engine
+
+
+# ---------------------------------------------------------------- what engines know, joined
+
+
+def boot_refusals() -> tuple[BootRefusal, ...]:
+    """The one table of boot refusals: every registered engine's rows, in registry order."""
+    return tuple(row for engine in ENGINES.values() for row in engine.boot_refusals)
+
+
+def bootlog_formats() -> dict[str, LedgerFormat]:
+    """Every engine's boot-log format by its name, then the engine-neutral budget table."""
+    from fakplan.ledger import TABLE
+
+    formats = [e.boot_format() for e in ENGINES.values()]
+    return {**{f.name: f for f in formats if f is not None}, TABLE.name: TABLE}
+
+
+def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
+    """A boot log read with every registered engine's format (``auto`` detects which wrote
+    it; an engine name or ``table`` forces one)."""
+    from fakplan.ledger import read_ledger
+
+    return read_ledger(path, bootlog_formats(), engine)
+
+
+def flavours() -> dict[str, Flavour]:
+    """Every engine's server flavours by name, then ``openai`` (any compatible server)."""
+    found = {f.name: f for e in ENGINES.values() for f in e.server.flavours}
+    return {**found, OPENAI.name: OPENAI}
+
+
+def detection() -> tuple[Evidence, ...]:
+    """The rules that tell which server answers, tried in order: each engine's own by field
+    (what /v1/models says) first, then by route (what /openapi.json or /props lists)."""
+    rules = [rule for e in ENGINES.values() for rule in e.server.evidence]
+    return tuple(sorted(rules, key=lambda rule: rule.rank))
+
+
+def context_refusals() -> tuple[RefusalPattern, ...]:
+    """Every engine's context-overflow wordings, in registry order."""
+    return tuple(row for e in ENGINES.values() for row in e.server.refusals)
+
+
+# ---------------------------------------------------------------- the KV question's route
 
 
 def kv_breakdown(query: KvQuery) -> KvBreakdown:

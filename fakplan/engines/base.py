@@ -1,19 +1,25 @@
-"""The engine plug-in: what the planner, the shape's checks, the launch, verify and the
-probes ask of an engine, with the defaults of an engine that has no opinion.
+"""The engine plug-in: what the planner, the shape's checks, the launch, the boot-log
+reader, the probes, the cluster manifests and the alert rules ask of an engine, with the
+defaults of an engine that has no opinion.
 
-An engine is one module: a subclass of ``Engine`` (of ``ModelledEngine`` when fakplan
-derives its arithmetic from the model's geometry), its templates
-(``templates/<name>/env.j2`` and ``serve.sh.j2``) and its tests.
-``fakplan.engines.ENGINES`` lists the built-in ones; ``register`` adds another.
+An engine is one folder (``fakplan/engines/<name>/``): a subclass of ``Engine`` (of
+``ModelledEngine`` when fakplan derives its arithmetic from the model's geometry) whose
+attributes name its parts, its templates (``templates/<name>/env.j2`` and
+``serve.sh.j2``) and its tests. ``fakplan.engines.ENGINES`` lists the built-in ones;
+``register`` adds another.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+import importlib
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from fakplan.contract import Capacity, KvCost
+from fakplan.engines.alerting import AlertFacts, AlertRule
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.refusals import BootRefusal
+from fakplan.engines.serving import ServerFacts
+from fakplan.errors import FakplanError
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.units import human
 
@@ -21,8 +27,21 @@ if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.geometry import Geometry
     from fakplan.launch import LaunchRecord
+    from fakplan.ledger.patterns import LedgerFormat
     from fakplan.shape import LoadedShape
     from fakplan.sizing import EngineSizing
+
+
+class PoolReport(Protocol):
+    """What ``fakplan kv`` prints of a pool the engine sizes itself: its interval over the
+    card figure's digits (None: unknown), the ``fakplan.kv/1`` keys, the text lines."""
+
+    @property
+    def pool_interval(self) -> tuple[int, int, int] | None: ...
+
+    def json(self) -> dict[str, Any]: ...
+
+    def lines(self) -> list[str]: ...
 
 
 class Engine:
@@ -30,6 +49,8 @@ class Engine:
     token, count a pool and build the launch."""
 
     name: ClassVar[str]
+    # as its own documentation spells it, for messages (default: the name)
+    title: ClassVar[str | None] = None
     # launch.binary spellings this engine starts with (the first is the default)
     binaries: ClassVar[tuple[str, ...]] = ()
     # serving.dtype reaches a --dtype flag of the engine's
@@ -43,12 +64,26 @@ class Engine:
     # the pool the boot log prints is the cache allocated (llama.cpp's "size ="), not
     # memory the engine then divides into blocks
     printed_pool_is_cache: ClassVar[bool] = False
+    # its boot log prints the memory it then divides into the pool (vLLM's "Available KV
+    # cache memory"): verify recounts a missed token count from it, to tell the pool
+    # from the rule
+    log_prints_divided_pool: ClassVar[bool] = False
     # what --dtype auto serves a float32 checkpoint in, where it downcasts: (dtype, rule)
     auto_downcast: ClassVar[tuple[str, str] | None] = None
-    # what `fakplan verify` reads the boot log as by default (None: detect it)
-    ledger_format: ClassVar[str | None] = None
+    # the module of its boot log's lines (its ``bootlog``, whose FORMAT ``boot_format``
+    # imports when a log is read, so a plan never compiles its rows); None: the engine
+    # prints none fakplan reads
+    bootlog_module: ClassVar[str | None] = None
+    # its OpenAI-compatible server (``server``): flavours, evidence, refusals, capacity
+    server: ClassVar[ServerFacts] = ServerFacts()
     # the server flavour the probes assume where the endpoint's routes do not tell
     probe_flavour: ClassVar[str | None] = None
+    # on a cluster (``cluster``): the image a pod runs by default, a format string of the
+    # release ("{version}"; None: the shape must name one), the /dev/shm a pod gets where
+    # the shape does not say (None: none mounted), and the route a pod is probed on
+    image: ClassVar[str | None] = None
+    shm_bytes: ClassVar[int | None] = None
+    health_route: ClassVar[str] = "/health"
     # the serving field (gpu_memory_utilization, mem_fraction_static) whose fraction lets
     # the engine size its own pool, which fakplan then predicts; None: the shape states it
     sizing_field: ClassVar[str | None] = None
@@ -60,6 +95,19 @@ class Engine:
     fit_kv_dtypes: ClassVar[tuple[str, ...]] = ()
     # serving.quantization values the engine is modelled with (its weights counted)
     quantizations: ClassVar[tuple[str, ...]] = ()
+
+    def boot_format(self) -> LedgerFormat | None:
+        """How its boot log reads (``fakplan verify`` reads a shape's log as it); None:
+        the engine prints none fakplan reads, so a log's format is detected."""
+        if self.bootlog_module is None:
+            return None
+        found: LedgerFormat = importlib.import_module(self.bootlog_module).FORMAT
+        return found
+
+    def alert_rules(self, facts: AlertFacts) -> tuple[AlertRule, ...]:
+        """The Prometheus rules that hold the engine's live metrics to a plan (``cluster``);
+        () where its server exports no such figures."""
+        return ()
 
     def check(self, loaded: LoadedShape) -> None:
         """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
@@ -117,6 +165,19 @@ class Engine:
     def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
         """A stated pair's ceiling before any boot, from the engine's predicted floor."""
         return None, "unknown: the shape states no ceiling"
+
+    def pool_report(
+        self,
+        query: KvQuery,
+        fraction: float,
+        card: tuple[int, int],
+        card_text: str,
+        sms: int,
+        max_num_seqs: int | None,
+    ) -> PoolReport:
+        """``fakplan kv``'s pool the engine sizes itself at ``fraction`` of a card whose
+        printed total spans ``card`` bytes (``sizing_field`` names the fraction)."""
+        raise FakplanError(f"{self.name} does not size its own pool")
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
         """The pool the engine will size for itself on one rank (``sizing_field``)."""

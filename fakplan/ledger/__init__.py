@@ -1,11 +1,13 @@
 """Boot-ledger parsers: what an engine says it allocated, as one typed ``Ledger``.
 
-The engine's boot log is the referee of every capacity prediction. Each
-engine's log-line formats are a data table in its own module (``vllm_rows``,
-``sglang``, ``llamacpp_rows``, ``table``), each row tagged with the engine version
-it came from; ``FORMATS`` lists the formats (``vllm``, ``sglang``, ``llamacpp``,
-``table``).
+The engine's boot log is the referee of every capacity prediction. Each engine's
+log-line format is a data table in the engine's own folder
+(``fakplan/engines/<name>/bootlog.py``), each row tagged with the engine version it came
+from; the registry hands them to ``read_ledger`` (``fakplan.engines.parse_ledger``). This
+package is engine-neutral: the reader, the row machinery, the scan and the aggregation,
+and one format of its own, ``table`` (a VRAM budget table, no engine's).
 
+    >>> from fakplan.engines import parse_ledger
     >>> ledger = parse_ledger("boot.log")            # engine="auto" detects it
     >>> ledger.kv_tokens, ledger.figure("kv_tokens").line
     (567978, 2)
@@ -16,11 +18,11 @@ A file the parser cannot use (empty, binary, from no known engine) raises one
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Mapping
 from pathlib import Path
 
 from fakplan.errors import LedgerError
-from fakplan.ledger import llamacpp, sglang, table, vllm
+from fakplan.ledger import table
 from fakplan.ledger.aggregate import Derivations, aggregate
 from fakplan.ledger.boot import Boot
 from fakplan.ledger.model import (
@@ -37,46 +39,31 @@ from fakplan.ledger.scan import EngineScan
 
 __all__ = [
     "DEVICE_KEYS",
-    "ENGINE_CHOICES",
     "FIGURE_FIELDS",
-    "FORMATS",
     "LEDGER_SCHEMA",
+    "TABLE",
     "Ledger",
     "LedgerFigure",
+    "LedgerFormat",
     "LedgerLine",
-    "parse_ledger",
+    "read_ledger",
 ]
 
-FORMATS: dict[str, LedgerFormat] = {
-    "vllm": vllm.FORMAT,
-    "sglang": sglang.FORMAT,
-    "llamacpp": llamacpp.FORMAT,
-    "table": table.FORMAT,
-}
-"""The one registry of boot-log formats; ``--engine`` takes its keys (or ``auto``)."""
-
-ENGINE_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
+TABLE = table.FORMAT  # the one format that is no engine's: a VRAM budget table
 
 _KNOWN = "vLLM, SGLang, llama.cpp or a VRAM budget table"
 
 
-@cache
-def _needles() -> tuple[str, ...]:
-    return tuple(row.needle for fmt in FORMATS.values() for row in fmt.rows)
-
-
-def _prefilter() -> Prefilter:
-    """Every row's needle: a line without any of them is never decoded. A prefilter of
-    its own for each file, which plans its passes on the file's first block."""
-    return Prefilter(_needles())
-
-
-def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
-    """Read a boot log (plain or gzip) into a ``Ledger``; ``engine`` forces a format."""
-    if engine != "auto" and engine not in FORMATS:
-        raise LedgerError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINE_CHOICES)}")
+def read_ledger(
+    path: str | Path, formats: Mapping[str, LedgerFormat], engine: str = "auto"
+) -> Ledger:
+    """Read a boot log (plain or gzip) into a ``Ledger`` with ``formats`` (name -> format);
+    ``engine`` forces one of them, ``auto`` lets what each recognised decide."""
+    if engine != "auto" and engine not in formats:
+        choices = ", ".join(("auto", *formats))
+        raise LedgerError(f"unknown engine {engine!r}; expected one of {choices}")
     path = Path(path)
-    scans, stats = _scan(path)
+    scans, stats = _scan(path, formats)
     name, notes = _choose(path, engine, scans, stats)
     scan = scans[name]
     boot, boot_notes, boots = _boot(path, scan, stats)
@@ -103,16 +90,20 @@ def parse_ledger(path: str | Path, engine: str = "auto") -> Ledger:
     return Ledger.model_validate(data)
 
 
-def _scan(path: Path) -> tuple[dict[str, EngineScan], ReadStats]:
-    """Stream the file once through every engine's rows: which engine wrote it is decided
+def _scan(
+    path: Path, formats: Mapping[str, LedgerFormat]
+) -> tuple[dict[str, EngineScan], ReadStats]:
+    """Stream the file once through every format's rows: which engine wrote it is decided
     by what each recognised, so all of them read every line."""
-    scans = {name: EngineScan(fmt) for name, fmt in FORMATS.items()}
+    scans = {name: EngineScan(fmt) for name, fmt in formats.items()}
 
     def on_line(number: int, text: str, unterminated: bool) -> None:
         for scan in scans.values():
             scan.feed(number, text, unterminated)
 
-    stats = scan_file(path, _prefilter(), on_line)
+    # a prefilter of its own for each file: it plans its passes on the file's first block
+    needles = (row.needle for fmt in formats.values() for row in fmt.rows)
+    stats = scan_file(path, Prefilter(needles), on_line)
     if stats.lines == 0:
         raise LedgerError(f"{path}: the file is empty; expected an engine's boot log ({_KNOWN})")
     return scans, stats
@@ -166,7 +157,8 @@ def _choose(
             return engine, []
         others = ", ".join(sorted(found))
         hint = f" (it has {others} lines: try --engine auto)" if others else ""
-        raise LedgerError(f"{path}: no {FORMATS[engine].title} boot-ledger line in {lines}{hint}")
+        title = scans[engine].fmt.title
+        raise LedgerError(f"{path}: no {title} boot-ledger line in {lines}{hint}")
     if not found:
         if stats.looks_binary:
             raise LedgerError(
@@ -186,8 +178,8 @@ def _choose(
         )
     best = max(found, key=lambda name: found[name])  # ties: the registry's order
     notes = [
-        f"also recognised {count} {FORMATS[other].title} line(s); read as {FORMATS[best].title}, "
-        "which has more"
+        f"also recognised {count} {scans[other].fmt.title} line(s); read as "
+        f"{scans[best].fmt.title}, which has more"
         for other, count in found.items()
         if other != best
     ]

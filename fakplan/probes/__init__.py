@@ -25,10 +25,10 @@ from fakplan.probes.calibrate import Calibration, Sizer, calibrate
 from fakplan.probes.capacity import CapacityResult, capacity
 from fakplan.probes.corpus import corpus
 from fakplan.probes.detect import detect
-from fakplan.probes.flavours import FLAVOURS, Flavour
+from fakplan.probes.flavours import Flavour, flavours
 from fakplan.probes.http import AsyncEndpoint, Deadline, Endpoint, ProbeFault
 from fakplan.probes.rates import MIN_DECODE_TOKENS, RateResult, decode, prefill
-from fakplan.probes.refusals import REFUSALS, Refusal, parse_refusal
+from fakplan.probes.refusals import Refusal, parse_refusal
 from fakplan.probes.run import (
     PROBES,
     RUN_SCHEMA,
@@ -41,11 +41,9 @@ from fakplan.probes.run import (
 from fakplan.probes.stats import NOISE_FLOOR_PCT, Summary, judge_band, summarize, trend
 
 __all__ = [
-    "FLAVOURS",
     "MIN_DECODE_TOKENS",
     "NOISE_FLOOR_PCT",
     "PROBES",
-    "REFUSALS",
     "RUN_SCHEMA",
     "AsyncEndpoint",
     "BoundaryResult",
@@ -69,6 +67,7 @@ __all__ = [
     "corpus",
     "decode",
     "detect",
+    "flavours",
     "judge_band",
     "parse_refusal",
     "prefill",

@@ -16,7 +16,7 @@ from typing import Any
 
 from fakplan.probes.faults import ProbeFault
 from fakplan.probes.faults import excerpt as excerpt  # re-exported: quotes were made here first
-from fakplan.probes.flavours import FLAVOURS, Flavour
+from fakplan.probes.flavours import OPENAI, Flavour
 from fakplan.probes.reading import KIB, MAX_BODY_BYTES, Answer, StreamAnswer
 from fakplan.probes.refusals import error_message
 
@@ -47,7 +47,7 @@ def answer_limit(max_tokens: int, *, streamed: bool) -> int:
 class Server:
     """What detection found out about an endpoint."""
 
-    flavour: Flavour = FLAVOURS["openai"]
+    flavour: Flavour = OPENAI
     model: str | None = None
     models: tuple[str, ...] = ()  # every id /v1/models lists (model is the first)
     evidence: str = ""

@@ -2,7 +2,7 @@
 
 Two ways to count, cheapest first (a "free token-count calibration"):
 
-1. the engine's tokenize route (``flavours.FLAVOURS``): counts, computes nothing;
+1. the engine's tokenize route (each flavour's, ``fakplan.probes.flavours``): counts, computes nothing;
 2. a completion just above the window: the engine refuses it before any
    prefill and its refusal names the count (``refusals.REFUSALS``). To land
    above the window, a short prompt is sent first when the ratio is unknown;

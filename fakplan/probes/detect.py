@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fakplan.probes.api import Server, excerpt
-from fakplan.probes.flavours import FLAVOURS, Observed, classify, served_context
+from fakplan.probes.flavours import Observed, classify, flavours, served_context
 from fakplan.probes.http import Answer, Deadline, Endpoint, ProbeFault
 from fakplan.probes.refusals import error_message
 
@@ -67,7 +67,8 @@ def detect(
             )
             name, evidence = classify(observed)
     notes: list[str] = []
-    if name == "openai" and hint in FLAVOURS:
+    known = flavours()
+    if name == "openai" and hint in known:
         name = hint
         evidence = f"not told by its routes; the shape's engine names {hint}"
     elif hint is not None and hint != name and name != "openai":
@@ -79,7 +80,7 @@ def detect(
             f"{MAX_MODEL_ID_CHARS:,} of any path or hub id ({excerpt(model, 60)!r})"
         )
     return Server(
-        flavour=FLAVOURS[name],
+        flavour=known[name],
         model=model if isinstance(model, str) else None,
         models=tuple(m for m in observed.model_ids if len(m) <= MAX_MODEL_ID_CHARS)[:64],
         evidence=evidence,

@@ -91,7 +91,7 @@ def write_log(path: Path, size: int) -> None:
 
 def child(path: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from fakplan.ledger import parse_ledger
+    from fakplan.engines import parse_ledger
 
     start = time.perf_counter()
     ledger = parse_ledger(path)
@@ -124,9 +124,9 @@ def grep_seconds(path: Path, needles: Path | None) -> float:
 
 def write_needles(path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from fakplan.ledger import FORMATS
+    from fakplan.engines import bootlog_formats
 
-    needles = sorted({row.needle for fmt in FORMATS.values() for row in fmt.rows})
+    needles = sorted({row.needle for fmt in bootlog_formats().values() for row in fmt.rows})
     path.write_text("\n".join(needles) + "\n")
 
 

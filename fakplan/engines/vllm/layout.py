@@ -26,7 +26,7 @@ from fakplan.engines.vllm.rules import (
     STATE_DTYPES,
     VllmRules,
 )
-from fakplan.engines.vllm.weights import stage_shares
+from fakplan.engines.weights import stage_shares
 from fakplan.errors import RuleError
 from fakplan.geometry import Geometry, LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult

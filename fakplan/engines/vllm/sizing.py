@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
@@ -28,10 +29,11 @@ from fakplan.engines.vllm.floor import (
     floor_for,
 )
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
-from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.engines.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm
 
 if TYPE_CHECKING:
+    from fakplan.kv import KvQuery
     from fakplan.shape import LoadedShape
 
 GIB = 1 << 30
@@ -234,3 +236,75 @@ def _cpu_sizing(
         terms=(rss,),
         weights_bytes=weights.bytes,
     )
+
+
+# ---------------------------------------------------------------- fakplan kv's report
+
+
+@dataclass(frozen=True)
+class PoolReport:
+    """The pool at both ends of the card figure's digits, with its terms (fakplan kv)."""
+
+    found: VllmFloor | Unknown
+    low: int | None = None  # the pool's range, over the card figure's digits and
+    high: int | None = None  # the measured non-torch spread
+
+    @property
+    def pool_interval(self) -> tuple[int, int, int] | None:
+        if self.low is None or self.high is None:
+            return None
+        return self.low, self.low, self.high
+
+    def json(self) -> dict[str, Any]:
+        f = self.found
+        if isinstance(f, Unknown):
+            return {"sizing": {"unknown": f.reason}, "floor": None}
+        return {
+            "sizing": {
+                "pool_range": [self.low, self.high],
+                "requested_bytes": f.requested.bytes,
+                "requested_derivation": f.requested.derivation,
+            },
+            "floor": {
+                "weights_bytes": f.weights.bytes,
+                "weights_derivation": f.weights.derivation,
+                "activation_bytes": f.activation.bytes,
+                "activation_derivation": f.activation.derivation,
+                "non_torch_bytes": list(f.non_torch),
+                "non_torch_derivation": "measured in public vLLM 0.19.0 boots on H100 "
+                "(NCCL and CUDA modules; no config gives it)",
+                "cuda_graph_bytes": None,
+            },
+        }
+
+    def lines(self) -> list[str]:
+        f = self.found
+        if isinstance(f, Unknown):
+            return [f"engine-sized pool: unknown ({f.reason})"]
+        return [
+            f"requested {f.requested.derivation}",
+            f"weights {f.weights.derivation}",
+            f"activation peak {f.activation.derivation}",
+            f"non-torch {f.non_torch[0]:,}..{f.non_torch[1]:,} B (measured, vLLM 0.19.0, H100)",
+            f"pool {self.low:,}..{self.high:,} B (CUDA graphs not subtracted before 0.20)",
+        ]
+
+
+def pool_report(
+    query: KvQuery,
+    fraction: float,
+    card: tuple[int, int],
+    sms: int,
+    max_num_seqs: int | None,
+) -> PoolReport:
+    """The pool for both ends of the card figure's digits ("79.19 GiB" is an interval)."""
+    low = floor_for(
+        query, card_total=card[0], utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
+    )
+    if isinstance(low, Unknown):
+        return PoolReport(low)
+    high = floor_for(
+        query, card_total=card[1], utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
+    )
+    assert isinstance(high, VllmFloor)
+    return PoolReport(low, max(low.pool[0], 0), max(high.pool[1], 0))

@@ -1,4 +1,4 @@
-"""vLLM's boot-ledger lines, V1 and the V0 era, as data (the format's code is in ``vllm``).
+"""vLLM's boot-ledger lines, V1 and the V0 era, as data (the format's code is in ``bootlog``).
 
 Sources: ``docs/engines.md`` §1.8–§1.10 (format strings read in
 v0.3.3, v0.6.4.post1–v0.8.5, v0.11.0 and v0.33.0) and the excerpts in

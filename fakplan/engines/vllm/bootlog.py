@@ -1,5 +1,5 @@
 """vLLM's boot-ledger format, V1 and the V0 era: its ranks, when a boot is complete, and
-the figures that follow from printed ones. The lines themselves are data in ``vllm_rows``.
+the figures that follow from printed ones. The lines themselves are data in ``bootlog_rows``.
 
 Line prefixes (``(EngineCore_DP0 pid=7) INFO 07-06 22:52:09 [gpu_worker.py:508]``) are
 not matched by the rows; ``rank`` reads the process name from them.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from fakplan.engines.vllm.bootlog_rows import ROWS
 from fakplan.ledger.patterns import DerivedFigures
-from fakplan.ledger.vllm_rows import ROWS
 
 __all__ = ["FORMAT", "ROWS", "VllmFormat"]
 

@@ -29,11 +29,13 @@ boot measured the memory in use at.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.served import served_dtype
-from fakplan.engines.vllm.weights import vllm_rank_weights
+from fakplan.engines.sglang.rules import DOWNCAST
+from fakplan.engines.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm
 
 if TYPE_CHECKING:
@@ -183,3 +185,67 @@ def _unknown(loaded: LoadedShape, reason: str) -> Exception:
         "serving",
         "mem_fraction_static",
     )
+
+
+# ---------------------------------------------------------------- fakplan kv's report
+
+
+@dataclass(frozen=True)
+class PoolReport:
+    """SGLang's pool at both ends of the card figure's digits, or why it is unknown."""
+
+    low_card: EngineSizing | str
+    high_card: EngineSizing | None = None
+
+    @property
+    def pool_interval(self) -> tuple[int, int, int] | None:
+        if isinstance(self.low_card, str) or self.high_card is None:
+            return None
+        low = max(self.low_card.pool_low, 0)
+        return low, low, max(self.high_card.pool_high, 0)
+
+    def json(self) -> dict[str, Any]:
+        s = self.low_card
+        if isinstance(s, str) or self.high_card is None:
+            return {"sizing": {"unknown": s}, "floor": None}
+        interval = self.pool_interval
+        assert interval is not None
+        terms = {t.id: t for t in s.terms}
+        weights, in_use = terms["weights"], terms["memory-in-use"]
+        return {
+            "sizing": {
+                "pool_range": [interval[0], interval[2]],
+                "requested_bytes": s.requested_bytes,
+                "requested_derivation": s.requested_derivation,
+            },
+            "floor": {
+                "weights_bytes": [weights.low, weights.high],
+                "weights_derivation": weights.derivation,
+                "memory_in_use_bytes": [in_use.low, in_use.high],
+                "memory_in_use_derivation": f"x {s.fraction:g}: {in_use.derivation}",
+                "activation_bytes": None,
+                "non_torch_bytes": None,
+                "cuda_graph_bytes": None,
+            },
+        }
+
+    def lines(self) -> list[str]:
+        s = self.low_card
+        if isinstance(s, str) or self.pool_interval is None:
+            return [f"engine-sized pool: unknown ({s})"]
+        low, _, high = self.pool_interval
+        return [
+            f"requested {s.requested_derivation}",
+            *(f"{t.id} {t.derivation}" for t in s.terms),
+            f"pool {low:,}..{high:,} B ({s.pool_derivation})",
+        ]
+
+
+def pool_report(query: KvQuery, fraction: float, card: tuple[int, int], text: str) -> PoolReport:
+    """SGLang's pool for both ends of the card figure's digits."""
+    low = sglang_sizing(query, fraction, card[0], text, DOWNCAST)
+    if isinstance(low, str):
+        return PoolReport(low)
+    high = sglang_sizing(query, fraction, card[1], text, DOWNCAST)
+    assert isinstance(high, EngineSizing)
+    return PoolReport(low, high)

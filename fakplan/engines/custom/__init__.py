@@ -15,6 +15,7 @@ from fakplan.contract import Capacity, CostComponent, KvCost, exact_number, page
 from fakplan.dtypes import element_type, known_dtype
 from fakplan.engines.base import Engine
 from fakplan.engines.choices import suggest
+from fakplan.engines.custom.server import SERVER
 from fakplan.launch import LaunchRecord
 from fakplan.units import MIB, format_bytes
 
@@ -78,6 +79,7 @@ def _component(loaded: LoadedShape, index: int) -> CostComponent:
 class CustomEngine(Engine):
     name = "custom"
     needs_contract = True
+    server = SERVER
 
     def check(self, loaded: LoadedShape) -> None:
         """The KV dtype is one the contract says the engine takes (contract.dtypes)."""

@@ -1,11 +1,11 @@
 """llama.cpp's boot-ledger format (llama-server, llama-cpp-python): one process, so no
 ranks; the totals are derived from the per-device buffers, the KV tokens from cells x
-streams. The lines themselves are data in ``llamacpp_rows``.
+streams. The lines themselves are data in ``bootlog_rows``.
 """
 
 from __future__ import annotations
 
-from fakplan.ledger.llamacpp_rows import ROWS
+from fakplan.engines.llamacpp.bootlog_rows import ROWS
 from fakplan.ledger.patterns import DerivedFigures
 
 __all__ = ["FORMAT", "ROWS", "LlamaCppFormat"]
