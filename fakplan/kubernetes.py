@@ -83,13 +83,14 @@ def _image(loaded: LoadedShape, plan: Plan) -> str:
     if k8s is not None and k8s.image is not None:
         return k8s.image
     default = ENGINES[plan.engine].image if plan.engine in ENGINES else None
-    if default is None or plan.engine_version is None:
+    version = plan.engine_version or loaded.shape.engine_version  # the release stated
+    if default is None or version is None:
         raise loaded.error(
             f"engine {plan.engine} has no default image: give launch.kubernetes.image "
             "(the image that runs the engine)",
             "launch",
         )
-    return default.format(version=plan.engine_version)
+    return default.format(version=version)
 
 
 def _env(loaded: LoadedShape, plan: Plan, role: RoleRecord) -> list[dict[str, Any]]:

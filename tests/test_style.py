@@ -128,3 +128,24 @@ def test_imports_inside_functions_are_only_the_deferred_ones() -> None:
                     if isinstance(inner, ast.ImportFrom) and inner.module:
                         found.add((path.relative_to(ROOT).as_posix(), inner.module))
     assert found == set(DEFERRED_IMPORTS)
+
+
+def test_no_engine_is_named_outside_its_folder() -> None:
+    """Outside fakplan/engines/ no string literal is an engine's name or one of its servers'
+    (a branch on one is knowledge that belongs in the engine's folder); help texts and
+    docstrings that mention an engine in prose are not names."""
+    import ast
+
+    from fakplan.engines import ENGINES, flavours
+
+    names = set(ENGINES) | {f.name for f in flavours().values() if f.engine is not None}
+    assert {"vllm", "sglang", "llamacpp", "llama-server"} <= names  # the check checks names
+    found = []
+    for path in sorted((ROOT / "fakplan").rglob("*.py")):
+        if path.relative_to(ROOT / "fakplan").parts[0] == "engines":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found
