@@ -6,12 +6,8 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK
-from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import human
@@ -28,7 +24,11 @@ def plan(shape: Path, as_json: bool) -> None:
     Nothing is written. Exit 1 when a gate fails (e.g. pool < contract).
     """
     loaded = load_shape(shape)
-    compiled = proven_plan(loaded, compile_plan(loaded))
+    compiled = compile_plan(loaded)
+    if any(g.status in ("fail", "warn") for g in compiled.gates):
+        from fakplan.fit import proven_plan  # the search loads only where a fix is proven
+
+        compiled = proven_plan(loaded, compiled)
     if as_json:
         click.echo(compiled.to_json(), nl=False)
     else:
@@ -45,6 +45,10 @@ _MARK = {
 
 
 def print_plan(p: Plan) -> None:
+    from rich.console import Console  # rich loads only for the terminal, never for --json
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console(highlight=False, soft_wrap=False)
     console.print(
         Text(f"{p.name}  engine {p.engine}  model {p.model}  KV {p.kv_cache_dtype}", style="bold")
