@@ -1,7 +1,7 @@
 """Compile a shape into a ``Plan``: every derived number with its derivation.
 
 The plan is a frozen record. Its JSON form (``Plan.to_json``) is a public,
-versioned interface (``schema: fakplan.plan/1``) documented in the README.
+versioned interface (``schema: fakplan.plan/1``) documented in docs/json.md.
 """
 
 from __future__ import annotations

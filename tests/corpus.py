@@ -11,7 +11,7 @@ public source it names), the model config it served (``configs/``), the launch a
   and the size (to the printed 0.01 MiB) of every cache line.
 
 Used by tests/test_corpus.py (each case must hold) and tests/bench/accuracy.py (the
-README's accuracy table).
+the accuracy page's table, docs/accuracy.md).
 """
 
 from __future__ import annotations

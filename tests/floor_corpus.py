@@ -6,7 +6,7 @@ ones also in the profiler corpus read their log from there: the same boot, liste
 
 For each boot: the config, TP/PP and served dtype it ran, the card's CUDA total and the
 utilization its log prints; fakplan's weights, activation peak, non-torch memory and pool
-beside the printed ones. Used by tests/bench/accuracy.py (the README's second table) and
+beside the printed ones. Used by tests/bench/accuracy.py (docs/accuracy.md's second table) and
 tests/test_engine_sized_pool.py.
 """
 

@@ -471,7 +471,7 @@ def compile_plan_of(path: Path) -> Any:
 
 def test_shell_completion_works_as_documented() -> None:
     """9fcf43b: completion worked through click but was not documented."""
-    readme = (SHAPES.parent / "README.md").read_text()
+    readme = (SHAPES.parent / "docs" / "commands.md").read_text()
     assert "_FAKPLAN_COMPLETE=bash_source fakplan" in readme
     script = subprocess.run(
         [str(Path(sys.executable).parent / "fakplan")],  # the entry point pip installed

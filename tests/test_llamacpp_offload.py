@@ -318,7 +318,7 @@ def test_fit_finds_the_most_layers_an_8_gib_card_holds(tmp_path: Path) -> None:
         assert point["beyond"]["field"] == "launch.gpu_layers"
         assert point["beyond"]["value"] == 2 + k
         assert point["beyond"]["gate"] in ("pool-contract", "pair-ceiling")
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "fit.md").read_text()
     assert (
         f"{layers_at[8192]} layers at 8k, {layers_at[32768]} at\n  32k, "
         f"{layers_at[131072]} at 128k" in readme

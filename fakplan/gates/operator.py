@@ -85,7 +85,7 @@ class GateVerdict:
     warn: bool = False  # holds, but worth a look (status ``warn``)
 
 
-# The name the README and the gates ``fakplan init`` writes import: kept for every gates file.
+# The name the manual and the gates ``fakplan init`` writes import: kept for every gates file.
 Verdict = GateVerdict
 
 Outcome = (

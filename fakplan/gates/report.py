@@ -341,7 +341,7 @@ def gate_dict(shape: ShapeGates, result: GateResult) -> dict[str, Any]:
 
 
 def run_dict(run: GateRun) -> dict[str, Any]:
-    """The ``fakplan.gates/1`` object (documented in the README)."""
+    """The ``fakplan.gates/1`` object (documented in docs/json.md)."""
     return {
         "schema": GATES_SCHEMA,
         "ok": run.exit_status == 0,

@@ -5,7 +5,7 @@ it, ``None`` when the log does not state it (never a guess), and traceable:
 ``Ledger.figure(name)`` gives the 1-based line and the text it came from, or,
 for a figure derived from printed ones, the derivation. The JSON form
 (``Ledger.to_json``) is a versioned interface (``schema: fakplan.ledger/1``)
-documented in the README.
+documented in docs/ledger.md.
 """
 
 from __future__ import annotations

@@ -389,7 +389,7 @@ class ModelCache(Strict_):
 
 
 class KubernetesLaunch(Strict_):
-    """How `fakplan compile --target kubernetes` deploys the shape (see the README's "On
+    """How `fakplan compile --target kubernetes` deploys the shape (see docs/launch.md, "On
     Kubernetes"): one node is a Deployment, several a LeaderWorkerSet."""
 
     image: ImageRef | None = Field(

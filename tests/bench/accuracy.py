@@ -3,9 +3,9 @@
 Not a benchmark of speed: a table generated from the repository alone
 (tests/data/public/corpus). Run from the repository root:
     .venv/bin/python tests/bench/accuracy.py            # print the table (Markdown)
-    .venv/bin/python tests/bench/accuracy.py --write README.md
-``--write`` replaces the block between the README's accuracy markers; the suite checks
-that the README's block is what this script prints (tests/test_corpus.py).
+    .venv/bin/python tests/bench/accuracy.py --write docs/accuracy.md docs/arithmetic.md
+``--write`` replaces the blocks between each page's markers; the suite checks
+that each block is what this script prints (tests/test_corpus.py).
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def replace_block(text: str) -> str:
         (SGLANG_START, SGLANG_END, sglang_block),
     )
     for start_mark, end_mark, made in blocks:
+        if start_mark not in text:
+            continue  # this page holds other blocks
         start, end = text.index(start_mark), text.index(end_mark) + len(end_mark)
         text = text[:start] + made() + text[end:]
     return text
@@ -95,7 +97,9 @@ def replace_block(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", type=Path, help="a Markdown file with the accuracy markers")
+    parser.add_argument(
+        "--write", type=Path, nargs="+", help="Markdown files holding the accuracy markers"
+    )
     args = parser.parse_args()
     if args.write is None:
         print(table())
@@ -104,7 +108,8 @@ def main() -> None:
         print()
         print(sglang_block())
         return
-    args.write.write_text(replace_block(args.write.read_text(encoding="utf-8")), encoding="utf-8")
+    for page in args.write:
+        page.write_text(replace_block(page.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 if __name__ == "__main__":
