@@ -60,6 +60,7 @@ def test_public_api_is_pinned() -> None:
             "judge_band",
             "parse_refusal",
             "prefill",
+            "run_document",
             "run_probes",
             "summarize",
             "trend",

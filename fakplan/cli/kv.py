@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cli import FiniteRange
-from fakplan.contract import contract_requirement, exact_number
+from fakplan.contract import exact_number
 from fakplan.engines import (
     DEFAULT_ENGINE,
     ENGINES,
@@ -22,13 +22,12 @@ from fakplan.engines import (
     printed_pool_tokens,
 )
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
-from fakplan.geometry import Geometry, load_geometry
+from fakplan.geometry import load_geometry
 from fakplan.geometry.catalog import catalog_ids
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.kv_report import kv_contract, kv_json
 from fakplan.plan import ComponentRecord
 from fakplan.units import printed_interval
-
-KV_SCHEMA = "fakplan.kv/1"
 
 
 def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
@@ -225,7 +224,7 @@ def kv(
         low, pool_bytes, high = interval
         result = printed_pool_tokens(kv_query, low, high)
     stated = click.get_current_context().get_parameter_source("max_num_seqs")
-    contract = _contract(kv_query, breakdown) if stated == ParameterSource.COMMANDLINE else None
+    contract = kv_contract(kv_query, breakdown) if stated == ParameterSource.COMMANDLINE else None
     if as_json:
         report = kv_json(kv_query, breakdown, pool_bytes, result)
         if contract is not None:
@@ -281,76 +280,12 @@ def _pool_report(
     return engine.pool_report(query, fraction, (low, high), text, sms, max_num_seqs)
 
 
-def _contract(query: KvQuery, b: KvBreakdown) -> dict[str, Any]:
-    """The pool that backs every slot at its full window (what a shape's budget.kv must
-    hold), and where to ask what fits beside the weights."""
-    need = contract_requirement(b, query.max_num_seqs, query.window)
-    return {
-        "contract_bytes": need.bytes,
-        "contract_derivation": need.derivation,
-        "contract_lines": [
-            f"contract: {need.derivation}: the pool that backs every slot at its full window",
-            f"  what fits beside the weights on a card: fakplan fit MODEL --engine {b.engine} "
-            "--card SIZE",
-        ],
-    }
-
-
 def _breakdown(query: KvQuery) -> KvBreakdown:
     """The engine's arithmetic; a release it does not model is a bad --engine-version."""
     try:
         return kv_breakdown(query)
     except ReleaseError as exc:
         raise click.BadParameter(str(exc), param_hint="'--engine-version'") from None
-
-
-def _geometry_json(g: Geometry) -> dict[str, Any]:
-    return {
-        "source": g.source,
-        "architecture": g.architecture,
-        "num_layers": g.num_layers,
-        "layer_kinds": {
-            kind.value: g.layer_kinds.count(kind) for kind in dict.fromkeys(g.layer_kinds)
-        },
-        "context_length": g.context_length,
-        "dtype": g.dtype,
-        "weight_bytes": g.weight_bytes,
-    }
-
-
-def kv_json(
-    query: KvQuery, b: KvBreakdown, pool_bytes: int | None, result: PoolResult | None
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "schema": KV_SCHEMA,
-        "engine": b.engine,
-        "engine_version": b.engine_version,
-        "kv_dtype": b.dtype,
-        "tp": query.tp,
-        "pp": query.pp,
-        "max_model_len": query.window,
-        "page_tokens": b.page_tokens,
-        "bytes_per_token": exact_number(b.rate),
-        "bytes_per_seq": b.per_seq_bytes,
-        "layers": b.layers,
-        "components": [
-            ComponentRecord.of(c, b.page_tokens).model_dump(mode="json", exclude={"bytes_per_page"})
-            for c in b.components
-        ],
-        "rules": list(b.rules),
-        "notes": list(b.notes) + list(query.geometry.notes),
-        "geometry": _geometry_json(query.geometry),
-    }
-    if result is not None:
-        out.update(
-            pool_bytes=pool_bytes,
-            tokens=result.tokens,
-            num_blocks=result.num_blocks,
-            max_concurrency=result.max_concurrency,
-            pool_derivation=result.derivation,
-            **{k: v for k, v in result.extra.items()},
-        )
-    return out
 
 
 def _print(

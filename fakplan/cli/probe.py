@@ -32,6 +32,7 @@ from fakplan.probes import (
     ProbeOptions,
     ProbeRun,
     RateResult,
+    run_document,
     run_probes,
     verdicts_for,
 )
@@ -230,7 +231,7 @@ def probe(
         that fails after them loses nothing, and a kill leaves nothing the next writer
         does not clear (``remove_unwritten``)."""
         raw = reserve(folder / PROBES_DIR / f"{run.id}.json")  # a name no other run can take
-        document = _document(run, options, verdicts, record if verdicts else None, raw, code)
+        document = run_document(run, options, verdicts, record if verdicts else None, raw, code)
         text = json.dumps(endpoint.redact(document), indent=2, ensure_ascii=False) + "\n"
         try:
             write_atomic(raw, text)
@@ -295,30 +296,6 @@ def _measure(
             transient=True,
         ) as bars:
             return run_probes(loaded, endpoint, concurrent, options, _Bars(bars)), endpoint
-
-
-def _document(
-    run: ProbeRun,
-    options: ProbeOptions,
-    verdicts: dict[str, Verdict],
-    record: Path | None,
-    raw: Path,
-    code: int,
-) -> dict[str, Any]:
-    """The raw record of the run (and what ``--json`` prints): figures, options, verdicts."""
-    return {
-        **run.to_dict(),
-        "options": {
-            "only": list(options.only),
-            "repeat": options.repeat,
-            "max_tokens": options.max_tokens,
-            "timeout_s": options.timeout_s,
-        },
-        "verdicts": {pid: v.model_dump(mode="json") for pid, v in verdicts.items()},
-        "record": record.as_posix() if record else None,
-        "raw": raw.as_posix(),
-        "exit": code,
-    }
 
 
 # ----------------------------------------------------------------------- output

@@ -35,6 +35,7 @@ from fakplan.probes.run import (
     ProbeOptions,
     ProbeOutcome,
     ProbeRun,
+    run_document,
     run_probes,
     verdicts_for,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "judge_band",
     "parse_refusal",
     "prefill",
+    "run_document",
     "run_probes",
     "summarize",
     "trend",

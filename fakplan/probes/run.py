@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fakplan.engines import ENGINES
 from fakplan.errors import GeometryError, ProbeError
 from fakplan.launch import served_name as launch_served_name
+from fakplan.predict import Verdict
 from fakplan.probes.api import Server
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
@@ -47,6 +48,7 @@ __all__ = [
     "eos_ids_for",
     "hint_for",
     "redacted",
+    "run_document",
     "run_probes",
     "verdicts_for",
 ]
@@ -370,3 +372,27 @@ def run_probes(
     session = _Session(loaded, endpoint, async_client, options, progress or Quiet(), server)
     session.run()
     return _finish(loaded, endpoint, header, server.to_dict(), session.outcomes)
+
+
+def run_document(
+    run: ProbeRun,
+    options: ProbeOptions,
+    verdicts: dict[str, Verdict],
+    record: Path | None,
+    raw: Path,
+    code: int,
+) -> dict[str, Any]:
+    """The raw record of the run (and what ``--json`` prints): figures, options, verdicts."""
+    return {
+        **run.to_dict(),
+        "options": {
+            "only": list(options.only),
+            "repeat": options.repeat,
+            "max_tokens": options.max_tokens,
+            "timeout_s": options.timeout_s,
+        },
+        "verdicts": {pid: v.model_dump(mode="json") for pid, v in verdicts.items()},
+        "record": record.as_posix() if record else None,
+        "raw": raw.as_posix(),
+        "exit": code,
+    }
