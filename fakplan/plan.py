@@ -139,7 +139,10 @@ class Plan(BaseModel):
     engine_version: str | None
     shape: str
     model: str
-    kv_cache_dtype: str
+    kv_cache_dtype: str  # as the shape states it (auto, or the engine's spelling)
+    # the KV dtype the engine will use: "auto" resolved as the engine resolves it (a record
+    # written before this field reads None)
+    kv_cache_dtype_resolved: str | None = None
     max_num_seqs: int
     max_model_len: int
     rate_bytes_per_token: int | float
@@ -466,6 +469,7 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         shape=loaded.path.as_posix(),
         model=shape.model,
         kv_cache_dtype=f.kv_cache_dtype,
+        kv_cache_dtype_resolved=cost.dtype,
         max_num_seqs=f.max_num_seqs,
         max_model_len=f.max_model_len,
         rate_bytes_per_token=exact_number(cost.rate),

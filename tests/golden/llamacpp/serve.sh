@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 92d009f76356ee591c3a6f2cab9aef10e261a081d9829d7ff7ac321cd23b83cc
+# Record: plan.json sha256 e022f3a684ad9780d9a558da0061ee3cbe379918783ae17d280d7c251ffa250f
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

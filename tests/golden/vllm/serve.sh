@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 0be4762daf82367987d7e88073270be91d090b94786d3c7699b2c4e466c9d3c0
+# Record: plan.json sha256 6070806b04486b9c992107617230da431d1d2b11614467b0d3f8a78272643848
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
