@@ -1,28 +1,16 @@
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-ROOT = Path(__file__).resolve().parent.parent
-SHAPES = ROOT / "shapes"
-GOLDEN = Path(__file__).resolve().parent / "golden"
-# under CI a real engine that cannot be installed or booted fails the run instead of skipping
-IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-PUBLIC = Path(__file__).resolve().parent / "data" / "public"
-
-
-@dataclass(frozen=True)
-class BuiltWheel:
-    names: frozenset[str]
-    entry_points: str
+from tests.support.paths import IN_CI, ROOT
+from tests.support.realvllm import compile_serve_sh, write_vllm_shape
+from tests.support.wheel import BuiltWheel
 
 
 @pytest.fixture(scope="session")
@@ -66,22 +54,10 @@ def in_root(monkeypatch: pytest.MonkeyPatch) -> Path:
     return ROOT
 
 
-def check_golden(name: str, text: str) -> None:
-    """Compare with a reviewed golden file; FAKPLAN_UPDATE_GOLDEN=1 rewrites it on purpose."""
-    path = GOLDEN / name
-    if os.environ.get("FAKPLAN_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), (
-        f"no golden file {path}; review the output and set FAKPLAN_UPDATE_GOLDEN=1"
-    )
-    assert text == path.read_text(encoding="utf-8")
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One real llama-cpp-python server for the session (skipped where it is not installed)."""
-    from .realserver import have_llama_cpp, start_server, stop_server
+    from tests.support.realserver import have_llama_cpp, start_server, stop_server
 
     if not have_llama_cpp():
         if IN_CI:
@@ -92,49 +68,10 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     stop_server(server.process)
 
 
-TINY_VLLM_SHAPE = """\
-# the tier's endpoint, as an operator would write it for vLLM's CPU build
-name: tiny-vllm-cpu
-engine: vllm
-engine_version: 0.32.0
-model: {model}
-card: {{device: cpu, total: auto}}
-budget: {{weights: 1 GiB, kv: {kv}}}
-serving: {{max_num_seqs: 4, max_model_len: 1024, dtype: float32}}
-control:
-  cpu-decode: {{value: 300, note: "tiny model, 2 cores, non-streamed (docs/engines-on-cpu.md §6: ~156 t/s)"}}
-expect:
-  - {{id: decode-vs-control, metric: decode_tps, control: cpu-decode, change_pct: [-90, 900]}}
-launch:
-  binary: vllm-api-server
-  host: 127.0.0.1
-  port: {port}
-  extra_args: [--enforce-eager]
-"""
-
-
-def write_vllm_shape(folder: Path, model: Path, port: int, kv: str = "1 GiB") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    shape = folder / "tiny-vllm-cpu.yaml"
-    shape.write_text(
-        TINY_VLLM_SHAPE.format(model=json.dumps(str(model)), kv=kv, port=port), encoding="utf-8"
-    )
-    return shape
-
-
-def compile_serve_sh(shape: Path, out: Path) -> Path:
-    from fakplan.cli import main
-
-    result = CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)])
-    assert result.exit_code in (0, 1), result.output  # 1: a gate failed, files still written
-    (serve,) = out.glob("*/serve.sh")
-    return serve
-
-
 @pytest.fixture(scope="session")
 def vllm_environment() -> tuple[Path, Path]:
     """vLLM's CPU build and the tiny model: (its python, the model folder)."""
-    from .realvllm import ensure_environment, ensure_tiny_model
+    from tests.support.realvllm import ensure_environment, ensure_tiny_model
 
     try:
         python = ensure_environment()
@@ -148,8 +85,8 @@ def vllm_environment() -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def vllm_server(vllm_environment: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One vLLM server for the tier, started from the serve.sh fakplan rendered."""
-    from .realserver import free_port, stop_server
-    from .realvllm import RunningVllm, run_serve_sh, wait_ready
+    from tests.support.realserver import free_port, stop_server
+    from tests.support.realvllm import RunningVllm, run_serve_sh, wait_ready
 
     python, model = vllm_environment
     folder = tmp_path_factory.mktemp("vllm")
@@ -168,3 +105,11 @@ def vllm_server(vllm_environment: tuple[Path, Path], tmp_path_factory: pytest.Te
         url=f"http://127.0.0.1:{port}", log=log, shape=shape, out=out, model=model, process=process
     )
     stop_server(process)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that boots the real llama-cpp-python server (its ``llama_server`` fixture)
+    carries the tier's marker, as the ones that boot it themselves do."""
+    for item in items:
+        if "llama_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.llama_server)

@@ -22,10 +22,10 @@ from fakplan.engines import parse_ledger
 from fakplan.errors import ShapeError
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
+from tests.support.paths import DATA
+from tests.support.realvllm import TINY_VLLM_SHAPE
 
-from .conftest import TINY_VLLM_SHAPE
-
-DATA = Path(__file__).resolve().parent / "data" / "ledgers"
+DATA = DATA / "ledgers"
 GIB = 1 << 30
 TINY_CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -201,7 +201,7 @@ def test_sglang_downcasts_a_float32_checkpoint_too(tmp_path: Path) -> None:
 
 
 def test_dtype_is_refused_where_the_engine_takes_none(tmp_path: Path) -> None:
-    from .tinymodels import write_tiny_llama
+    from tests.support.tinymodels import write_tiny_llama
 
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     path = tmp_path / "t.yaml"
@@ -292,7 +292,7 @@ def test_an_error_quoted_in_a_warning_is_not_a_failure() -> None:
 
 
 def llamacpp_cpu_shape(tmp_path: Path, binary: str, extra: str = "") -> Path:
-    from .tinymodels import write_tiny_llama
+    from tests.support.tinymodels import write_tiny_llama
 
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     path = tmp_path / "tiny-llamacpp.yaml"

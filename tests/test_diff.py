@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from fakplan.cli import main
-
-from .conftest import SHAPES
+from tests.support.paths import SHAPES
 
 
 def _moves(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_the_readme_is_short_and_points_at_the_manual() -> None:

@@ -22,9 +22,8 @@ from fakplan.cli import main
 from fakplan.fit import MIB, Fitter, Layout, ladder
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape, load_shape_text
-
-from .conftest import ROOT, SHAPES
-from .tinymodels import write_tiny_llama
+from tests.support.paths import ROOT, SHAPES
+from tests.support.tinymodels import write_tiny_llama
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 ON_24_GIB = ["--engine", "vllm", "--engine-version", "0.19.0", "--card", "24 GiB", "--sms", "128"]

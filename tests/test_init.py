@@ -20,8 +20,8 @@ import fakplan.init
 from fakplan.cli import main
 from fakplan.errors import FakplanError
 from fakplan.init import requirement_from
-
-from .conftest import ROOT, BuiltWheel
+from tests.support.paths import ROOT
+from tests.support.wheel import BuiltWheel
 
 # what the scaffold's CI installs in the tests that do not install it
 SPEC = "fakplan @ git+https://github.com/OWNER/fakplan@0123456789abcdef0123456789abcdef01234567"

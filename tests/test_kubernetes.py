@@ -21,11 +21,10 @@ import yaml
 from click.testing import CliRunner
 
 from fakplan.cli import main
+from tests.support.golden import check_golden
+from tests.support.paths import DATA, ROOT
 
-from .conftest import check_golden
-
-ROOT = Path(__file__).resolve().parent.parent
-K8S = Path(__file__).resolve().parent / "data" / "kubernetes"
+K8S = DATA / "kubernetes"
 KUBERNETES_VERSION = "1.33.0"
 SHAPES = {
     "vllm example": (ROOT / "shapes" / "example.yaml", ["--target", "kubernetes"]),

@@ -9,8 +9,7 @@ import pytest
 from fakplan.errors import ShapeError
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
-
-from .conftest import SHAPES
+from tests.support.paths import SHAPES
 
 MIB = 2**20
 

@@ -24,12 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fakplan.alerts import range_regex
 from fakplan.cli import main
+from tests.support.paths import DATA, IN_CI, ROOT
 
-from .conftest import IN_CI
-
-ROOT = Path(__file__).resolve().parent.parent
 SHAPES = ROOT / "shapes"
-LEDGERS = Path(__file__).resolve().parent / "data" / "ledgers"
+LEDGERS = DATA / "ledgers"
 
 
 @pytest.fixture(scope="module")

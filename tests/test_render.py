@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from fakplan.cli import main
-
-from .conftest import SHAPES, check_golden
+from tests.support.golden import check_golden
+from tests.support.paths import SHAPES
 
 ENGINE_SHAPES = {
     "vllm": "example.yaml",

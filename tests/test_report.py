@@ -21,10 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from fakplan.cli import main
+from tests.support.paths import IN_CI, PUBLIC, ROOT
 
-from .conftest import IN_CI, PUBLIC
-
-ROOT = Path(__file__).resolve().parent.parent
 PROFILER = PUBLIC / "profiler"
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 

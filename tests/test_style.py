@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,13 +13,12 @@ from fakplan.ceiling import ceiling_from_ledger
 from fakplan.cli import main
 from fakplan.engines import parse_ledger
 from fakplan.units import GIB, MIB
-
-from . import ranklogs
-from .conftest import PUBLIC
-from .tinymodels import write_tiny_llama
+from tests.support import ranklogs
+from tests.support.paths import DATA, PUBLIC, SHAPES
+from tests.support.tinymodels import write_tiny_llama
 
 LEDGERS = PUBLIC / "ledgers"
-DATA = Path(__file__).parent / "data" / "ledgers"
+DATA = DATA / "ledgers"
 
 
 def write_shape(path: Path, **overrides: object) -> Path:
@@ -154,7 +153,7 @@ def test_ceiling_unknown_names_what_is_missing() -> None:
 
 def test_shape_ceiling_from_a_ledger_file(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "boot.log").write_text((DATA / "table-seed002.log").read_text())
-    text = (Path(__file__).parent.parent / "shapes" / "frank-archon.yaml").read_text()
+    text = (SHAPES / "frank-archon.yaml").read_text()
     text = text.replace("ceiling: 29120 MiB", "ceiling: {ledger: boot.log}")
     (tmp_path / "s.yaml").write_text(text)
     result = runner.invoke(main, ["plan", str(tmp_path / "s.yaml"), "--json"])

@@ -27,7 +27,7 @@ from fakplan.fit import FitRequest, Fitter, Layout, run_fit  # noqa: E402
 from fakplan.plan import compile_plan  # noqa: E402
 from fakplan.shape import load_shape, load_shape_text  # noqa: E402
 from fakplan.shape.source import read_shape_file, read_yaml  # noqa: E402
-from tests.test_llamacpp_offload import _nemo  # noqa: E402
+from tests.engines.llamacpp.test_llamacpp_offload import _nemo  # noqa: E402
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.peakrss import RUN_FAKPLAN  # noqa: E402
-from tests.test_issue27_regressions import _heavy_cases  # noqa: E402
+from tests.regressions.test_issue27_regressions import _heavy_cases  # noqa: E402
+from tests.support.peakrss import RUN_FAKPLAN  # noqa: E402
 
 KV_LINE = (
     b"(EngineCore pid=1) INFO 11-29 20:58:45 [kv_cache_utils.py:2327] "

@@ -1,0 +1,56 @@
+"""vLLM's memory profiler lines, as fakplan's ledger reads them (tests/data/public/profiler).
+
+The expectation is the figure as the log prints it: the ledger's value must lie in the
+interval the printed digits allow.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from fakplan.engines import parse_ledger
+from fakplan.units import printed_interval
+from tests.support.paths import PUBLIC
+
+PROFILER = PUBLIC / "profiler"
+CASES: list[dict[str, Any]] = yaml.safe_load((PROFILER / "cases.yaml").read_text())["cases"]
+FIELDS = {
+    "total_gpu_gib": "total_gpu_bytes",
+    "requested_gib": "usable_bytes",
+    "weights_gib": "weights_bytes",
+    "non_torch_gib": "non_torch_bytes",
+    "activation_peak_gib": "activation_bytes",
+    "non_kv_total_gib": "non_kv_bytes",
+    "cuda_graph_gib": "graph_estimate_bytes",
+    "cuda_graph_actual_gib": "graph_bytes",
+    "kv_gib": "kv_bytes",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_the_ledger_reads_every_profiler_figure(case: dict[str, Any]) -> None:
+    ledger = parse_ledger(PROFILER / case["log"], "vllm")
+    printed = case["printed"]
+    assert printed, case["id"]
+    for key, value in printed.items():
+        if key == "kv_tokens":
+            assert ledger.kv_tokens == int(str(value).replace(",", "")), case["id"]
+            continue
+        if key == "kv_blocks":
+            assert ledger.num_blocks == int(value), case["id"]
+            continue
+        low, _, high = printed_interval(re.sub(r"([\d.])GiB", r"\1 GiB", str(value)))
+        got = getattr(ledger, FIELDS[key])
+        assert got is not None and low <= got <= high, (case["id"], key, value, got)
+
+
+def test_the_profiler_corpus_names_its_sources() -> None:
+    assert len(CASES) >= 15
+    for case in CASES:
+        assert case["source"].startswith("https://github.com/"), case["id"]
+        if case.get("config"):
+            assert (PUBLIC / "configs" / case["config"] / "config.json").exists(), case["id"]

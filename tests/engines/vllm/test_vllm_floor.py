@@ -1,0 +1,150 @@
+"""vLLM 0.19's own pool from --gpu-memory-utilization, before any boot, against real boots.
+
+Each case is one of llm-d-planner's vLLM 0.19.0 boots on an H100 80GB (CUDA total printed
+as 79.19 GiB): the log prints every term of the profiler and the pool it left. fakplan
+gets the model's config, the launch and the card, and must give each term within its
+printed rounding and the pool within the range its measured non-torch spread allows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from fakplan.engines.vllm.floor import Unknown, VllmFloor, activation_peak, vllm_floor
+from fakplan.units import GIB, printed_interval
+from tests.support.paths import PUBLIC
+
+H100_CUDA_TOTAL = printed_interval("79.19 GiB")  # torch.cuda.mem_get_info total, printed
+H100_SMS = 132
+
+
+def _config(name: str) -> dict[str, Any]:
+    return json.loads((PUBLIC / "configs" / name / "config.json").read_text())
+
+
+def _floor(model: str, model_type: str, total: int, **kw: Any) -> VllmFloor:
+    found = vllm_floor(
+        _config(model), model_type, version="0.19.0", pp=1, card_total=total,
+        batched_tokens=8192, max_num_seqs=1024, sms=H100_SMS, **kw,
+    )  # fmt: skip
+    assert isinstance(found, VllmFloor), found
+    return found
+
+
+def _printed(log: str, pattern: str) -> str:
+    match = re.search(pattern, log)
+    assert match, pattern
+    return match[1].replace("GiB", " GiB").replace("  ", " ")
+
+
+CASES = [
+    # (log, config, model_type, tp, utilization)
+    ("profiler/prof-001.log", "meta-llama--Llama-3.1-8B-Instruct", "llama", 1, 0.95),
+    ("profiler/prof-002.log", "meta-llama--Llama-3.1-8B-Instruct", "llama", 2, 0.95),
+    ("profiler/prof-003.log", "meta-llama--Llama-3.1-8B-Instruct", "llama", 4, 0.95),
+    ("profiler/prof-014.log", "Qwen--Qwen3-30B-A3B", "qwen3_moe", 1, 0.95),
+    ("corpus/vllm-419.log", "Qwen--Qwen3-8B", "qwen3", 1, 0.95),
+    ("corpus/vllm-420.log", "mistralai--Mixtral-8x7B-v0.1", "mixtral", 2, 0.95),
+    ("corpus/vllm-421.log", "Qwen--Qwen2.5-7B-Instruct", "qwen2", 1, 0.95),
+    ("corpus/vllm-422.log", "Qwen--Qwen2.5-7B-Instruct", "qwen2", 4, 0.95),
+]
+
+
+@pytest.mark.parametrize(
+    ("log", "model", "model_type", "tp", "util"), CASES, ids=[c[0] for c in CASES]
+)
+def test_the_pool_vllm_sizes_for_itself(
+    log: str, model: str, model_type: str, tp: int, util: float
+) -> None:
+    text = (PUBLIC / log).read_text()
+    assert f"'gpu_memory_utilization': {util}" in text or "gpu_memory_utilization" not in text
+    low_card, _, high_card = H100_CUDA_TOTAL
+    low = _floor(model, model_type, low_card, tp=tp, utilization=util)
+    high = _floor(model, model_type, high_card, tp=tp, utilization=util)
+    kv_low, _, kv_high = printed_interval(
+        _printed(text, r"Available KV cache memory: ([\d.]+ ?GiB)")
+    )
+    # the pools fakplan allows overlap those that print as the log's figure, every case
+    # (Qwen2.5-7B at TP 1 since the weights are counted as the caching allocator holds
+    # them: test_vllm_weights)
+    gap = max(low.pool[0] - kv_high, kv_low - high.pool[1], 0)
+    assert gap == 0, (low.pool, high.pool, kv_low, kv_high)
+    # the whole range fakplan allows is within 1 % of the printed pool
+    assert max(high.pool[1] - kv_low, kv_high - low.pool[0]) / kv_low < 0.01
+    act_low, _, act_high = (
+        printed_interval(_printed(text, r"torch peak memory increase: ([\d.]+GiB)"))
+        if "torch peak memory increase" in text
+        else (0, 0, 1 << 62)
+    )
+    assert act_low - 8 * 2**20 <= low.activation.bytes <= act_high + 8 * 2**20
+
+
+def test_the_activation_peak_by_hand() -> None:
+    """Llama-3.1-8B, 8192 batched tokens, 1024 sequences, 132 SMs:
+    14 x 1024 x 128,256 + 4 x 132 x 128,256 + 2 x 8192 x 4096 + 4 x 1024 x 4096 + 32 MiB."""
+    expected = (
+        14 * 1024 * 128_256 + 4 * 132 * 128_256 + 2 * 8192 * 4096 + 4 * 1024 * 4096 + (32 << 20)
+    )
+    term = activation_peak(
+        _config("meta-llama--Llama-3.1-8B-Instruct"), "llama", tp=1, batched_tokens=8192,
+        max_num_seqs=1024, sms=132,
+    )  # fmt: skip
+    assert term.bytes == expected
+    # printed: "torch peak memory increase: 1.89GiB" (prof-001)
+    low, _, high = printed_interval("1.89 GiB")
+    assert abs(term.bytes - low) < 8 * 2**20 or low <= term.bytes <= high
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({"version": "0.24.0"}, "0.17-0.19 only"),
+        ({"pp": 2}, "PP > 1"),
+        ({"tp": 8}, "TP 8"),
+        ({"served": "fp32"}, "fp32 served"),
+    ],
+)
+def test_what_is_not_read_is_unknown(kw: dict[str, Any], reason: str) -> None:
+    args: dict[str, Any] = {
+        "version": "0.19.0", "tp": 1, "pp": 1, "card_total": 80 * GIB, "utilization": 0.9,
+        "batched_tokens": 8192, "max_num_seqs": 1024, "sms": 132, **kw,
+    }  # fmt: skip
+    found = vllm_floor(_config("meta-llama--Llama-3.1-8B-Instruct"), "llama", **args)
+    assert isinstance(found, Unknown) and reason in found.reason
+
+
+def test_fakplan_kv_sizes_the_pool_before_the_boot(runner: Any) -> None:
+    """prof-001's launch and card, no pool: the printed 476,016 tokens are in the range."""
+    from fakplan.cli import main
+
+    args = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
+        "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB",
+        "--max-model-len", "8192",
+    ]  # fmt: skip
+    result = runner.invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["tokens_low"] <= 476_016 <= out["tokens_high"]
+    low, high = out["sizing"]["pool_range"]
+    kv_low, _, kv_high = printed_interval("58.11 GiB")  # "Available KV cache memory"
+    assert low <= kv_high and kv_low <= high
+    assert out["floor"]["cuda_graph_bytes"] is None  # 0.19 does not subtract it
+    text = runner.invoke(main, args).output
+    assert "activation peak" in text and "non-torch" in text
+
+
+def test_fakplan_kv_says_why_it_cannot_size(runner: Any) -> None:
+    from fakplan.cli import main
+
+    base = ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization", "0.9"]
+    out = json.loads(runner.invoke(main, [*base, "--card-total", "80 GiB", "--json"]).output)
+    assert "state --engine-version" in out["sizing"]["unknown"] and out["floor"] is None
+    missing = runner.invoke(main, base)
+    assert missing.exit_code == 2 and "--card-total" in missing.output
+    both = runner.invoke(main, [*base, "--card-total", "80 GiB", "--pool", "8 GiB"])
+    assert both.exit_code == 2 and "not both" in both.output

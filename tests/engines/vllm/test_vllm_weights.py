@@ -1,0 +1,114 @@
+"""The weights one vLLM rank loads, counted from config.json, against "Model loading took".
+
+The printed figures are vLLM 0.19.0's (tests/data/public/profiler and corpus: llm-d-planner's
+H100 runs). A hand derivation of one, Llama-3.1-8B at TP 2:
+
+- embedding and lm_head: vocab 128,256 (a multiple of 64) / 2 = 64,128 rows x 4,096, twice;
+- 32 layers of q 16 x 128 + k, v 4 x 128 each (x 4,096 in), o 2,048 x 4,096,
+  gate/up/down 3 x 4,096 x 7,168, two norms of 4,096 (replicated);
+- the final norm 4,096; bf16; a rotary cache of 131,072 positions x 128 x 2 B = 32 MiB.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fakplan.engines.weights import vllm_rank_weights
+from fakplan.units import printed_interval
+from tests.support.paths import PUBLIC
+
+
+def _weights(model: str, model_type: str, **kw: Any) -> int:
+    config = json.loads((PUBLIC / "configs" / model / "config.json").read_text())
+    found = vllm_rank_weights(config, model_type, **kw)
+    assert found is not None
+    return found.bytes
+
+
+def test_llama_8b_tp2_by_hand() -> None:
+    layer = 4096 * (16 * 128 + 2 * 4 * 128) + 2048 * 4096 + 3 * 4096 * 7168 + 2 * 4096
+    params = 2 * 64_128 * 4096 + 32 * layer + 4096
+    assert _weights("meta-llama--Llama-3.1-8B-Instruct", "llama", tp=2) == params * 2 + 32 * 2**20
+
+
+@pytest.mark.parametrize(
+    ("model", "model_type", "tp", "pp", "printed", "log"),
+    [
+        ("meta-llama--Llama-3.1-8B-Instruct", "llama", 1, 1, "14.99 GiB", "profiler/prof-001.log"),
+        ("meta-llama--Llama-3.1-8B-Instruct", "llama", 2, 1, "7.51 GiB", "profiler/prof-002.log"),
+        ("meta-llama--Llama-3.1-8B-Instruct", "llama", 4, 1, "3.77 GiB", "profiler/prof-003.log"),
+        # PP 2: rank 0 holds the embedding and layers 0-15 (get_pp_indices)
+        ("meta-llama--Llama-3.1-8B-Instruct", "llama", 1, 2, "7.51 GiB", "profiler/prof-004.log"),
+        ("Qwen--Qwen3-30B-A3B", "qwen3_moe", 1, 1, "56.88 GiB", "profiler/prof-014.log"),
+        ("Qwen--Qwen3-8B", "qwen3", 1, 1, "15.27 GiB", "corpus/vllm-419.log"),
+        ("Qwen--Qwen2.5-7B-Instruct", "qwen2", 4, 1, "3.55 GiB", "corpus/vllm-422.log"),
+        # 57 MiB and 2 MiB above the plain sum: blocks the allocator leaves whole
+        ("Qwen--Qwen2.5-7B-Instruct", "qwen2", 1, 1, "14.25 GiB", "corpus/vllm-421.log"),
+        ("mistralai--Mixtral-8x7B-v0.1", "mixtral", 2, 1, "43.51 GiB", "corpus/vllm-420.log"),
+    ],
+)
+def test_inside_the_printed_rounding(
+    model: str, model_type: str, tp: int, pp: int, printed: str, log: str
+) -> None:
+    assert f"Model loading took {printed}" in (PUBLIC / log).read_text()
+    low, _, high = printed_interval(printed)
+    assert low <= _weights(model, model_type, tp=tp, pp=pp, cuda_blocks=True) <= high
+
+
+def test_the_plain_sum_misses_what_the_allocator_keeps() -> None:
+    """Qwen2.5-7B at TP 1 by hand. Each layer's qkv (4,608 x 3,584 x 2 B = 31.5 MiB) and
+    down (3,584 x 18,944 x 2 B = 129.5 MiB) leave 0.5 MiB of their 2 MiB-rounded segment,
+    gate_up (2 x 18,944 x 3,584 x 2 B = 259 MiB) exactly 1 MiB: none is split off (more
+    than 1 MiB must remain), so each layer holds 2 MiB more; o_proj (24.5 MiB) leaves
+    1.5 MiB and is split. The embedding and lm_head (152,064 x 3,584 x 2 B = 1,039.5 MiB)
+    leave 0.5 MiB each. The plain sum falls outside the printed 14.25 GiB; with the
+    blocks it is inside."""
+    plain = _weights("Qwen--Qwen2.5-7B-Instruct", "qwen2")
+    blocks = _weights("Qwen--Qwen2.5-7B-Instruct", "qwen2", cuda_blocks=True)
+    assert blocks - plain == 28 * (2 << 20) + 2 * (1 << 19)
+    low, _, high = printed_interval("14.25 GiB")
+    assert plain < low <= blocks <= high
+
+
+def test_what_the_config_cannot_give_is_none() -> None:
+    config = json.loads(
+        (PUBLIC / "configs" / "Qwen--Qwen3-235B-A22B-FP8" / "config.json").read_text()
+    )
+    assert vllm_rank_weights(config, "qwen3_moe") is None  # quantized
+    gemma = json.loads((PUBLIC / "configs" / "google--gemma-3-27b-it" / "config.json").read_text())
+    assert vllm_rank_weights(gemma, "gemma3") is None  # a vision tower beside the text model
+
+
+def test_served_in_float32() -> None:
+    # --dtype float32 (corpus vllm-409): every parameter and the rotary cache at 4 B
+    printed = "29.98 GiB"
+    assert f"Model loading took {printed}" in (PUBLIC / "corpus" / "vllm-409.log").read_text()
+    config = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    found = vllm_rank_weights(config, "llama", served="fp32")
+    assert found is not None
+    low, _, high = printed_interval(printed)
+    assert low <= found.bytes <= high
+
+
+def test_a_tied_last_stage_builds_its_embedding_first() -> None:
+    """PP 2 with tied embeddings: the last stage builds embed_tokens (lm_head ties to it),
+    so its one vocab matrix is created first; the order keeps every byte of the count."""
+    from fakplan.engines import weights
+
+    config = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    config["tie_word_embeddings"] = True
+    layers = [weights._layer_tensors(config, "llama", 1, False) for _ in range(16)]
+    matrix = 128_256 * 4096
+    order = weights._creation_order(
+        layers, 2, matrix * 2, 4096 * 2, 1 << 25, leading=True, trailing=False, last=True
+    )
+    assert order[0] == matrix * 2 and matrix * 2 not in order[1:]
+    plain = vllm_rank_weights(config, "llama", pp=2, stage=1)
+    assert plain is not None and sum(order) == plain.bytes

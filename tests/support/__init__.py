@@ -1,0 +1,1 @@
+"""What the tests share: paths, generated models, real engines, corpora."""
