@@ -267,7 +267,13 @@ def fuzz_run(count: int, folder: Path) -> dict[str, float]:
         # batches of 500: hypothesis keeps a tree of every choice a run made
         total = count * share // 7
         for _ in range(max(1, total // 500)):
-            settings(max_examples=min(500, total), deadline=None, database=None)(strategy(body))()
+            settings(
+                max_examples=min(500, total),
+                deadline=None,
+                database=None,
+                # a loaded machine slows generation, which says nothing of fakplan
+                suppress_health_check=[HealthCheck.too_slow],
+            )(strategy(body))()
             cleared()
     return {
         "count": made[0],

@@ -134,7 +134,12 @@ def fuzz_run(count: int, folder: Path) -> dict[str, float]:
     # the run; the peak measured is fakplan's, not the generator's
     batches = max(1, count // 500)
 
-    @settings(max_examples=count // batches, deadline=None, database=None)
+    @settings(
+        max_examples=count // batches,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],  # a loaded machine, not fakplan
+    )
     @given(st.one_of(mutated_shapes(), mangled_texts()))
     def run(text: str) -> None:
         started = time.monotonic()
