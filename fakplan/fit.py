@@ -746,10 +746,11 @@ def run_fit(fitter: Fitter, request: FitRequest) -> FitReport:
     windows = ladder(trained, request.windows)
     fits = [fitter.fit(layout, windows, request.sessions, trained) for layout in request.layouts]
     asked = request.windows[0] if request.windows else windows[0]
+    shards = ENGINES[first.plan.engine].tensor_parallel
     wider = [
         fitter.narrowest_wider(fit.layout, asked, request.sessions or 1)
         for fit in fits
-        if not fit.frontier
+        if not fit.frontier and shards
     ]
     plan = first.plan
     return FitReport(
@@ -879,8 +880,10 @@ def proven_fixes(
                 if own_layers is None or kept_on < own_layers:
                     cut = (fitter.offloadable or 0) - kept_on
                     offer(fewer_layers.outcome, [*costs, "offload"], cut)
-        wider = fitter.narrowest_wider(own, window, sessions)
-        if wider.point is not None:
+        wider = (
+            fitter.narrowest_wider(own, window, sessions) if engine.tensor_parallel else None
+        )
+        if wider is not None and wider.point is not None:
             offer(wider.point, ["cards"], int(wider.point.data["parallel"]["tensor"]))
         if found:
             break  # the shape's own weights budget serves: a re-split weights need not be
@@ -1022,6 +1025,11 @@ def _with_warn_fixes(
 
 def no_fix_text(shape: Shape) -> str:
     """What a failing shape is told when no change fakplan can make fits."""
+    if not ENGINES[shape.engine].tensor_parallel:
+        return (
+            "nothing fakplan can change fits: not fewer sessions, a shorter window, another "
+            "KV dtype, nor fewer layers on the card"
+        )
     return (
         f"nothing fakplan can change fits: not fewer sessions, a shorter window, another KV "
         f"dtype, quantized weights, nor tensor parallelism up to {WIDER[-1]} "

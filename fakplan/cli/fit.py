@@ -252,6 +252,8 @@ def _widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
     node (--cards, else the shape's), each dividing the model's attention heads (what every
     engine asks of TP); the gates judge the rest. One card: TP 1."""
     shape = loaded.shape
+    if not ENGINES[shape.engine].tensor_parallel:
+        return (1,)
     per_node = cards if cards is not None else shape.card.count
     total = per_node * shape.parallel.nodes // shape.parallel.pipeline
     try:

@@ -53,6 +53,9 @@ class Engine:
     title: ClassVar[str | None] = None
     # launch.binary spellings this engine starts with (the first is the default)
     binaries: ClassVar[tuple[str, ...]] = ()
+    # it shards a model over cards by tensor (and pipeline) ranks: `fakplan fit` and the
+    # fixes try wider layouts (llama.cpp splits by layers instead)
+    tensor_parallel: ClassVar[bool] = True
     # serving.dtype reaches a --dtype flag of the engine's
     takes_model_dtype: ClassVar[bool] = False
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags

@@ -57,11 +57,23 @@ class LlamacppEngine(ModelledEngine):
     server = SERVER
     loads_gguf = True
     printed_pool_is_cache = True
+    tensor_parallel = False
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("f16", "q8_0")
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape
+        par = shape.parallel
+        if par.tensor > 1 or par.pipeline > 1 or par.nodes > 1:
+            # its -sm layer spreads blocks and their cache over the cards by free memory,
+            # which no per-rank share describes
+            raise loaded.error(
+                "llama.cpp splits a model over cards by layers (-sm layer), not by tensor or "
+                "pipeline ranks; fakplan plans llama.cpp on one card: set parallel.tensor, "
+                "pipeline and nodes to 1 (launch.gpu_layers leaves layers in RAM)",
+                "parallel",
+                "tensor" if par.tensor > 1 else "pipeline" if par.pipeline > 1 else "nodes",
+            )
         refused = cache_type_refusal(shape.serving.kv_cache_dtype, shape.engine_version)
         if refused:
             raise loaded.error(refused, "serving", "kv_cache_dtype")

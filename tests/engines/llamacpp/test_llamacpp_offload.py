@@ -417,3 +417,27 @@ def test_a_shape_over_its_card_is_offered_layers_in_ram(tmp_path: Path) -> None:
     assert (
         yaml.safe_load(shape.read_text())["launch"]["gpu_layers"] == 25
     )  # 8,192 tokens: fit's row
+
+
+def test_llamacpp_plans_one_card_and_fit_offers_no_tensor_parallelism(tmp_path: Path) -> None:
+    """llama.cpp splits a model over cards by layers (-sm layer), which no per-rank share
+    describes: a shape with TP 2 is refused at the field, and fit names no wider TP for a
+    model that fits no card whole (its answer is the -ngl table)."""
+    gguf = _nemo(tmp_path / "nemo.gguf")
+    shape = tmp_path / "tp.yaml"
+    shape.write_text(
+        f"name: tp\nengine: llamacpp\nmodel: {gguf.name}\ncard: {{total: 24 GiB, count: 2}}\n"
+        "parallel: {tensor: 2}\nbudget: {weights: 20 GiB, kv: 2 GiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 4096}\n"
+    )
+    refused = CliRunner().invoke(main, ["plan", str(shape)])
+    assert refused.exit_code == 2
+    assert "parallel.tensor" in refused.output and "-sm layer" in refused.output
+    found = CliRunner().invoke(
+        main,
+        ["fit", str(gguf), "--engine", "llamacpp", "--card", "8 GiB", "--cards", "4",
+         "--kv-dtype", "f16", "--json"],
+    )  # fmt: skip
+    document = json.loads(found.stdout)
+    assert [lay["tensor"] for lay in document["layouts"]] == [1]
+    assert document["wider"] == [] and document["layouts"][0]["offload"]
