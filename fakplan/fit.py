@@ -880,9 +880,7 @@ def proven_fixes(
                 if own_layers is None or kept_on < own_layers:
                     cut = (fitter.offloadable or 0) - kept_on
                     offer(fewer_layers.outcome, [*costs, "offload"], cut)
-        wider = (
-            fitter.narrowest_wider(own, window, sessions) if engine.tensor_parallel else None
-        )
+        wider = fitter.narrowest_wider(own, window, sessions) if engine.tensor_parallel else None
         if wider is not None and wider.point is not None:
             offer(wider.point, ["cards"], int(wider.point.data["parallel"]["tensor"]))
         if found:
