@@ -233,8 +233,7 @@ class Fitter:
         self.stated_weights = stated
         self.own_quantization = (base.get("serving") or {}).get("quantization")
         self.own_tensor = int((base.get("parallel") or {}).get("tensor", 1))
-        layers = (base.get("launch") or {}).get("gpu_layers")
-        self.own_layers = None if layers in (None, -1) else layers
+        self.own_layers = _all_is_none((base.get("launch") or {}).get("gpu_layers"))
         serving = base.get("serving") or {}
         # a shape that lets the engine size its pool keeps its fraction: each point is
         # realised by the pool the engine will size, not by a budget pair
@@ -840,15 +839,14 @@ def proven_fixes(
     engine = ENGINES[shape.engine]
     if not engine.fit_kv_dtypes or not loaded.text:
         return None
-    data, _ = read_yaml(loaded.path, loaded.text)
-    data.setdefault("card", {})["total"] = f"{shape.card.total} B"  # auto, as it was read
+    data = _shape_data(loaded)
     fitters = [
         Fitter(data, loaded.path, loaded.lines, loaded.budget, gates, ledger, keep_weights=keep)
         for keep in (True, False)
     ]
     serving = shape.serving
-    own_layers = shape.launch.gpu_layers if shape.launch.gpu_layers != -1 else None
-    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor, own_layers)
+    own = _own_layout(shape)
+    own_layers = own.gpu_layers
     window, sessions = serving.max_model_len, serving.max_num_seqs
     trained = trained_context(plan) or window
     layouts = [own] + [
@@ -973,14 +971,10 @@ def _with_warn_fixes(
     engine = ENGINES[loaded.shape.engine]
     if not warned or not engine.fit_kv_dtypes or not loaded.text:
         return verdicts
-    data, _ = read_yaml(loaded.path, loaded.text)
-    data.setdefault("card", {})["total"] = f"{loaded.shape.card.total} B"
-    fitter = Fitter(data, loaded.path, loaded.lines, loaded.budget, gates, ledger)
+    fitter = Fitter(_shape_data(loaded), loaded.path, loaded.lines, loaded.budget, gates, ledger)
     shape = loaded.shape
-    serving = shape.serving
-    layers = shape.launch.gpu_layers if shape.launch.gpu_layers != -1 else None
-    own = Layout(serving.kv_cache_dtype, serving.quantization, shape.parallel.tensor, layers)
-    window, sessions = serving.max_model_len, serving.max_num_seqs
+    own = _own_layout(shape)
+    window, sessions = shape.serving.max_model_len, shape.serving.max_num_seqs
 
     def clears(outcome: Outcome, gate: str) -> bool:
         assert outcome.plan is not None
@@ -1019,6 +1013,29 @@ def _with_warn_fixes(
         return v.model_copy(update={"fixes": tuple(fixes), "fix": words})
 
     return tuple(proven(v) for v in verdicts)
+
+
+def _all_is_none(gpu_layers: int | None) -> int | None:
+    """launch.gpu_layers with "every layer" (unset, or -1) as None, as a Layout states it."""
+    return None if gpu_layers in (None, -1) else gpu_layers
+
+
+def _own_layout(shape: Shape) -> Layout:
+    """The layout a shape states."""
+    serving = shape.serving
+    return Layout(
+        serving.kv_cache_dtype,
+        serving.quantization,
+        shape.parallel.tensor,
+        _all_is_none(shape.launch.gpu_layers),
+    )
+
+
+def _shape_data(loaded: LoadedShape) -> dict[str, Any]:
+    """The shape's text as data for a fitter, card.total as it was read (auto resolved)."""
+    data, _ = read_yaml(loaded.path, loaded.text)
+    data.setdefault("card", {})["total"] = f"{loaded.shape.card.total} B"
+    return data
 
 
 def no_fix_text(shape: Shape) -> str:

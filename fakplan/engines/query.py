@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fakplan.errors import GeometryError
 from fakplan.geometry import Geometry, catalog, load_geometry
@@ -23,12 +24,7 @@ def shape_geometry(loaded: LoadedShape) -> Geometry:
     catalog id. Never the working directory: a path that is not beside the shape is refused
     with the path looked at, so no spelling works for one command and not for another.
     Read once per loaded shape."""
-    known = loaded.derived.get("geometry")
-    if isinstance(known, Geometry):
-        return known
-    geometry = _shape_geometry(loaded)
-    loaded.derived["geometry"] = geometry
-    return geometry
+    return _once(loaded, "geometry", _shape_geometry)
 
 
 def _shape_geometry(loaded: LoadedShape) -> Geometry:
@@ -54,12 +50,18 @@ def _shape_geometry(loaded: LoadedShape) -> Geometry:
 
 def query_for_shape(loaded: LoadedShape) -> KvQuery:
     """The KV question a shape asks of its engine (built once per loaded shape)."""
-    known = loaded.derived.get("query")
-    if isinstance(known, KvQuery):
-        return known
-    query = _query(loaded)
-    loaded.derived["query"] = query
-    return query
+    return _once(loaded, "query", _query)
+
+
+T = TypeVar("T")
+
+
+def _once(loaded: LoadedShape, key: str, build: Callable[[LoadedShape], T]) -> T:
+    """What ``build`` derives from the (frozen) shape, kept on the loaded shape."""
+    if key not in loaded.derived:
+        loaded.derived[key] = build(loaded)
+    found: T = loaded.derived[key]
+    return found
 
 
 def _query(loaded: LoadedShape) -> KvQuery:

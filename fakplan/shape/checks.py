@@ -91,11 +91,15 @@ def _check_pool_source(loaded: LoadedShape) -> None:
     """One source for the pool: the pair the shape states, or the engine's own sizing."""
     shape = loaded.shape
     engine = ENGINES[shape.engine]
-    takers = {e.sizing_field: n for n, e in ENGINES.items() if e.sizing_field}
+
+    def takers() -> dict[str, str]:
+        """Which engine takes each sizing field (every engine loads: for a refusal only)."""
+        return {e.sizing_field: n for n, e in ENGINES.items() if e.sizing_field}
+
     stated = [n for n in SIZING_FIELDS if getattr(shape.serving, n) is not None]
     if not stated:
         if shape.budget is None:
-            ways = ", ".join(f"serving.{f} ({n})" for f, n in takers.items())
+            ways = ", ".join(f"serving.{f} ({n})" for f, n in takers().items())
             raise loaded.error(
                 "give budget: {weights: ..., kv: ...} (the pair), or let the engine size its "
                 f"pool: {ways}",
@@ -116,7 +120,7 @@ def _check_pool_source(loaded: LoadedShape) -> None:
         else:
             fix = f"engine {shape.engine} sizes its pool from serving.{engine.sizing_field}"
         raise loaded.error(
-            f"{takers[field]}'s {_flag(field)}, not engine {shape.engine}'s; {fix}",
+            f"{takers()[field]}'s {_flag(field)}, not engine {shape.engine}'s; {fix}",
             "serving",
             field,
         )

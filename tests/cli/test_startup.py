@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -58,3 +59,21 @@ def test_plan_loads_neither_the_probes_nor_the_ledger_parsers() -> None:
     )
     assert "fakplan.plan" in loaded  # it did plan
     assert not [m for m in HEAVY if m in loaded]
+
+
+def test_a_vllm_plan_loads_only_vllms_folder_and_no_rich_for_json(tmp_path: Path) -> None:
+    """9fcf43b: the SGLang and llama.cpp modules loaded for a vLLM shape, and rich for
+    every plan. The example without its 512 MiB warning threshold passes every gate
+    (1,024 MiB unclaimed is the default's limit): nothing to prove either."""
+    text = (ROOT / "shapes" / "example.yaml").read_text()
+    shape = tmp_path / "example.yaml"
+    shape.write_text(text.replace("limits:\n  unclaimed_warn_above: 512 MiB\n", ""))
+    loaded = _modules_after(
+        "from fakplan.cli import main\n"
+        f"try:\n    main(['plan', {str(shape)!r}, '--json'])\nexcept SystemExit:\n    pass"
+    )
+    assert "fakplan.engines.vllm" in loaded  # it did load the shape's engine
+    others = ("fakplan.engines.sglang", "fakplan.engines.llamacpp", "fakplan.engines.custom")
+    assert not [m for m in loaded if m.startswith(others)]
+    assert not [m for m in loaded if m == "rich" or m.startswith("rich.")]
+    assert "fakplan.fit" not in loaded  # no fix to prove

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
+
+import pytest
 
 from fakplan.predict import Verdict
 from fakplan.record import locked, record_verdicts
 from fakplan.shape import load_shape
-from tests.support.paths import PUBLIC
+from tests.support.paths import PUBLIC, SHAPES
 
 
 def _shape(tmp_path: Path) -> Path:
@@ -84,3 +87,33 @@ def test_recording_waits_for_the_records_lock(tmp_path: Path) -> None:
     writer.join(30)
     assert done.is_set() and len(_kv_verdicts(out)) == 1
     assert sorted(p.name for p in (out / "s").iterdir()) == ["plan.json", "s.env", "serve.sh"]
+
+
+def test_one_durable_commit_per_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """9fcf43b synced every file and the folder after each (9 fsyncs a shape): now plan.json,
+    the commit point, and its folder are synced, the rendered files are renamed whole and
+    the folder synced once after them: 3 fsyncs, whatever the number of files."""
+    from fakplan.plan import compile_plan
+    from fakplan.record import write_record
+    from fakplan.render import render_plan
+
+    loaded = load_shape(SHAPES / "example.yaml")
+    plan = compile_plan(loaded)
+    folder = tmp_path / "example"
+    files = render_plan(loaded, plan, None, folder)
+    assert len(files) >= 2
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    write_record(folder, plan, files)
+    assert len(synced) == 3
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["plan.json", *(f.name for f in files)]
+    )
+
+
+def test_one_template_environment_per_folder() -> None:
+    """9fcf43b rebuilt the jinja environment on every render (twice a shape)."""
+    from fakplan.render import default_templates, environment
+
+    assert environment() is environment(default_templates())

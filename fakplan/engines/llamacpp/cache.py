@@ -95,7 +95,7 @@ def cache_for(query: KvQuery) -> CacheLayout:
     g = query.geometry
     kinds = g.layer_kinds
     where = None
-    if query.device != "cpu" and query.gpu_layers is not None and query.gpu_layers >= 0:
+    if query.device != "cpu" and query.gpu_layers is not None:
         where = offload(query.gpu_layers, g.num_layers + g.num_nextn_layers, release)
         if where.everything:
             where = None
