@@ -30,6 +30,7 @@ from fakplan.engines import (
     planned_version,
     served_weights,
     shape_geometry,
+    shape_model_source,
 )
 from fakplan.errors import LedgerError, RuleError
 from fakplan.figures import Figures, ModelFacts
@@ -139,6 +140,9 @@ class Plan(BaseModel):
     engine_version: str | None
     shape: str
     model: str
+    # where model resolved: a path, the Hub (or its cache) at a commit, or the catalog
+    # (None: an engine fakplan does not model, or a record written before this field)
+    model_source: dict[str, Any] | None = None
     kv_cache_dtype: str  # as the shape states it (auto, or the engine's spelling)
     # the KV dtype the engine will use: "auto" resolved as the engine resolves it (a record
     # written before this field reads None)
@@ -346,6 +350,12 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     )
 
 
+def _model_source(loaded: LoadedShape) -> dict[str, Any] | None:
+    if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
+        return None
+    return shape_model_source(loaded)[1].json()
+
+
 def _rate_derivation(f: Figures, components: tuple[ComponentRecord, ...]) -> str:
     """The rate as the sum of its components' rates, at the dtype the engine resolved."""
     cost = f.cost
@@ -468,6 +478,7 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         engine_version=engine.version_used(loaded),
         shape=loaded.path.as_posix(),
         model=shape.model,
+        model_source=_model_source(loaded),
         kv_cache_dtype=f.kv_cache_dtype,
         kv_cache_dtype_resolved=cost.dtype,
         max_num_seqs=f.max_num_seqs,

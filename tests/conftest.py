@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -11,6 +13,14 @@ from click.testing import CliRunner
 from tests.support.paths import IN_CI, ROOT
 from tests.support.realvllm import compile_serve_sh, write_vllm_shape
 from tests.support.wheel import BuiltWheel
+
+# A Hub id resolves the same on every machine in the suite: an empty Hugging Face cache,
+# offline, no token (a test that talks to its own Hub server says so with monkeypatch;
+# the commands run in subprocesses inherit this)
+_HUB_CACHE = tempfile.mkdtemp(prefix="fakplan-hf-cache-")
+os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=_HUB_CACHE, HF_HOME=_HUB_CACHE)
+for _name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGINGFACE_HUB_CACHE"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")

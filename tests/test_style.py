@@ -113,6 +113,8 @@ DEFERRED_IMPORTS = {
     ): "the boot-log reader loads only where a log is read: a plan never compiles its rows",
     ("fakplan/geometry/__init__.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/probes/run.py", "fakplan.geometry.gguf_header"): "gguf loads only for an EOS id",
+    ("fakplan/hub.py", "huggingface_hub"): "huggingface_hub loads only for a Hub id",
+    ("fakplan/hub.py", "huggingface_hub.errors"): "huggingface_hub loads only for a Hub id",
     (
         "fakplan/engines/llamacpp/launch.py",
         "gguf",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.engines.alerting import AlertFacts, AlertRule, quoted, range_regex
 from fakplan.engines.base import Engine, ModelledEngine, PoolReport
-from fakplan.engines.query import query_for_shape, shape_geometry
+from fakplan.engines.query import query_for_shape, shape_geometry, shape_model_source
 from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
 from fakplan.engines.served import served_weights
 from fakplan.engines.serving import (
@@ -141,6 +141,7 @@ __all__ = [
     "register",
     "served_weights",
     "shape_geometry",
+    "shape_model_source",
 ]
 
 

@@ -3,47 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import TYPE_CHECKING, TypeVar
 
 from fakplan.errors import GeometryError
-from fakplan.geometry import Geometry, catalog, load_geometry
+from fakplan.geometry import Geometry
+from fakplan.geometry.resolve import ModelSource, resolve_model
 from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
     from fakplan.shape import LoadedShape
 
 
-@lru_cache(maxsize=64)
-def _geometry(reference: str) -> Geometry:
-    return load_geometry(reference)
-
-
 def shape_geometry(loaded: LoadedShape) -> Geometry:
-    """The geometry a shape's ``model:`` names: a path against the shape's folder, or a
-    catalog id. Never the working directory: a path that is not beside the shape is refused
-    with the path looked at, so no spelling works for one command and not for another.
-    Read once per loaded shape."""
+    """The geometry a shape's ``model:`` names: a path against the shape's folder, a Hub
+    id, or a catalog id. Never the working directory: a path that is not beside the shape
+    is refused with the path looked at, so no spelling works for one command and not for
+    another. Read once per loaded shape."""
     return _once(loaded, "geometry", _shape_geometry)
 
 
 def _shape_geometry(loaded: LoadedShape) -> Geometry:
-    reference = loaded.shape.model
-    local = loaded.resolve(reference)
-    if not local.exists():
-        try:
-            entry = catalog.lookup(reference)
-        except GeometryError as exc:
-            raise loaded.error(str(exc), "model") from None
-        if entry is None:
-            raise loaded.error(
-                f"{reference!r} is neither a file or folder at {local} (a path in a shape is "
-                "relative to the shape's folder) nor a catalog id (fakplan kv --list)",
-                "model",
-            )
-        return entry
+    return shape_model_source(loaded)[0]
+
+
+def shape_model_source(loaded: LoadedShape) -> tuple[Geometry, ModelSource]:
+    """The shape's model resolved (``fakplan.geometry.resolve``): its geometry and where
+    it came from (a path, the Hub or its cache at a commit, the catalog). Once per shape."""
+    return _once(loaded, "model_source", _resolved)
+
+
+def _resolved(loaded: LoadedShape) -> tuple[Geometry, ModelSource]:
+    shape = loaded.shape
     try:
-        return _geometry(str(local))
+        return resolve_model(shape.model, base=loaded.path.parent, revision=shape.revision)
     except GeometryError as exc:
         raise loaded.error(str(exc), "model") from None
 

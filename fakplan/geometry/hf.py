@@ -165,8 +165,15 @@ def geometry_from_config(
     )
 
 
-def read_hf(path: Path) -> Geometry:
-    """An HF folder (config.json + weights) or a config.json file."""
+def read_hf(
+    path: Path,
+    *,
+    source: str | None = None,
+    remote: tuple[int, str, frozenset[str]] | None = None,
+) -> Geometry:
+    """An HF folder (config.json + weights) or a config.json file. ``remote`` is what the
+    checkpoint's headers said where they were read elsewhere (the Hub): bytes, how they
+    were counted, dtypes; the folder's own files, where it has any, come first."""
     config_path = path / "config.json" if path.is_dir() else path
     if not config_path.exists() and not config_path.is_symlink():
         raise GeometryError(f"{config_path}: no config.json")
@@ -175,12 +182,15 @@ def read_hf(path: Path) -> Geometry:
     if isinstance(config, dict):
         check_config(config, str(config_path))  # named by the file, before any arithmetic
     weights, weight_source = safetensors_bytes(config_path.parent)
+    if weights is None and remote is not None:
+        weights, weight_source = remote[0], remote[1]
     headers = None
     if isinstance(config, dict) and checkpoint_dtype(config).origin == "none":
-        headers = safetensors_dtypes(config_path.parent)  # vLLM's last place to look
+        # vLLM's last place to look
+        headers = safetensors_dtypes(config_path.parent) or (remote[2] if remote else None)
     return geometry_from_config(
         config,
-        source=str(path),
+        source=source or str(path),
         weight_bytes=weights,
         weight_source=weight_source,
         header_dtypes=headers,

@@ -552,7 +552,19 @@ class Shape(Strict_):
         description="the release whose arithmetic applies (default: the newest modelled); "
         "a newer one takes the newest rules, and every output says so",
     )
-    model: str = Field(description="catalog id, GGUF path, or HF folder/config.json")
+    model: str = Field(
+        description="a path (GGUF file, HF folder or config.json, against the shape's "
+        "folder), a Hugging Face id (org/name: the cache, then the Hub unless offline), "
+        "or a catalog id (offline fallback)"
+    )
+    revision: str | None = Field(
+        None,
+        description="the Hub revision of model (a branch, tag or commit; default main): "
+        "the launch pins the commit it resolves to",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\w./-]+$",
+    )
     card: Card
     parallel: Parallel = Parallel()
     budget: Budget | None = Field(

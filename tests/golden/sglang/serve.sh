@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 56e7d2e74537fc3259f4c5b40948c7fd901ad7627eb28e6db9dfcba3903b85e2
+# Record: plan.json sha256 b5426f038d9b154d60f87096ff72d010048853c4037955450efeeceb23358d9b
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

@@ -1,0 +1,187 @@
+"""A model reference resolved the way the engines resolve ``vllm serve <model>``.
+
+1. a path that exists (against the shape's folder, or the working directory for
+   ``fakplan kv``): a GGUF file, an HF folder or a config.json;
+2. else a Hub id (``org/name``, at ``revision``): through ``huggingface_hub``, the Hub
+   unless offline, the cache as the library laid it out otherwise (``fakplan.hub``);
+3. else, or where the Hub and the cache did not answer, the built-in catalog (published
+   configs, offline), saying why the Hub was not used;
+4. else one line that says what was tried, with the catalog ids it nearly names.
+
+The answer carries where the model came from (``ModelSource``): the repository, revision
+and commit a plan records, and whether the engine could load weights from it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from fakplan.errors import GeometryError
+from fakplan.geometry import catalog, hf, load_geometry
+from fakplan.geometry.model import Geometry
+from fakplan.hub import WEIGHT_SUFFIXES, HubError, HubSettings, Snapshot, is_repo_id, snapshot
+
+Kind = Literal["path", "hub", "catalog"]
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model reference resolved, and what an engine could load from it."""
+
+    reference: str
+    kind: Kind
+    snapshot: Snapshot | None = None
+    # the engine finds weights where the reference points (None: fakplan cannot tell)
+    loadable: bool | None = None
+    notes: tuple[str, ...] = ()
+
+    def json(self) -> dict[str, Any]:
+        """plan.json's ``model_source`` (documented in docs/plan-json.md)."""
+        snap = self.snapshot
+        return {
+            "reference": self.reference,
+            "kind": self.kind,
+            "repo": snap.repo if snap else None,
+            "revision": snap.revision if snap else None,
+            "commit": snap.commit if snap else None,
+            "origin": snap.origin if snap else None,
+            "loadable": self.loadable,
+            "notes": list(self.notes),
+        }
+
+
+def resolve_model(
+    reference: str, *, base: Path | None = None, revision: str | None = None
+) -> tuple[Geometry, ModelSource]:
+    """The geometry ``reference`` names and where it came from; ``GeometryError`` with
+    one line where nothing holds it. A path is read against ``base`` (the shape's folder;
+    None: the working directory)."""
+    return _resolve(reference, base, revision, HubSettings.from_environment())
+
+
+@lru_cache(maxsize=64)
+def _resolve(
+    reference: str, base: Path | None, revision: str | None, settings: HubSettings
+) -> tuple[Geometry, ModelSource]:
+    local = Path(reference)  # "~" is a folder name here: no home is expanded
+    if base is not None and not local.is_absolute():
+        local = (base / local).resolve()
+    if local.exists() or local.is_symlink():
+        return _from_path(reference, local)
+    hub_refusal = hub_brief = "not spelled as a Hub id (org/name)"
+    if _spelled_as_id(reference):
+        try:
+            snap = snapshot(reference, revision, settings)
+        except HubError as exc:
+            hub_refusal, hub_brief = str(exc), exc.brief
+        else:
+            return _from_snapshot(reference, snap)
+    entry = catalog.lookup(reference)
+    if entry is not None:
+        if revision is not None:
+            raise GeometryError(
+                f"{reference!r} at revision {revision!r}: {hub_refusal}; the built-in catalog "
+                "holds one published config per id, not revisions"
+            )
+        note = f"the built-in catalog's published config: {hub_brief}"
+        return entry, ModelSource(reference, "catalog", loadable=None, notes=(note,))
+    near = near_catalog_ids(reference)
+    names = [repr(n) for n in near]
+    spelled = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    hint = f"; did you mean {spelled}?" if near else ""
+    where = (
+        f" at {local} (a path in a shape is relative to the shape's folder)"
+        if base is not None
+        else ""
+    )
+    raise GeometryError(
+        f"{reference!r}: no file or folder{where}; {hub_refusal}; not a catalog id "
+        f"(fakplan kv --list){hint}"
+    )
+
+
+def _spelled_as_id(reference: str) -> bool:
+    """A Hub id, not a path: no leading ./, ../, / or ~, no file's suffix."""
+    return (
+        is_repo_id(reference)
+        and not reference.startswith(("./", "../", "/", "~"))
+        and not reference.endswith((".gguf", ".json", ".safetensors", ".bin"))
+    )
+
+
+def near_catalog_ids(reference: str) -> list[str]:
+    """Catalog ids a misspelt or near reference probably means (at most three)."""
+    ids = catalog.catalog_ids()
+    folded = {i.casefold(): i for i in ids}
+    tails = {i.casefold().rpartition("/")[2]: i for i in ids}
+    wanted = reference.casefold()
+    found = difflib.get_close_matches(wanted, list(folded), n=3, cutoff=0.75)
+    found += difflib.get_close_matches(wanted.rpartition("/")[2], list(tails), n=3, cutoff=0.75)
+    names = [folded.get(f) or tails[f] for f in found]
+    return list(dict.fromkeys(names))[:3]
+
+
+def _from_path(reference: str, local: Path) -> tuple[Geometry, ModelSource]:
+    geometry = load_geometry(local)
+    folder = local if local.is_dir() else local.parent
+    notes: tuple[str, ...] = ()
+    loadable: bool | None = True
+    if local.is_file() and local.name.endswith(".json"):
+        loadable, notes = (
+            False,
+            (
+                f"{reference} is a config.json: an engine loads a model from a folder or an id, "
+                "with its weights",
+            ),
+        )
+    elif local.is_dir():
+        weights = [p for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)]
+        loadable = bool(weights)
+        notes = (
+            ()
+            if weights
+            else (
+                f"{reference} holds a config.json and no weights (*.safetensors, *.bin): "
+                "an engine cannot load it; the plan is the arithmetic of its config",
+            )
+        )
+    return geometry, ModelSource(reference, "path", loadable=loadable, notes=notes)
+
+
+def _from_snapshot(reference: str, snap: Snapshot) -> tuple[Geometry, ModelSource]:
+    remote = None
+    if snap.headers is not None:
+        h = snap.headers
+        remote = (
+            h.total_bytes,
+            f"safetensors headers of {h.files} file(s), {h.tensors:,} tensors, read from "
+            f"the Hub at {snap.commit[:12]}",
+            h.dtypes,
+        )
+    try:
+        geometry = hf.read_hf(snap.folder, source=f"{snap.repo}@{snap.commit}", remote=remote)
+    except GeometryError as exc:
+        raise GeometryError(f"{reference!r} ({snap.repo}@{snap.commit[:12]}): {exc}") from None
+    notes: list[str] = []
+    if snap.weight_files is None:
+        if snap.origin == "hub":
+            notes.append(
+                f"{snap.repo} holds no weight files (*.safetensors, *.bin) at "
+                f"{snap.commit[:12]}: an engine cannot load it"
+            )
+            loadable: bool | None = False
+        else:
+            notes.append(
+                "the cache holds this commit's config and no weights: the engine downloads "
+                "them at boot (HF_HUB_OFFLINE=1 there would refuse)"
+            )
+            loadable = None
+    else:
+        loadable = True
+    return geometry, ModelSource(
+        reference, "hub", snapshot=snap, loadable=loadable, notes=tuple(notes)
+    )

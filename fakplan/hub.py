@@ -1,0 +1,313 @@
+"""The Hugging Face Hub, asked the way vLLM and SGLang ask it: through ``huggingface_hub``.
+
+A model id (``org/name``) resolves to a snapshot of its repository in the library's own
+cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``: refs,
+snapshots and blobs as ``huggingface_hub`` lays them out, so the engine later finds what
+fakplan fetched). Online, the Hub names the revision's commit and lists the repository's
+files; only ``config.json``, ``generation_config.json`` and the safetensors index are
+downloaded, and the safetensors **headers** are read by ranged requests: never a weight.
+Offline (``HF_HUB_OFFLINE=1``, or ``fakplan --offline``) the cache alone answers.
+
+The settings are read from the environment at each call (the library reads its own once,
+at import). The token (``HF_TOKEN``, else the one ``huggingface_hub`` saved) is handed to
+the library and never written, printed or recorded by fakplan.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fakplan.errors import GeometryError
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_REVISION = "main"
+# seconds to wait for the Hub to answer one request (HF_HUB_ETAG_TIMEOUT overrides it)
+DEFAULT_TIMEOUT = 10.0
+# the files a plan reads of a repository; weights are never fetched
+WANTED = ("config.json", "generation_config.json", "model.safetensors.index.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+# shards whose headers are read at most: a checkpoint of more is counted from its index
+MAX_SHARDS = 256
+SIZE_LIMIT = 1 << 50  # bytes a tensor or a checkpoint may claim: no checkpoint holds a PiB
+_TRUE = {"1", "on", "yes", "true"}
+# huggingface_hub's own rule for a repo id: one optional namespace, then the name
+_REPO_ID = re.compile(r"^(?:[\w.-]{1,96}/)?[\w.-]{1,96}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+class HubError(GeometryError):
+    """A model id the Hub and the cache could not resolve (one line: what was asked, why);
+    ``brief`` says why in words that hold on any machine (no path, no address), for a
+    record."""
+
+    def __init__(self, message: str, brief: str = "") -> None:
+        super().__init__(message)
+        self.brief = brief or "the Hub did not resolve it"
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """Where the Hub and its cache are, read from the environment when asked."""
+
+    endpoint: str
+    cache: Path
+    offline: bool
+    timeout: float
+    token: str | None  # from HF_TOKEN; None lets the library use the token it saved
+
+    @classmethod
+    def from_environment(cls) -> HubSettings:
+        env = os.environ
+        home = Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+        cache = Path(env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or home / "hub")
+        try:
+            timeout = float(env.get("HF_HUB_ETAG_TIMEOUT", DEFAULT_TIMEOUT))
+        except ValueError:
+            timeout = DEFAULT_TIMEOUT
+        return cls(
+            endpoint=(env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
+            cache=cache.expanduser(),
+            offline=env.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
+            timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
+            token=env.get("HF_TOKEN") or None,
+        )
+
+
+@dataclass(frozen=True)
+class TensorHeaders:
+    """What a checkpoint's safetensors headers say, read without its tensors."""
+
+    files: int
+    tensors: int
+    total_bytes: int
+    dtypes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One commit of a model repository, as far as fakplan has it in the cache."""
+
+    repo: str
+    revision: str  # as asked (a branch, a tag or a commit)
+    commit: str
+    folder: Path  # snapshots/<commit>/ in the cache: config.json and what else was fetched
+    origin: str  # "hub": the Hub named the commit; "cache": the cache alone answered
+    weight_files: tuple[str, ...] | None  # the repository's weight files (None: unknown)
+    headers: TensorHeaders | None  # from the Hub's safetensors headers (None: not read)
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether ``text`` is spelled as a Hub model id (``org/name`` or ``name``)."""
+    return bool(_REPO_ID.match(text)) and ".." not in text and not text.endswith(".")
+
+
+def snapshot(repo: str, revision: str | None, settings: HubSettings) -> Snapshot:
+    """The repository ``repo`` at ``revision``: from the Hub unless offline (the cache is
+    filled as the engines fill it), else from the cache; ``HubError`` where neither has it."""
+    wanted = revision or DEFAULT_REVISION
+    if settings.offline:
+        return _from_cache(
+            repo,
+            wanted,
+            settings,
+            "offline (HF_HUB_OFFLINE=1 or --offline) keeps fakplan off the Hub",
+        )
+    return _from_hub(repo, wanted, settings)
+
+
+def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Snapshot:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(
+        repo, "config.json", cache_dir=str(settings.cache), revision=revision
+    )
+    if not isinstance(found, str):
+        raise HubError(
+            f"{repo!r} at revision {revision!r} is not in the Hugging Face cache "
+            f"({settings.cache}), and {why}",
+            f"{why.partition(' (')[0]}, and the Hugging Face cache holds no snapshot of it",
+        )
+    folder = Path(found).parent
+    weights = tuple(sorted(p.name for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)))
+    return Snapshot(
+        repo=repo,
+        revision=revision,
+        commit=folder.name,
+        folder=folder,
+        origin="cache",
+        weight_files=weights or None,
+        headers=None,
+    )
+
+
+def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
+    from huggingface_hub import HfApi, hf_hub_download
+
+    api = HfApi(endpoint=settings.endpoint, token=settings.token)
+    try:
+        info = api.model_info(repo, revision=revision, timeout=settings.timeout)
+        commit = str(info.sha or "")
+        if not _COMMIT.match(commit):
+            raise HubError(
+                f"{repo!r}: the Hub ({settings.endpoint}) named no commit for {revision!r}"
+            )
+        files = tuple(s.rfilename for s in (info.siblings or ()))
+        if "config.json" not in files:
+            raise HubError(
+                f"{repo!r} at {revision!r} has no config.json on the Hub ({settings.endpoint}): "
+                "not a model an engine loads by its id"
+            )
+        path = ""
+        for name in WANTED:
+            if name in files:
+                # config.json by the revision asked, so the library keeps the branch's ref
+                # (an offline run then finds this commit); the rest by that commit
+                got = hf_hub_download(
+                    repo,
+                    name,
+                    revision=revision if name == "config.json" else commit,
+                    cache_dir=str(settings.cache),
+                    endpoint=settings.endpoint,
+                    token=settings.token,
+                    etag_timeout=settings.timeout,
+                )
+                if name == "config.json":
+                    path = str(got)
+                    commit = Path(path).parent.name
+        headers = _headers(api, repo, commit, files, settings)
+    except HubError:
+        raise
+    except Exception as exc:  # the library's errors, worded once below
+        unreachable = _unreachable(exc)
+        if unreachable is None:
+            raise HubError(*_hub_refusal(repo, revision, settings, exc)) from None
+        try:  # the engine, too, falls back to the cache when the Hub is out of reach
+            return _from_cache(
+                repo,
+                revision,
+                settings,
+                f"the Hub at {settings.endpoint} was unreachable ({unreachable})",
+            )
+        except HubError as missing:
+            raise HubError(
+                str(missing),
+                f"the Hub was unreachable ({unreachable}), and the Hugging Face cache holds "
+                "no snapshot of it",
+            ) from None
+    weights = tuple(sorted(f for f in files if "/" not in f and f.endswith(WEIGHT_SUFFIXES)))
+    return Snapshot(
+        repo=repo,
+        revision=revision,
+        commit=commit,
+        folder=Path(path).parent,
+        origin="hub",
+        weight_files=weights or None,
+        headers=headers,
+    )
+
+
+def _headers(
+    api: HfApi, repo: str, commit: str, files: tuple[str, ...], settings: HubSettings
+) -> TensorHeaders | None:
+    """The safetensors headers of the repository's top-level shards, by ranged reads."""
+    shards = sorted(f for f in files if "/" not in f and f.endswith(".safetensors"))
+    if not shards or len(shards) > MAX_SHARDS:
+        return None
+    total = tensors = 0
+    dtypes: set[str] = set()
+    for shard in shards:
+        meta = api.parse_safetensors_file_metadata(
+            repo, shard, revision=commit, timeout=settings.timeout
+        )
+        for name, info in meta.tensors.items():
+            start, end = (int(x) for x in info.data_offsets)
+            if not 0 <= start <= end <= SIZE_LIMIT:
+                raise HubError(
+                    f"{repo!r}: {shard}: tensor {name[:60]!r} claims bytes {start:,}..{end:,}, "
+                    "not a plausible checkpoint"
+                )
+            total += end - start
+            dtypes.add(str(info.dtype))
+        tensors += len(meta.tensors)
+        if total > SIZE_LIMIT:
+            raise HubError(f"{repo!r}: the safetensors headers claim {total:,} B: not plausible")
+    return TensorHeaders(len(shards), tensors, total, frozenset(dtypes))
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """A short name of a network failure (the Hub out of reach), or None for any other."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else 0
+        return f"HTTP {status}" if status >= 500 or status == 429 else None
+    chain: BaseException | None = exc
+    while chain is not None:
+        # the transport's own errors (httpx's TransportError and its kin), by their family
+        family = {kind.__name__ for kind in type(chain).__mro__}
+        if isinstance(chain, (ConnectionError, TimeoutError)) or "TransportError" in family:
+            return type(chain).__name__
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
+def _hub_refusal(
+    repo: str, revision: str, settings: HubSettings, exc: BaseException
+) -> tuple[str, str]:
+    """What to say of the Hub's refusal: the line, and its brief."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+        SafetensorsParsingError,
+    )
+
+    where = f"the Hub ({settings.endpoint})"
+    if isinstance(exc, GatedRepoError):
+        return (
+            f"{repo!r} is a gated repository and {where} refused access: set HF_TOKEN to a "
+            "token granted access to it (fakplan never writes the token anywhere)",
+            "a gated repository on the Hub, and no token granted access (HF_TOKEN)",
+        )
+    if isinstance(exc, RepositoryNotFoundError):
+        return (
+            f"{repo!r}: {where} has no such model repository (or it is private: set HF_TOKEN)",
+            "not a model repository on the Hub",
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return (
+            f"{repo!r}: {where} has no revision {revision!r} (a branch, tag or commit)",
+            f"no revision {revision!r} on the Hub",
+        )
+    if isinstance(exc, SafetensorsParsingError):
+        return (
+            f"{repo!r}: a safetensors header {where} served cannot be read: {_first_line(exc)}",
+            "a safetensors header on the Hub cannot be read",
+        )
+    return (
+        f"{repo!r}: {where} answered {type(exc).__name__}: {_first_line(exc)}",
+        f"the Hub answered {type(exc).__name__}",
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def json_of(snap: Snapshot) -> dict[str, Any]:
+    """The snapshot as plan.json records it."""
+    return {
+        "repo": snap.repo,
+        "revision": snap.revision,
+        "commit": snap.commit,
+        "origin": snap.origin,
+        "weight_files": None if snap.weight_files is None else len(snap.weight_files),
+    }
