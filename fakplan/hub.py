@@ -74,7 +74,10 @@ class HubSettings:
         return cls(
             endpoint=(env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
             cache=cache.expanduser(),
-            offline=env.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
+            offline=any(
+                env.get(name, "").strip().lower() in _TRUE
+                for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+            ),
             timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
             token=env.get("HF_TOKEN") or None,
         )
@@ -148,8 +151,11 @@ def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Sn
 
 
 def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi, constants, hf_hub_download
 
+    # the library read HF_HUB_OFFLINE once, at its import; fakplan reads it at each call
+    # (a --offline given after the import, a test's environment) and says so to it
+    constants.HF_HUB_OFFLINE = False
     api = HfApi(endpoint=settings.endpoint, token=settings.token)
     try:
         info = api.model_info(repo, revision=revision, timeout=settings.timeout)

@@ -180,6 +180,24 @@ class Plan(BaseModel):
     def failed(self) -> bool:
         return any(g.status == "fail" for g in self.gates)
 
+    def model_notes(self, previous: Plan | None = None) -> list[str]:
+        """What a compile says of the model: where it resolved where an engine could not
+        load it from there, and the commit a Hub revision moved to since ``previous``."""
+        source = self.model_source or {}
+        notes = [str(n) for n in source.get("notes", ())] if source.get("loadable") is False else []
+        before = (previous.model_source or {}) if previous is not None else {}
+        same = (before.get("repo"), before.get("revision")) == (
+            source.get("repo"),
+            source.get("revision"),
+        )
+        old, new = before.get("commit"), source.get("commit")
+        if same and old and new and old != new:
+            notes.append(
+                f"model {source['repo']} at revision {source['revision']!r} moved from commit "
+                f"{old} to {new} since the last compile: the plan counts the new commit"
+            )
+        return notes
+
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         return {"schema": data.pop("schema_"), **data}

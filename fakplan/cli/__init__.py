@@ -163,7 +163,13 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fakplan")
-def main() -> None:
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Resolve Hugging Face ids from the local cache only, never the Hub (as "
+    "HF_HUB_OFFLINE=1 does).",
+)
+def main(offline: bool) -> None:
     """fakplan: a capacity compiler for LLM inference endpoints.
 
     Write an endpoint's shape in YAML (model, card, the weights/KV pair, slots,
@@ -179,10 +185,14 @@ def main() -> None:
 
     Paths inside a shape (model, launch.weights, ceiling.ledger) are read
     against the shape file's folder, in every command; paths on the command
-    line against the working directory.
+    line against the working directory. A model that is no path is a Hugging
+    Face id (org/name), read as the engines read it: the Hub unless offline,
+    else its cache (HF_HOME, HF_HUB_CACHE), else the built-in catalog.
 
     Exit status: 0 ok, 1 a gate or prediction failed, 2 bad input.
     """
+    if offline:  # fakplan.hub reads the environment at each call, as the engines would
+        os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 # The one registry of sub-commands: name -> (module, attribute, the first line of its

@@ -33,7 +33,8 @@ from fakplan.shape import LoadedShape, load_shape, shape_paths
 )
 @json_option(
     "Print what was written as JSON (schema fakplan.compile/1): per shape its name, shape "
-    "file, folder, files and status, with each failing gate's id, summary and fix."
+    "file, folder, files and status, with each failing gate's id, summary and fix, and "
+    "notes on the model (an engine could not load it; its Hub commit moved)."
 )
 def compile_(
     shapes: tuple[str, ...],
@@ -68,10 +69,12 @@ def compile_(
             )
         names[item.shape.name] = item.path
     staged: list[tuple[LoadedShape, Plan, tuple[Plan, list[RenderedFile]]]] = []
+    notes: dict[str, list[str]] = {}
     for item in loaded:
         compiled = proven_plan(item, compile_plan(item))
         target = record_path(out_dir, compiled.name)
         previous = read_record(target) if target.exists() else None
+        notes[compiled.name] = compiled.model_notes(previous)
         carried = carry_verdicts(compiled, previous)
         staged.append(
             (item, compiled, (carried, render_plan(item, carried, templates, target.parent)))
@@ -87,6 +90,8 @@ def compile_(
         if not as_json:
             status = "FAILS " + ", ".join(g.title for g in failing) if failing else "ok"
             click.echo(f"{folder}/: {', '.join(written_files)} ({status})")
+            for note in notes[compiled.name]:
+                click.echo(f"  note: {note}")
         written.append(
             {
                 "name": compiled.name,
@@ -95,6 +100,7 @@ def compile_(
                 "files": written_files,
                 "status": "fail" if failing else "ok",
                 "failing": [{"id": g.id, "summary": g.summary, "fix": g.fix} for g in failing],
+                "notes": notes[compiled.name],
             }
         )
     code = EXIT_FAILED if any(w["failing"] for w in written) else EXIT_OK

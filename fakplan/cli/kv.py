@@ -22,8 +22,8 @@ from fakplan.engines import (
     printed_pool_tokens,
 )
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
-from fakplan.geometry import load_geometry
 from fakplan.geometry.catalog import catalog_ids
+from fakplan.geometry.resolve import resolve_model
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.kv_report import kv_contract, kv_json
 from fakplan.plan import ComponentRecord
@@ -157,6 +157,11 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     show_default=True,
     help="The card's streaming multiprocessors (H100/H200 132): sizes the sampler's buffer.",
 )
+@click.option(
+    "--revision",
+    default=None,
+    help="Hub revision of MODEL (a branch, tag or commit; default main).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.kv/1).")
 @click.option("--list", "list_catalog", is_flag=True, help="List the built-in catalog's model ids.")
 def kv(
@@ -168,12 +173,13 @@ def kv(
     static_fraction: float | None,
     card_total: str | None,
     card_sms: int,
+    revision: str | None,
     **query: Any,
 ) -> None:
     """A model's KV cost per rank on one engine: per token, per sequence, and a pool's tokens.
 
-    MODEL is a GGUF path, an HF folder or config.json, or a catalog id
-    (fakplan kv --list). Examples:
+    MODEL is a GGUF path, an HF folder or config.json, a Hugging Face id (the Hub
+    unless offline, else its cache), or a catalog id (fakplan kv --list). Examples:
 
     \b
       fakplan kv meta-llama/Llama-3.1-8B-Instruct --tp 8
@@ -192,9 +198,11 @@ def kv(
         return
     if model is None:
         raise click.UsageError(
-            "give MODEL (a GGUF path, an HF folder or config.json, or a catalog id)"
+            "give MODEL (a GGUF path, an HF folder or config.json, a Hugging Face id, or a "
+            "catalog id)"
         )
-    kv_query = KvQuery(geometry=load_geometry(model), **query)
+    geometry, source = resolve_model(model, revision=revision)
+    kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)
     interval = _pool_bytes(pool)
     sizing: PoolReport | None = None
@@ -233,6 +241,7 @@ def kv(
             report["pool_interval"] = [interval[0], interval[2]]
         if sizing is not None:
             report.update(sizing.json())
+        report["model_source"] = source.json()
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
         _print(kv_query, breakdown, pool_bytes, result)
@@ -242,6 +251,8 @@ def kv(
         if sizing is not None:
             for line in sizing.lines():
                 click.echo(f"  {line}")
+        for note in source.notes:
+            click.echo(f"  note: {note}")
 
 
 def _option(field: str) -> str:

@@ -40,6 +40,22 @@ def _resolved(loaded: LoadedShape) -> tuple[Geometry, ModelSource]:
         raise loaded.error(str(exc), "model") from None
 
 
+def pinned_revision(loaded: LoadedShape) -> tuple[str, str] | None:
+    """The commit the engine is told to load (``--revision``) and why, where the shape's
+    model resolved on the Hub or its cache and the engine loads it by id: the launch then
+    loads what the plan counted, whatever the branch points at by boot time."""
+    if loaded.shape.launch.weights:
+        return None
+    snap = shape_model_source(loaded)[1].snapshot
+    if snap is None:
+        return None
+    return snap.commit, (
+        f"model {snap.repo} at revision {snap.revision!r} resolved to commit {snap.commit} "
+        f"({'the Hub' if snap.origin == 'hub' else 'the Hugging Face cache'}): the engine "
+        "loads the commit the plan counted"
+    )
+
+
 def query_for_shape(loaded: LoadedShape) -> KvQuery:
     """The KV question a shape asks of its engine (built once per loaded shape)."""
     return _once(loaded, "query", _query)

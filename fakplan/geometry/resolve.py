@@ -72,6 +72,13 @@ def _resolve(
         local = (base / local).resolve()
     if local.exists() or local.is_symlink():
         return _from_path(reference, local)
+    if not _spelled_as_id(reference) and catalog.lookup(reference) is None:
+        # a path that is not there: the reader says why (no such file, a symlink loop)
+        try:
+            return _from_path(reference, local)
+        except GeometryError as exc:
+            where = " (a path in a shape is relative to the shape's folder)" if base else ""
+            raise GeometryError(f"{exc}{where}") from None
     hub_refusal = hub_brief = "not spelled as a Hub id (org/name)"
     if _spelled_as_id(reference):
         try:

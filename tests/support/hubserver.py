@@ -71,7 +71,8 @@ class _Handler(BaseHTTPRequestHandler):
         repo_id, route, rest = _split(path)
         repo = hub.repos.get(repo_id) if repo_id else None
         if repo is not None:
-            repo.requests.append(f"{self.command} {path}")
+            span = self.headers.get("range")
+            repo.requests.append(f"{self.command} {path}" + (f" [{span}]" if span else ""))
             time.sleep(repo.delay_s)
         if repo is None:
             return self._error(404, "RepoNotFound", body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fakplan.engines.query import pinned_revision
 from fakplan.engines.sglang.rules import DIST_INIT_PORT
 from fakplan.engines.sglang.sizing import IN_USE_MEASURED
 from fakplan.launch import (
@@ -173,5 +174,10 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         "sglang.launch_server",
         *argv_of(FLAGS, _Launch(shape, figures, fraction)),
     ]
+    pinned = pinned_revision(loaded)
+    if pinned is not None:
+        argv[5:5] = ["--revision", pinned[0]]  # after --model-path MODEL
+        derivations["--revision"] = pinned[1]
+        env["REVISION"] = pinned[0]
     roles = _roles(shape, argv, env)
     return LaunchRecord(binary="sglang", env=env, roles=roles, derivations=derivations)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fakplan.engines.query import pinned_revision
 from fakplan.engines.releases import select
 from fakplan.engines.vllm.rules import CPU_KV_SPACE, GIB, RAY_PORT, RELEASES, VllmRules
 from fakplan.launch import (
@@ -170,9 +171,15 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     else:
         argv = ["vllm", "serve", model]
+    pinned = pinned_revision(loaded)
+    if pinned is not None:
+        argv += ["--revision", pinned[0]]
+        derivations["--revision"] = pinned[1]
     pool = _pool_flags(shape, release, version, environment, derivations)
     argv += argv_of(FLAGS, _Launch(shape, pool))
     env = _env(shape, figures, environment)
+    if pinned is not None:
+        env["REVISION"] = pinned[0]
     roles = _roles(shape, argv, environment, env)
     return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)
 
