@@ -180,6 +180,23 @@ class Plan(BaseModel):
     def failed(self) -> bool:
         return any(g.status == "fail" for g in self.gates)
 
+    def model_resolution(self) -> str | None:
+        """Where the model resolved, in one line (None: no model fakplan resolved)."""
+        source = self.model_source
+        if not source:
+            return None
+        notes = [str(n) for n in source.get("notes", ())]
+        if source.get("commit"):
+            origin = "the Hub" if source.get("origin") == "hub" else "the Hugging Face cache"
+            where = (
+                f"{source['repo']} at {source['revision']!r}: commit {source['commit']} ({origin})"
+            )
+        elif source.get("kind") == "catalog" and notes:
+            return notes[0]  # it names the catalog and why the Hub was not used
+        else:
+            where = "a path"
+        return "; ".join([where, *notes])
+
     def model_notes(self, previous: Plan | None = None) -> list[str]:
         """What a compile says of the model: where it resolved where an engine could not
         load it from there, and the commit a Hub revision moved to since ``previous``."""

@@ -53,6 +53,9 @@ def print_plan(p: Plan) -> None:
     console.print(
         Text(f"{p.name}  engine {p.engine}  model {p.model}  KV {p.kv_cache_dtype}", style="bold")
     )
+    resolution = p.model_resolution()
+    if resolution:
+        console.print(Text(f"model: {resolution}"))
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
