@@ -43,7 +43,48 @@ def stage_shares(layers: int, pp: int) -> list[int]:
     return parts
 
 
-Tensors = list[tuple[int, bool]]  # (elements, whether a linear layer's weight)
+@dataclass(frozen=True)
+class Tensor:
+    """One parameter a rank creates: its elements; for a linear layer's weight (what a
+    quantization method stores its own way), its output rows on the rank and the logical
+    widths fused into it (q/k/v: 3, gate/up: 2)."""
+
+    elements: int
+    linear: bool = False
+    rows: int = 0
+    widths: int = 1
+
+
+Tensors = list[Tensor]
+
+
+@dataclass(frozen=True)
+class LinearStorage:
+    """How a rank stores a linear layer's weight: ``bits`` per element (None: the served
+    dtype's), and its scales: none, one float32 per layer (``layer``), one per output row
+    (``channel``) or one per logical width (``tensor``); ``blocks``: CUDA's caching
+    allocator's blocks count as the tensors are created (False where the load quantizes
+    in place, freeing and reusing blocks)."""
+
+    bits: int | None = None
+    scale: str = "none"
+    blocks: bool = True
+    text: str = ""
+
+    def weight_bytes(self, t: Tensor, size: int) -> int:
+        if not t.linear or self.bits is None:
+            return t.elements * size
+        return t.elements * self.bits // 8
+
+    def scale_bytes(self, t: Tensor) -> int:
+        """float32 scales (vLLM's ChannelQuantScaleParameter / PerTensorScaleParameter,
+        compressed_tensors_w8a8_fp8.py and _int8.py, v0.19.0)."""
+        if not t.linear:
+            return 0
+        return (
+            FP8_SCALE_BYTES
+            * {"none": 0, "layer": 1, "channel": t.rows, "tensor": t.widths}[self.scale]
+        )
 
 
 def _layer_tensors(
@@ -62,26 +103,32 @@ def _layer_tensors(
     bias = bool(text.get("attention_bias"))
     qkv_bias = model_type == "qwen2" or (bias and model_type != "mixtral")
     o_bias = bias and model_type in ("llama", "mistral")
-    out: Tensors = [(hidden * (q + 2 * kv_rank), True)]  # qkv_proj
+    out: Tensors = [Tensor(hidden * (q + 2 * kv_rank), True, q + 2 * kv_rank, 3)]  # qkv_proj
     if qkv_bias:
-        out.append((q + 2 * kv_rank, False))  # q, k, v biases, split with their columns
-    out.append((q * hidden, True))  # o_proj
+        out.append(Tensor(q + 2 * kv_rank))  # q, k, v biases, split with their columns
+    out.append(Tensor(q * hidden, True, hidden))  # o_proj: row-parallel, every output row
     if o_bias:
-        out.append((hidden, False))  # o's bias whole on every rank
+        out.append(Tensor(hidden))  # o's bias whole on every rank
     attention, out = out, []
     if model_type in ("qwen3", "qwen3_moe"):
-        out += [(head_dim, False), (head_dim, False)]  # q_norm, k_norm
+        out += [Tensor(head_dim), Tensor(head_dim)]  # q_norm, k_norm
     if sparse:
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
         share = moe_inter // tp
-        experts: Tensors = [(count * 2 * share * hidden, True), (count * hidden * share, True)]
-        router = (hidden * count, False)  # replicated and unquantized
+        experts: Tensors = [
+            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2),
+            Tensor(count * hidden * share, True, count * hidden),
+        ]
+        router = Tensor(hidden * count)  # replicated and unquantized
         # MixtralMoE builds its gate before FusedMoE; Qwen3MoeSparseMoeBlock after
         out += [router, *experts] if model_type == "mixtral" else [*experts, router]
     else:
         share = int(text["intermediate_size"]) // tp
-        out += [(2 * share * hidden, True), (hidden * share, True)]  # gate_up, down
-    return attention, [*out, (hidden, False), (hidden, False)]  # input, post-attention norms
+        out += [
+            Tensor(2 * share * hidden, True, 2 * share, 2),
+            Tensor(hidden * share, True, hidden),
+        ]
+    return attention, [*out, Tensor(hidden), Tensor(hidden)]  # input, post-attention norms
 
 
 # --quantization fp8 on a 16-bit checkpoint (quantization/fp8.py Fp8OnlineLinearMethod,
@@ -105,16 +152,17 @@ def vllm_rank_weights(
     cuda_blocks: bool = False,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
-    the config alone does not give them. ``served``: the dtype the weights are served in
-    (``--dtype``), else the checkpoint's; ``quantization``: vLLM's --quantization (fp8,
-    online, on the dense decoders; any other is not counted); ``rope_bytes``: the rotary
-    cache's element size where the engine does not keep it in the model dtype (SGLang's
-    float32); ``cuda_blocks``: count what PyTorch's CUDA caching allocator holds for the
-    tensors, as vLLM's "Model loading took" measures on a GPU (torch_allocator; the plain
-    sum elsewhere, and with --quantization fp8, whose load frees and reuses blocks)."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
-        return None
-    if quantization is not None and (quantization != "fp8" or model_type in MOE_FAMILIES):
+    the config alone does not give them (``weights_unknown`` says why). ``served``: the
+    dtype the weights are served in (``--dtype``), else the checkpoint's;
+    ``quantization``: vLLM's --quantization (fp8 online on the dense decoders, or the
+    method a checkpoint's quantization_config names: ``checkpoint_storage``);
+    ``rope_bytes``: the rotary cache's element size where the engine does not keep it in
+    the model dtype (SGLang's float32); ``cuda_blocks``: count what PyTorch's CUDA caching
+    allocator holds for the tensors, as vLLM's "Model loading took" measures on a GPU
+    (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
+    frees and reuses blocks)."""
+    storage = linear_storage(text, model_type, quantization)
+    if not isinstance(storage, LinearStorage):
         return None
     stated = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     dtype = served or stated
@@ -141,8 +189,8 @@ def vllm_rank_weights(
     embeds = leading + trailing
     layers_own = [_layer_tensors(text, model_type, tp, i in sparse) for i in own]
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
-    linear = sum(n for n, is_linear in tensors if is_linear)
-    params = embeds * rows * hidden + sum(n for n, _ in tensors)
+    linear = sum(t.elements for t in tensors if t.linear)
+    params = embeds * rows * hidden + sum(t.elements for t in tensors)
     params += hidden if last else 0
     heads = int(text["num_attention_heads"])
     head_dim = int(text.get("head_dim") or hidden // heads)
@@ -155,35 +203,117 @@ def vllm_rank_weights(
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
     tail = f"rotary cache {positions:,} x {rotary} x {rope_size} B"
-    if quantization is None:
+    if storage.bits is None:
         total = params * size + rope
         derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
-        if not cuda_blocks:
-            return RankWeights(total, derivation)
-        blocks = allocated_bytes(
-            _creation_order(layers_own, size, rows * hidden * size, hidden * size, rope,
-                            leading=leading, trailing=trailing, last=last)
-        )  # fmt: skip
-        return RankWeights(
-            blocks,
-            f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
-            "of blocks left whole: a segment with <= 1 MiB spare is not split, "
-            "c10/cuda/CUDACachingAllocator.cpp)",
+    else:
+        scales = sum(storage.scale_bytes(t) for t in tensors)
+        rest = params - linear
+        total = linear * storage.bits // 8 + scales + rest * size + rope
+        count = sum(1 for t in tensors if t.linear)
+        scale_text = (
+            f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales"
+            if storage.scale == "layer"
+            else f"{scales:,} B of float32 scales ({storage.scale}: {count} linear layers)"
         )
-    scales = len(own) * FP8_LINEARS_PER_LAYER * FP8_SCALE_BYTES
-    rest = params - linear
-    total = linear + scales + rest * size + rope
+        derivation = (
+            f"{head}, of them {linear:,} in linear layers x {storage.bits // 8} B "
+            f"({storage.text}) + {scale_text} + {rest:,} x {size} B ({dtype}) + {tail} = "
+            f"{total:,} B"
+        )
+    if not cuda_blocks or not storage.blocks:
+        return RankWeights(total, derivation)
+    blocks = allocated_bytes(
+        _creation_order(layers_own, size, storage, rows * hidden * size, hidden * size, rope,
+                        leading=leading, trailing=trailing, last=last)
+    )  # fmt: skip
     return RankWeights(
-        total,
-        f"{head}, of them {linear:,} in linear layers x 1 B (fp8, --quantization fp8) + "
-        f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales + {rest:,} x {size} B ({dtype}) "
-        f"+ {tail} = {total:,} B",
+        blocks,
+        f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
+        "of blocks left whole: a segment with <= 1 MiB spare is not split, "
+        "c10/cuda/CUDACachingAllocator.cpp)",
     )
+
+
+def linear_storage(
+    text: dict[str, Any], model_type: str, quantization: str | None
+) -> LinearStorage | str:
+    """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
+    or why fakplan does not count them."""
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES):
+        return f"{model_type}: its weights per rank are not counted from a config"
+    scheme = text.get("quantization_config")
+    if scheme is None:
+        if quantization is None:
+            return LinearStorage()
+        if quantization == "fp8" and model_type not in MOE_FAMILIES:
+            return LinearStorage(8, "layer", blocks=False, text="fp8, --quantization fp8")
+        return f"{model_type} under --quantization {quantization}: not counted"
+    found = checkpoint_storage(scheme)
+    if isinstance(found, str):
+        return found
+    if model_type in MOE_FAMILIES:
+        return f"a {found.text} mixture of experts: its fused experts' scales are not counted"
+    if quantization not in (None, "compressed-tensors"):
+        return f"--quantization {quantization} over a compressed-tensors checkpoint"
+    return found
+
+
+def checkpoint_storage(scheme: Any) -> LinearStorage | str:
+    """A checkpoint's quantization_config as vLLM loads it, or why it is not counted.
+
+    compressed-tensors W8A8 (the FP8_DYNAMIC / INT8_W8A8 presets of compressed-tensors'
+    quantization/quant_scheme.py: 8-bit float or int weights, one scale per output
+    channel, or per tensor): vLLM's CompressedTensorsW8A8Fp8 / W8A8Int8 create the
+    weight in one byte per element and a float32 ChannelQuantScaleParameter of one per
+    output row (a row-parallel layer's every row), or a PerTensorScaleParameter of one
+    per logical width (schemes/compressed_tensors_w8a8_fp8.py, _int8.py, v0.19.0); the
+    embedding and lm_head stay in the served dtype (``ignore: [lm_head]``)."""
+    if not isinstance(scheme, dict):
+        return "a quantization_config that is not a JSON object"
+    method = str(scheme.get("quant_method") or "unnamed")
+    if method != "compressed-tensors":
+        return f"a {method} checkpoint: its weights are not counted"
+    groups = scheme.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return "a compressed-tensors checkpoint with no config_groups"
+    specs = [g.get("weights") if isinstance(g, dict) else None for g in groups.values()]
+    targets = {t for g in groups.values() if isinstance(g, dict) for t in g.get("targets") or ()}
+    ignored = {str(i) for i in scheme.get("ignore") or ()}
+    if targets != {"Linear"} or not ignored <= {"lm_head"}:
+        return (
+            "a compressed-tensors checkpoint that quantizes some linear layers and not others "
+            f"(targets {sorted(targets)}, ignore {sorted(ignored)[:4]}): not counted"
+        )
+    first = specs[0]
+    if not isinstance(first, dict) or any(s != first for s in specs):
+        return "a compressed-tensors checkpoint whose groups store weights differently"
+    bits, kind, strategy = first.get("num_bits"), first.get("type"), first.get("strategy")
+    if bits == 8 and kind in ("float", "int") and strategy in ("channel", "tensor"):
+        if first.get("symmetric") is False:
+            return (
+                "an asymmetric 8-bit compressed-tensors checkpoint: its zero points are not counted"
+            )
+        name = "fp8" if kind == "float" else "int8"
+        return LinearStorage(8, str(strategy), text=f"compressed-tensors {name}, {strategy} scales")
+    return (
+        f"a compressed-tensors {bits}-bit {kind} {strategy} checkpoint: vLLM repacks it as it "
+        "loads (Marlin), a transient fakplan does not read; its weights are not counted"
+    )
+
+
+def weights_unknown(text: dict[str, Any], model_type: str, quantization: str | None) -> str:
+    """Why ``vllm_rank_weights`` gives None for this config (a sentence)."""
+    found = linear_storage(text, model_type, quantization)
+    if isinstance(found, str):
+        return found
+    return f"{model_type}: its checkpoint dtype or layer layout is not read from the config"
 
 
 def _creation_order(
     layers: list[tuple[Tensors, Tensors]],
     size: int,
+    storage: LinearStorage,
     vocab_matrix: int,
     norm: int,
     rope: int,
@@ -194,12 +324,21 @@ def _creation_order(
 ) -> list[int]:
     """The rank's tensors in bytes, in the order vLLM's model constructor creates them: a
     leading vocab matrix (embed_tokens), each layer (the first one's attention builds the
-    one rotary cache), the final norm on the last stage, a trailing lm_head
-    (LlamaForCausalLM and its kin)."""
+    one rotary cache; a quantized linear layer's weight, then its scales), the final norm
+    on the last stage, a trailing lm_head (LlamaForCausalLM and its kin)."""
+
+    def allocations(tensors: Tensors) -> list[int]:
+        out = []
+        for t in tensors:
+            out.append(storage.weight_bytes(t, size))
+            scale = storage.scale_bytes(t)
+            out += [scale] if scale else []
+        return out
+
     out = [vocab_matrix] if leading else []
     for index, (attention, rest) in enumerate(layers):
-        out += [n * size for n, _ in attention]
+        out += allocations(attention)
         out += [rope] if index == 0 else []
-        out += [n * size for n, _ in rest]
+        out += allocations(rest)
     out += [norm] if last else []
     return out + ([vocab_matrix] if trailing else [])

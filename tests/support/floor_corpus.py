@@ -12,6 +12,7 @@ tests/test_engine_sized_pool.py.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,15 +86,20 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         return Unknown("the log prints no CUDA total or requested memory")
     method = re.search(r"quantization=(\w[\w-]*)", text)
     quantization = None if method is None or method[1] == "None" else method[1]
-    if quantization is not None and quantization != "fp8":
-        return Unknown(f"a {quantization} checkpoint: its weights are not counted")
+    config = json.loads((PUBLIC / "configs" / case["config"] / "config.json").read_text())
+    scheme = case.get("quantization_config") or config.get("quantization_config")
+    if quantization not in (None, "fp8") and scheme is None:
+        return Unknown(f"a {quantization} checkpoint: its quantization_config is not at hand")
     dtype = re.search(r"dtype=torch\.(\w+)", text)
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
     geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
     launch = case.get("launch") or {}
     assert geometry.text_config is not None
+    text = dict(geometry.text_config)
+    if "quantization_config" in case:  # the checkpoint's scheme over its base config
+        text["quantization_config"] = case["quantization_config"]
     return vllm_floor(
-        geometry.text_config,
+        text,
         geometry.architecture,
         version=str(case["engine_version"]).split()[0],
         tp=_int(launch.get("tp"), 1),

@@ -37,7 +37,7 @@ from typing import Any
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import DOWNCAST
-from fakplan.engines.weights import vllm_rank_weights
+from fakplan.engines.weights import vllm_rank_weights, weights_unknown
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
 
@@ -186,8 +186,7 @@ def vllm_floor(
         text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
     )
     if weights is None:
-        how = f" under --quantization {quantization}" if quantization else ""
-        return Unknown(f"{model_type}{how}: its weights per rank are not counted from a config")
+        return Unknown(weights_unknown(text, model_type, quantization))
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation = activation_peak(

@@ -140,12 +140,19 @@ def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
         quantization += "  kv_cache_dtype: fp8\n"
     total = ledger.figure("total_gpu_bytes")
     assert total is not None and total.printed is not None
+    config = PUBLIC / "configs" / case["config"] / "config.json"
+    if "quantization_config" in case:  # the checkpoint's scheme over its base config
+        document = json.loads(config.read_text())
+        document["quantization_config"] = case["quantization_config"]
+        config = tmp_path / "checkpoint" / "config.json"
+        config.parent.mkdir()
+        config.write_text(json.dumps(document))
     shape = _shape(
         tmp_path,
         f"""name: {case["id"]}
 engine: vllm
 engine_version: "{str(case["engine_version"]).split()[0]}"
-model: {json.dumps(str(PUBLIC / "configs" / case["config"] / "config.json"))}
+model: {json.dumps(str(config))}
 card: {{total: "{total.printed}", sms: 132, count: {launch.get("tp", 1)}}}
 parallel: {{tensor: {launch.get("tp", 1)}}}
 serving:

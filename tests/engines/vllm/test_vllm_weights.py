@@ -12,6 +12,7 @@ H100 runs). A hand derivation of one, Llama-3.1-8B at TP 2:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -107,8 +108,83 @@ def test_a_tied_last_stage_builds_its_embedding_first() -> None:
     layers = [weights._layer_tensors(config, "llama", 1, False) for _ in range(16)]
     matrix = 128_256 * 4096
     order = weights._creation_order(
-        layers, 2, matrix * 2, 4096 * 2, 1 << 25, leading=True, trailing=False, last=True
+        layers,
+        2,
+        weights.LinearStorage(),
+        matrix * 2,
+        4096 * 2,
+        1 << 25,
+        leading=True,
+        trailing=False,
+        last=True,
     )
     assert order[0] == matrix * 2 and matrix * 2 not in order[1:]
     plain = vllm_rank_weights(config, "llama", pp=2, stage=1)
     assert plain is not None and sum(order) == plain.bytes
+
+
+def _with_scheme(model: str, weights: dict[str, Any], ignore: list[str]) -> dict[str, Any]:
+    """A base config with a compressed-tensors quantization_config over every Linear."""
+    config: dict[str, Any] = json.loads((PUBLIC / "configs" / model / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ignore,
+    }
+    return config
+
+
+FP8_CHANNEL = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}
+
+
+def test_compressed_tensors_fp8_channel_tp2_by_hand() -> None:
+    """Llama-3.3-70B, FP8 weights with one float32 scale per output row, at TP 2.
+
+    - linear weights, 1 B each: 80 layers x (8,192 x (8,192 + 2 x 1,024) + 8,192 x 8,192 +
+      3 x 8,192 x 28,672) / 2 = 34,225,520,640 B;
+    - float32 scales, one per output row on the rank: q/k/v 10,240 / 2 and gate/up
+      57,344 / 2 (column-parallel), o and down 8,192 each (row-parallel: every output
+      row) = 50,176 x 4 B x 80 = 16,056,320 B;
+    - embedding and lm_head in bf16 (ignore: lm_head): 128,256 / 2 rows x 8,192 x 2 B x 2
+      = 2,101,346,304 B; norms (2 per layer + final) x 8,192 x 2 B = 2,637,824 B;
+    - the rotary cache 131,072 x 128 x 2 B = 33,554,432 B."""
+    config = _with_scheme("meta-llama--Llama-3.3-70B-Instruct", FP8_CHANNEL, ["lm_head"])
+    found = vllm_rank_weights(config, "llama", tp=2)
+    assert found is not None
+    expected = 34_225_520_640 + 16_056_320 + 2_101_346_304 + 2_637_824 + 33_554_432
+    assert found.bytes == expected
+    assert "compressed-tensors fp8, channel scales" in found.derivation
+
+
+@pytest.mark.parametrize(
+    ("weights", "tp", "log"),
+    [
+        (FP8_CHANNEL, 2, "profiler/prof-008.log"),  # RedHatAI ...-fp8-dynamic
+        (FP8_CHANNEL, 4, "profiler/prof-009.log"),
+        ({**FP8_CHANNEL, "type": "int"}, 2, "profiler/prof-010.log"),  # ...-quantized.w8a8
+    ],
+)
+def test_compressed_tensors_w8a8_inside_the_printed_rounding(
+    weights: dict[str, Any], tp: int, log: str
+) -> None:
+    text = (PUBLIC / log).read_text()
+    assert "quantization=compressed-tensors" in text
+    printed = re.search(r"Model loading took (\d+\.\d+ GiB)", text)
+    assert printed is not None
+    config = _with_scheme("meta-llama--Llama-3.3-70B-Instruct", weights, ["lm_head"])
+    found = vllm_rank_weights(config, "llama", tp=tp, cuda_blocks=True)
+    assert found is not None
+    low, _, high = printed_interval(printed[1])
+    assert low <= found.bytes <= high
+
+
+def test_a_scheme_fakplan_does_not_count_says_why() -> None:
+    from fakplan.engines.weights import weights_unknown
+
+    w4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}
+    config = _with_scheme("meta-llama--Llama-3.1-8B-Instruct", w4, ["lm_head"])
+    assert vllm_rank_weights(config, "llama") is None
+    assert "Marlin" in weights_unknown(config, "llama", None)
+    partial = _with_scheme("meta-llama--Llama-3.1-8B-Instruct", FP8_CHANNEL, ["re:.*o_proj"])
+    assert vllm_rank_weights(partial, "llama") is None
+    assert "some linear layers and not others" in weights_unknown(partial, "llama", None)
