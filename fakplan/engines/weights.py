@@ -161,6 +161,10 @@ def vllm_rank_weights(
     allocator holds for the tensors, as vLLM's "Model loading took" measures on a GPU
     (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
     frees and reuses blocks)."""
+    if model_type in GEMMA3_FAMILIES:
+        if quantization is not None or "quantization_config" in text or pp != 1:
+            return None
+        return gemma3_rank_weights(text, tp=tp, served=served, cuda_blocks=cuda_blocks)
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
         return None
@@ -235,12 +239,138 @@ def vllm_rank_weights(
     )
 
 
+# Gemma 3 (vLLM model_executor/models/gemma3.py, gemma3_mm.py, siglip.py, v0.19.0)
+GEMMA3_FAMILIES = ("gemma3", "gemma3_text")
+# what a published Gemma 3 config leaves to Gemma3TextConfig (transformers
+# models/gemma3/configuration_gemma3.py)
+GEMMA3_DEFAULTS = {
+    "vocab_size": 262_208,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131_072,
+    "sliding_window_pattern": 6,
+}
+
+
+def gemma3_rank_weights(
+    text: dict[str, Any], *, tp: int = 1, served: str | None = None, cuda_blocks: bool = False
+) -> RankWeights | None:
+    """Gemma 3 on one vLLM rank: the SigLIP vision tower and the projector (where the
+    config has a vision_config), then the text model, in the order vLLM creates them.
+
+    - the tower (siglip.py): a conv patch embedding (weight and bias), a position
+      embedding of (image/patch)^2 rows (VocabParallelEmbedding, split over TP) and its
+      int64 position_ids buffer; per layer two LayerNorms (weight and bias), q/k/v and
+      out projections with biases, fc1 and fc2 with biases; a post LayerNorm;
+    - the projector (gemma3_mm.py): mm_input_projection_weight vision x text hidden and
+      an RMSNorm of the vision width, whole on every rank;
+    - the text model (gemma3.py): the embedding (tied to the logits), per layer q/k/v and
+      o, q/k norms of head_dim, gate/up and down, four norms; the final norm; two rotary
+      caches: the local layers' (default rope, max_position x head_dim) built by layer 0,
+      the global layers' (rope_scaling: a linear factor f caches max_position x f
+      positions, LinearScalingRotaryEmbedding) built by the first global layer."""
+    cfg = {**GEMMA3_DEFAULTS, **text}
+    stated = CHECKPOINT_DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or ""))
+    dtype = served or stated
+    if dtype is None:
+        return None
+    size = element_type(dtype).block_bytes
+    try:
+        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+        heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
+        head_dim, inter = int(cfg["head_dim"]), int(cfg["intermediate_size"])
+        vocab, positions = int(cfg["vocab_size"]), int(cfg["max_position_embeddings"])
+        pattern = int(cfg.get("sliding_window_pattern") or 6)
+    except (KeyError, TypeError, ValueError):
+        return None
+    found = cfg.get("rope_scaling")
+    scaling: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
+    if kind not in ("default", "linear"):
+        return None
+    factor = float(scaling.get("factor") or 1.0) if kind == "linear" else 1.0
+    global_positions = int(positions * factor)
+    sizes: list[int] = []
+    parts: list[str] = []
+    vision = cfg.get("vision_config")
+    if isinstance(vision, dict):
+        tower = _siglip(vision, hidden, tp, size)
+        if tower is None:
+            return None
+        sizes += tower[0]
+        parts.append(tower[1])
+    q, k = heads // tp * head_dim, max(1, kv // tp) * head_dim
+    rows = -(-vocab // VOCAB_PAD) * VOCAB_PAD // tp
+    share = inter // tp
+    sizes.append(rows * hidden * size)
+    for index in range(layers):
+        sizes += [hidden * (q + 2 * k) * size, q * hidden * size]
+        if index == 0:
+            sizes.append(positions * head_dim * size)  # the local layers' rope
+        if index == pattern - 1:
+            sizes.append(global_positions * head_dim * size)  # the global layers' rope
+        sizes += [head_dim * size, head_dim * size]  # q_norm, k_norm
+        sizes += [2 * share * hidden * size, share * hidden * size]  # gate_up, down
+        sizes += [hidden * size] * 4
+    sizes.append(hidden * size)
+    total = sum(sizes)
+    parts.append(
+        f"text: embedding {rows:,} rows/rank x {hidden:,} (tied), {layers} layers of q/k/v "
+        f"{hidden:,}x({heads}+2x{kv})x{head_dim} / TP {tp} + o + q/k norms + gate/up/down "
+        f"3x{hidden:,}x{inter:,} / TP {tp} + 4 norms, final norm; rotary caches "
+        f"{positions:,} (local) and {global_positions:,} ({kind} x{factor:g}, global) x "
+        f"{head_dim}"
+    )
+    derivation = f"gemma3 on TP {tp}: {'; '.join(parts)}; x {size} B ({dtype}) = {total:,} B"
+    if not cuda_blocks:
+        return RankWeights(total, derivation)
+    blocks = allocated_bytes(sizes)
+    return RankWeights(
+        blocks,
+        f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
+        "of blocks left whole, c10/cuda/CUDACachingAllocator.cpp)",
+    )
+
+
+def _siglip(
+    vision: dict[str, Any], text_hidden: int, tp: int, size: int
+) -> tuple[list[int], str] | None:
+    """A SigLIP tower and Gemma 3's projector, tensor by tensor in creation order."""
+    try:
+        width, inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
+        layers, patch = int(vision["num_hidden_layers"]), int(vision["patch_size"])
+        image, channels = int(vision["image_size"]), int(vision.get("num_channels") or 3)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if vision.get("vision_use_head"):
+        return None  # a pooling head fakplan does not count
+    count = (image // patch) ** 2
+    positions = -(-count // VOCAB_PAD) * VOCAB_PAD // tp
+    sizes = [width * channels * patch * patch * size, width * size]  # conv weight, bias
+    sizes += [positions * width * size, count * 8]  # position embedding, position_ids
+    w, f = width // tp, inter // tp
+    for _ in range(layers):
+        sizes += [width * size, width * size]  # layer_norm1
+        sizes += [3 * w * width * size, 3 * w * size, width * w * size, width * size]
+        sizes += [width * size, width * size]  # layer_norm2
+        sizes += [f * width * size, f * size, width * f * size, width * size]
+    sizes += [width * size, width * size]  # post_layernorm
+    sizes += [width * text_hidden * size, width * size]  # projector weight, its norm
+    text = (
+        f"vision tower: patch {channels}x{patch}x{patch} conv + {count:,} positions x "
+        f"{width:,} + {layers} layers (q/k/v/out {width:,}^2, fc1/fc2 {width:,}x{inter:,}, "
+        f"biases, 2 LayerNorms) / TP {tp}; projector {width:,}x{text_hidden:,}"
+    )
+    return sizes, text
+
+
 def linear_storage(
     text: dict[str, Any], model_type: str, quantization: str | None
 ) -> LinearStorage | str:
     """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
     or why fakplan does not count them."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES):
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA3_FAMILIES):
         return f"{model_type}: its weights per rank are not counted from a config"
     scheme = text.get("quantization_config")
     if scheme is None:

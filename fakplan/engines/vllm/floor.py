@@ -187,6 +187,11 @@ def vllm_floor(
     )
     if weights is None:
         return Unknown(weights_unknown(text, model_type, quantization))
+    if "vision_config" in text or "vocab_size" not in text:
+        return Unknown(
+            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but the activation "
+            "peak of a model with a vision tower (the profiling run of its encoder) is not read"
+        )
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation = activation_peak(

@@ -80,7 +80,54 @@ def test_what_the_config_cannot_give_is_none() -> None:
     )
     assert vllm_rank_weights(config, "qwen3_moe") is None  # quantized
     gemma = json.loads((PUBLIC / "configs" / "google--gemma-3-27b-it" / "config.json").read_text())
-    assert vllm_rank_weights(gemma, "gemma3") is None  # a vision tower beside the text model
+    gemma["text_config"]["rope_scaling"] = {"rope_type": "yarn", "factor": 8.0}
+    text = {**gemma["text_config"], "vision_config": gemma["vision_config"]}
+    assert vllm_rank_weights(text, "gemma3_text") is None  # a rope cache not read
+
+
+def _gemma3_text(model: str) -> dict[str, Any]:
+    """The config as fakplan reads it: the text model, its tower beside it."""
+    from fakplan.geometry import load_geometry
+
+    text = load_geometry(PUBLIC / "configs" / model / "config.json").text_config
+    assert text is not None and "vision_config" in text
+    return text
+
+
+def test_gemma3_4b_by_hand() -> None:
+    """google/gemma-3-4b-it at TP 1 (Gemma3TextConfig's defaults: vocab 262,208, 8 heads,
+    4 KV heads, head_dim 256, 131,072 positions; a layer in 6 global), bf16:
+
+    - text: embedding 262,208 x 2,560 (tied) = 671,252,480; per layer q 2,560 x 2,048,
+      k and v 2,560 x 1,024, o 2,048 x 2,560, q/k norms 2 x 256, gate/up/down
+      3 x 2,560 x 10,240, 4 norms of 2,560 = 94,382,592, x 34; final norm 2,560:
+      3,880,263,168 parameters;
+    - SigLIP: conv 1,152 x 3 x 14 x 14 + 1,152, 4,096 positions x 1,152, 27 layers of
+      2 LayerNorms (2 x 2 x 1,152), q/k/v/out 4 x (1,152^2 + 1,152), fc1 1,152 x 4,304 +
+      4,304, fc2 4,304 x 1,152 + 1,152, a post LayerNorm 2 x 1,152: 416,866,032;
+      projector 1,152 x 2,560 + 1,152 = 2,950,272;
+    - 4,300,079,472 parameters x 2 B = 8,600,158,944 B; rotary caches 131,072 x 256 x 2 B
+      (local) + 131,072 x 8 x 256 x 2 B (global, linear x8) = 603,979,776 B; the tower's
+      int64 position_ids 4,096 x 8 B = 32,768 B."""
+    found = vllm_rank_weights(_gemma3_text("google--gemma-3-4b-it"), "gemma3_text")
+    assert found is not None
+    assert found.bytes == 8_600_158_944 + 603_979_776 + 32_768
+
+
+@pytest.mark.parametrize(
+    ("model", "log"),
+    [
+        ("google--gemma-3-4b-it", "profiler/prof-012.log"),
+        ("google--gemma-3-27b-it", "profiler/prof-011.log"),
+    ],
+)
+def test_gemma3_inside_the_printed_rounding(model: str, log: str) -> None:
+    printed = re.search(r"Model loading took (\d+\.\d+ GiB)", (PUBLIC / log).read_text())
+    assert printed is not None
+    found = vllm_rank_weights(_gemma3_text(model), "gemma3_text", cuda_blocks=True)
+    assert found is not None
+    low, _, high = printed_interval(printed[1])
+    assert low <= found.bytes <= high
 
 
 def test_served_in_float32() -> None:
