@@ -287,6 +287,15 @@ class PoolReport:
             f"activation peak {f.activation.derivation}",
             f"non-torch {f.non_torch[0]:,}..{f.non_torch[1]:,} B (measured, vLLM 0.19.0, H100)",
             f"pool {self.low:,}..{self.high:,} B (CUDA graphs not subtracted before 0.20)",
+            *(
+                [
+                    f"{REFUSAL}: the requested memory does not cover the weights, activation "
+                    "peak and non-torch memory of one rank; raise the fraction, or spread the "
+                    "weights over more ranks (--tp)"
+                ]
+                if self.high <= 0
+                else []
+            ),
         ]
 
 

@@ -148,3 +148,22 @@ def test_fakplan_kv_says_why_it_cannot_size(runner: Any) -> None:
     assert missing.exit_code == 2 and "--card-total" in missing.output
     both = runner.invoke(main, [*base, "--card-total", "80 GiB", "--pool", "8 GiB"])
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_fakplan_kv_says_the_engine_refuses_where_nothing_is_left(runner: Any) -> None:
+    """Llama-3.1-70B at TP 1 on one H100 at 0.9: the weights alone (80 layers x
+    (8,192 x 10,240 + 8,192 x 8,192 + 3 x 8,192 x 28,672) + 2 x 128,256 x 8,192 ... about
+    141 GB in bf16) are above the 76.5 GB requested, so there is no pool: vLLM refuses to
+    boot, and kv says so with the way out; at TP 2 a pool is left."""
+    from fakplan.cli import main
+
+    args = [
+        "kv", "meta-llama/Llama-3.1-70B-Instruct", "--engine-version", "0.19.0",
+        "--gpu-memory-utilization", "0.9", "--card-total", "79.19 GiB",
+    ]  # fmt: skip
+    one = runner.invoke(main, args)
+    assert one.exit_code == 0, one.output
+    assert "vLLM refuses to boot: no available memory for the cache blocks" in one.output
+    two = runner.invoke(main, [*args, "--tp", "2"])
+    assert "refuses to boot" not in two.output
+    assert json.loads(runner.invoke(main, [*args, "--tp", "2", "--json"]).output)["tokens"] > 0
