@@ -293,7 +293,7 @@ class PoolReport:
                     "peak and non-torch memory of one rank; raise the fraction, or spread the "
                     "weights over more ranks (--tp)"
                 ]
-                if self.high <= 0
+                if self.high is not None and self.high <= 0
                 else []
             ),
         ]
