@@ -161,10 +161,12 @@ def vllm_rank_weights(
     allocator holds for the tensors, as vLLM's "Model loading took" measures on a GPU
     (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
     frees and reuses blocks)."""
-    if model_type in GEMMA3_FAMILIES:
+    if model_type in GEMMA_FAMILIES:
         if quantization is not None or "quantization_config" in text or pp != 1:
             return None
-        return gemma3_rank_weights(text, tp=tp, served=served, cuda_blocks=cuda_blocks)
+        return gemma_rank_weights(text, model_type, tp=tp, served=served, cuda_blocks=cuda_blocks)
+    if model_type == "phi3" and text.get("rope_scaling"):
+        return None  # longrope keeps a long and a short cache: not read
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
         return None
@@ -239,8 +241,10 @@ def vllm_rank_weights(
     )
 
 
-# Gemma 3 (vLLM model_executor/models/gemma3.py, gemma3_mm.py, siglip.py, v0.19.0)
+# Gemma 2 and 3 (vLLM model_executor/models/gemma2.py, gemma3.py, gemma3_mm.py, siglip.py,
+# v0.19.0)
 GEMMA3_FAMILIES = ("gemma3", "gemma3_text")
+GEMMA_FAMILIES = ("gemma2", *GEMMA3_FAMILIES)
 # what a published Gemma 3 config leaves to Gemma3TextConfig (transformers
 # models/gemma3/configuration_gemma3.py)
 GEMMA3_DEFAULTS = {
@@ -253,11 +257,18 @@ GEMMA3_DEFAULTS = {
 }
 
 
-def gemma3_rank_weights(
-    text: dict[str, Any], *, tp: int = 1, served: str | None = None, cuda_blocks: bool = False
+def gemma_rank_weights(
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int = 1,
+    served: str | None = None,
+    cuda_blocks: bool = False,
 ) -> RankWeights | None:
-    """Gemma 3 on one vLLM rank: the SigLIP vision tower and the projector (where the
+    """Gemma 2 or 3 on one vLLM rank: the SigLIP vision tower and the projector (where the
     config has a vision_config), then the text model, in the order vLLM creates them.
+    Gemma 2 has no q/k norms and one rotary cache (every layer's rope is the same,
+    shared through ``_ROPE_DICT``); the rest is as Gemma 3's:
 
     - the tower (siglip.py): a conv patch embedding (weight and bias), a position
       embedding of (image/patch)^2 rows (VocabParallelEmbedding, split over TP) and its
@@ -270,7 +281,8 @@ def gemma3_rank_weights(
       caches: the local layers' (default rope, max_position x head_dim) built by layer 0,
       the global layers' (rope_scaling: a linear factor f caches max_position x f
       positions, LinearScalingRotaryEmbedding) built by the first global layer."""
-    cfg = {**GEMMA3_DEFAULTS, **text}
+    gemma3 = model_type in GEMMA3_FAMILIES
+    cfg = {**GEMMA3_DEFAULTS, **text} if gemma3 else dict(text)
     stated = CHECKPOINT_DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or ""))
     dtype = served or stated
     if dtype is None:
@@ -287,7 +299,7 @@ def gemma3_rank_weights(
     found = cfg.get("rope_scaling")
     scaling: dict[str, Any] = found if isinstance(found, dict) else {}
     kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
-    if kind not in ("default", "linear"):
+    if kind not in ("default", "linear") or (kind != "default" and not gemma3):
         return None
     factor = float(scaling.get("factor") or 1.0) if kind == "linear" else 1.0
     global_positions = int(positions * factor)
@@ -308,21 +320,26 @@ def gemma3_rank_weights(
         sizes += [hidden * (q + 2 * k) * size, q * hidden * size]
         if index == 0:
             sizes.append(positions * head_dim * size)  # the local layers' rope
-        if index == pattern - 1:
+        if index == pattern - 1 and gemma3:
             sizes.append(global_positions * head_dim * size)  # the global layers' rope
-        sizes += [head_dim * size, head_dim * size]  # q_norm, k_norm
+        if gemma3:
+            sizes += [head_dim * size, head_dim * size]  # q_norm, k_norm
         sizes += [2 * share * hidden * size, share * hidden * size]  # gate_up, down
         sizes += [hidden * size] * 4
     sizes.append(hidden * size)
     total = sum(sizes)
+    ropes = (
+        f"rotary caches {positions:,} (local) and {global_positions:,} ({kind} x{factor:g}, "
+        f"global) x {head_dim}"
+        if gemma3
+        else f"one rotary cache {positions:,} x {head_dim}"
+    )
     parts.append(
         f"text: embedding {rows:,} rows/rank x {hidden:,} (tied), {layers} layers of q/k/v "
-        f"{hidden:,}x({heads}+2x{kv})x{head_dim} / TP {tp} + o + q/k norms + gate/up/down "
-        f"3x{hidden:,}x{inter:,} / TP {tp} + 4 norms, final norm; rotary caches "
-        f"{positions:,} (local) and {global_positions:,} ({kind} x{factor:g}, global) x "
-        f"{head_dim}"
+        f"{hidden:,}x({heads}+2x{kv})x{head_dim} / TP {tp} + o{' + q/k norms' if gemma3 else ''}"
+        f" + gate/up/down 3x{hidden:,}x{inter:,} / TP {tp} + 4 norms, final norm; {ropes}"
     )
-    derivation = f"gemma3 on TP {tp}: {'; '.join(parts)}; x {size} B ({dtype}) = {total:,} B"
+    derivation = f"{model_type} on TP {tp}: {'; '.join(parts)}; x {size} B ({dtype}) = {total:,} B"
     if not cuda_blocks:
         return RankWeights(total, derivation)
     blocks = allocated_bytes(sizes)
@@ -370,7 +387,7 @@ def linear_storage(
 ) -> LinearStorage | str:
     """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
     or why fakplan does not count them."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA3_FAMILIES):
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES):
         return f"{model_type}: its weights per rank are not counted from a config"
     scheme = text.get("quantization_config")
     if scheme is None:

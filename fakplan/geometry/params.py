@@ -2,7 +2,7 @@
 
 A catalog entry or a bare config.json has no safetensors index, so the
 weights gate had no figure. For the dense families whose modules transformers
-defines plainly — llama, mistral, qwen2, qwen3 — every tensor's shape follows
+defines plainly — llama, mistral, qwen2, qwen3, phi3 — every tensor's shape follows
 from the config, so the parameter count is exact, not an estimate:
 
     embed V×H, lm_head V×H unless tied, final norm H, and per layer
@@ -26,7 +26,9 @@ from typing import Any, NamedTuple
 
 from fakplan.dtypes import element_type
 
-DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+# phi3 (Phi-3, Phi-4): the llama layout with q/k/v and gate/up fused in the checkpoint,
+# the same tensors' elements (vLLM's Phi3ForCausalLM is a LlamaForCausalLM)
+DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 MOE_FAMILIES = ("qwen3_moe", "mixtral")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 

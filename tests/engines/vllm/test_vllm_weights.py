@@ -235,3 +235,32 @@ def test_a_scheme_fakplan_does_not_count_says_why() -> None:
     partial = _with_scheme("meta-llama--Llama-3.1-8B-Instruct", FP8_CHANNEL, ["re:.*o_proj"])
     assert vllm_rank_weights(partial, "llama") is None
     assert "some linear layers and not others" in weights_unknown(partial, "llama", None)
+
+
+def test_phi4_and_gemma2_by_hand() -> None:
+    """From the catalog's published configs, bf16, TP 1 (no boot at hand: the count and
+    its parts, derived here):
+
+    - microsoft/phi-4 (phi3: vLLM's Phi3ForCausalLM is its LlamaForCausalLM): embedding
+      and lm_head 2 x 100,352 x 5,120; 40 layers of q and o 5,120^2, k and v
+      5,120 x 1,280, gate/up/down 3 x 5,120 x 17,920, 2 norms; final norm:
+      14,659,507,200 parameters; rotary cache 16,384 x 128 x 2 B;
+    - google/gemma-2-9b-it: embedding 256,000 x 3,584 (tied); 42 layers of q and o
+      3,584 x 4,096, k and v 3,584 x 2,048, gate/up/down 3 x 3,584 x 14,336, 4 norms;
+      final norm: 9,241,705,984 parameters; one rotary cache 8,192 x 256 x 2 B."""
+    from fakplan.geometry import catalog
+
+    phi = catalog.entries()["microsoft/phi-4"]["config"]
+    layer = 2 * 5120 * 5120 + 2 * 5120 * 1280 + 3 * 5120 * 17920 + 2 * 5120
+    params = 2 * 100_352 * 5120 + 40 * layer + 5120
+    assert params == 14_659_507_200
+    found = vllm_rank_weights(phi, "phi3")
+    assert found is not None and found.bytes == params * 2 + 16_384 * 128 * 2
+    gemma = catalog.entries()["google/gemma-2-9b-it"]["config"]
+    layer = 2 * 3584 * 4096 + 2 * 3584 * 2048 + 3 * 3584 * 14_336 + 4 * 3584
+    params = 256_000 * 3584 + 42 * layer + 3584
+    assert params == 9_241_705_984
+    found = vllm_rank_weights(gemma, "gemma2")
+    assert found is not None and found.bytes == params * 2 + 8192 * 256 * 2
+    longrope = {**phi, "rope_scaling": {"type": "longrope", "long_factor": [1.0]}}
+    assert vllm_rank_weights(longrope, "phi3") is None
