@@ -175,6 +175,9 @@ class Plan(BaseModel):
     ceiling_basis: Literal["stated", "ledger", "predicted"] | None = None
     # the PromQL label matchers that pick this endpoint's series (monitoring.selector)
     metrics_selector: str = ""
+    # what every output says beside the figures: an assumption the answer depends on
+    # (the release whose rules applied where the shape states none)
+    notices: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -198,10 +201,13 @@ class Plan(BaseModel):
         return "; ".join([where, *notes])
 
     def model_notes(self, previous: Plan | None = None) -> list[str]:
-        """What a compile says of the model: where it resolved where an engine could not
-        load it from there, and the commit a Hub revision moved to since ``previous``."""
+        """What a compile says beside its files: the plan's notices, where the model
+        resolved where an engine could not load it from there, and the commit a Hub
+        revision moved to since ``previous``."""
         source = self.model_source or {}
-        notes = [str(n) for n in source.get("notes", ())] if source.get("loadable") is False else []
+        notes = list(self.notices)
+        if source.get("loadable") is False:
+            notes += [str(n) for n in source.get("notes", ())]
         before = (previous.model_source or {}) if previous is not None else {}
         same = (before.get("repo"), before.get("revision")) == (
             source.get("repo"),
@@ -385,6 +391,23 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     )
 
 
+def _notices(loaded: LoadedShape) -> tuple[str, ...]:
+    shape = loaded.shape
+    used = ENGINES[shape.engine].version_used(loaded)
+    if shape.engine_version is not None or used is None:
+        return ()
+    return (unstated_release(shape.engine, used),)
+
+
+def unstated_release(engine: str, used: str) -> str:
+    """What an answer says where no release was stated (the newest modelled applied)."""
+    return (
+        f"engine_version is not stated: {engine} {used}'s rules applied (the newest fakplan "
+        "models); pool sizes, token counts and boot refusals differ by release, so state "
+        "the release you run (engine_version:, fakplan kv --engine-version)"
+    )
+
+
 def _model_source(loaded: LoadedShape) -> dict[str, Any] | None:
     if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
         return None
@@ -542,4 +565,5 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
         ceiling_basis=f.ceiling_basis,
         metrics_selector=shape.metrics_selector,
+        notices=_notices(loaded),
     )

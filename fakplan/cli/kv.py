@@ -26,7 +26,7 @@ from fakplan.geometry.catalog import catalog_ids
 from fakplan.geometry.resolve import resolve_model
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.kv_report import kv_contract, kv_json
-from fakplan.plan import ComponentRecord
+from fakplan.plan import ComponentRecord, unstated_release
 from fakplan.units import printed_interval
 
 
@@ -204,6 +204,11 @@ def kv(
     geometry, source = resolve_model(model, revision=revision)
     kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)
+    notices = (
+        [unstated_release(breakdown.engine, breakdown.engine_version)]
+        if query["engine_version"] is None and breakdown.engine_version
+        else []
+    )
     interval = _pool_bytes(pool)
     sizing: PoolReport | None = None
     fractions = {
@@ -242,6 +247,7 @@ def kv(
         if sizing is not None:
             report.update(sizing.json())
         report["model_source"] = source.json()
+        report["notices"] = notices
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
         _print(kv_query, breakdown, pool_bytes, result)
@@ -251,7 +257,7 @@ def kv(
         if sizing is not None:
             for line in sizing.lines():
                 click.echo(f"  {line}")
-        for note in source.notes:
+        for note in [*notices, *source.notes]:
             click.echo(f"  note: {note}")
 
 

@@ -56,6 +56,8 @@ def print_plan(p: Plan) -> None:
     resolution = p.model_resolution()
     if resolution:
         console.print(Text(f"model: {resolution}"))
+    for notice in p.notices:
+        console.print(Text(f"note: {notice}", style="yellow"))
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("figure")
     table.add_column("value", justify="right")

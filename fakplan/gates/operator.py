@@ -337,7 +337,7 @@ def gate_shape(
     verdicts = tuple(results)
     if prove is not None and any(r.status in ("fail", "warn") for r in verdicts):
         verdicts = prove(loaded, plan, verdicts, gates, ledger)
-    return ShapeGates(plan.name, shown, verdicts, sources)
+    return ShapeGates(plan.name, shown, verdicts, sources, plan.notices)
 
 
 class GatesCache:

@@ -49,6 +49,8 @@ class ShapeGates:
     gates: tuple[GateResult, ...]
     #: gate id -> where the gate came from: ``builtin`` or an operator gates file.
     sources: Mapping[str, str] = field(default_factory=dict)
+    #: what the answer assumes (the plan's notices), said beside the verdicts
+    notices: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -209,6 +211,7 @@ def format_tap(run: GateRun) -> str:
             lines.append(f"not ok {n} - {_tap_text(entry.message)}")
             lines += _tap_block(bad_input_diagnostic(entry))
             continue
+        lines += [f"# {entry.name}: note: {_tap_text(n)}" for n in entry.notices]
         for result in entry.gates:
             n += 1
             text = _tap_text(headline(entry, result))

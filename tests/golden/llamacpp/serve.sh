@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 7d0929f34a602f5d47c45695493d772670ee3da81d442c2c2b5822db0d785fa0
+# Record: plan.json sha256 209c556f18a5fa905cc055428b88282443ea7143530dcbe74a73d840b8a11909
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

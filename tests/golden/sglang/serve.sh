@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 b5426f038d9b154d60f87096ff72d010048853c4037955450efeeceb23358d9b
+# Record: plan.json sha256 0fe748d05969229b630c684da2e72b338abbbf36878dc5940e1a9492cef7b2af
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

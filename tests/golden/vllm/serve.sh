@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 aafdad24234664d2e491a67dfe78a3ff571fa3fb4bdc8e4f3d374ece9f56061b
+# Record: plan.json sha256 3d98da9d2336afa96db55162a17c41310ee80e2915a4c6d12214726d450e483b
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #

@@ -1,0 +1,60 @@
+"""Issue 31's quoted misses that this tree answers, each a regression test.
+
+"No engine_version: a shape without it takes the newest rules (0.33) silently; a real 0.2x
+hybrid boot was then 4.3 % off" — every output now says which release's rules applied
+and that the answer depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from fakplan.cli import main
+from tests.support.paths import SHAPES
+
+NOTICE = "engine_version is not stated: vllm 0.33.0's rules applied"
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def _without_release(tmp_path: Path) -> Path:
+    text = (SHAPES / "example.yaml").read_text(encoding="utf-8")
+    kept = [line for line in text.splitlines() if not line.startswith("engine_version:")]
+    path = tmp_path / "norelease.yaml"
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_shape_without_engine_version_says_so_in_every_output(tmp_path: Path) -> None:
+    shape = _without_release(tmp_path)
+    plan = json.loads(_run("plan", str(shape), "--json").output)
+    assert plan["engine_version"] == "0.33.0"
+    assert len(plan["notices"]) == 1 and plan["notices"][0].startswith(NOTICE)
+    assert NOTICE in " ".join(_run("plan", str(shape)).output.split())
+    compiled = _run("compile", str(shape), "-o", str(tmp_path / "out"))
+    assert NOTICE in compiled.output
+    document = json.loads(_run("compile", str(shape), "-o", str(tmp_path / "o2"), "--json").output)
+    assert document["shapes"][0]["notes"][0].startswith(NOTICE)
+    tap = _run("gate", str(shape)).output
+    assert f"# norelease: note: {NOTICE}" in tap or f"# example: note: {NOTICE}" in tap
+
+
+def test_a_stated_release_says_nothing(tmp_path: Path) -> None:
+    plan = json.loads(_run("plan", str(SHAPES / "example.yaml"), "--json").output)
+    assert plan["notices"] == []
+    assert "engine_version is not stated" not in _run("gate", str(SHAPES / "example.yaml")).output
+
+
+def test_kv_without_engine_version_says_which_rules_applied() -> None:
+    out = json.loads(_run("kv", "meta-llama/Llama-3.1-8B-Instruct", "--json").output)
+    assert out["notices"][0].startswith(NOTICE)
+    text = _run("kv", "meta-llama/Llama-3.1-8B-Instruct").output
+    assert NOTICE in " ".join(text.split())
+    stated = _run("kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0", "--json")
+    assert json.loads(stated.output)["notices"] == []
