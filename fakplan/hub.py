@@ -308,6 +308,143 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
+# a GGUF by Hub id, as llama.cpp's -hf takes it: "<user>/<model>:<quant or file.gguf>"
+_GGUF_REF = re.compile(r"^(?P<repo>[\w.-]{1,96}/[\w.-]{1,96}):(?P<selector>[\w./+-]{1,200})$")
+# llama.cpp's own defaults where -hf names no quant (common/download.cpp find_best_model)
+GGUF_DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
+# files a repository's GGUF listing holds beside the model (find_best_model skips them)
+GGUF_NOT_MODEL = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
+_SPLIT = re.compile(r"-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+@dataclass(frozen=True)
+class HubFiles:
+    """A repository's files at one commit, as the Hub or the cache lists them."""
+
+    repo: str
+    revision: str
+    commit: str
+    files: tuple[str, ...]
+    origin: str  # "hub" or "cache"
+    folder: Path | None  # the cache's snapshot folder (the files it holds), if any
+
+
+def gguf_ref(text: str) -> tuple[str, str] | None:
+    """``(repo, quant or file)`` of a GGUF named by Hub id (``org/name:Q8_0``), or None."""
+    found = _GGUF_REF.match(text)
+    return None if found is None else (found["repo"], found["selector"])
+
+
+def pick_gguf(files: tuple[str, ...], selector: str) -> tuple[str, ...] | None:
+    """The model file(s) llama.cpp's -hf picks: the file named, else the first model GGUF
+    whose name holds ``<quant>.`` or ``<quant>-`` (any case; the first shard of a split
+    model), else with no quant Q4_K_M, then Q8_0, then the first model GGUF
+    (common/download.cpp find_best_model, llama.cpp 3f545becc). A split model is every
+    shard of it."""
+    models = [
+        f
+        for f in files
+        if f.endswith(".gguf") and not any(n in f.rsplit("/", 1)[-1] for n in GGUF_NOT_MODEL)
+    ]
+    if selector.endswith(".gguf"):
+        first = next((f for f in files if f == selector), None)
+    else:
+        first = None
+        for tag in [selector] if selector else list(GGUF_DEFAULT_TAGS):
+            pattern = re.compile(re.escape(tag) + "[.-]", re.IGNORECASE)
+            first = next((f for f in models if pattern.search(f) and _first_shard(f)), None)
+            if first is not None:
+                break
+        if first is None and not selector:  # no tag: the first model file
+            first = next((f for f in models if _first_shard(f)), None)
+    if first is None:
+        return None
+    split = _SPLIT.search(first)
+    if split is None:
+        return (first,)
+    count = int(split["count"])
+    stem = first[: split.start()]
+    return tuple(f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1))
+
+
+def _first_shard(name: str) -> bool:
+    split = _SPLIT.search(name)
+    return split is None or int(split["index"]) == 1
+
+
+def repo_files(repo: str, revision: str | None, settings: HubSettings) -> HubFiles:
+    """The repository's files at ``revision``: the Hub's listing unless offline, else the
+    files the cache holds of it."""
+    wanted = revision or DEFAULT_REVISION
+    if settings.offline:
+        return _cached_files(repo, wanted, settings, "offline (HF_HUB_OFFLINE=1 or --offline)")
+    from huggingface_hub import HfApi, constants
+
+    constants.HF_HUB_OFFLINE = False
+    try:
+        info = HfApi(endpoint=settings.endpoint, token=settings.token).model_info(
+            repo, revision=wanted, timeout=settings.timeout
+        )
+    except Exception as exc:  # the library's errors, worded once
+        unreachable = _unreachable(exc)
+        if unreachable is None:
+            raise HubError(*_hub_refusal(repo, wanted, settings, exc)) from None
+        return _cached_files(
+            repo,
+            wanted,
+            settings,
+            f"the Hub at {settings.endpoint} was unreachable ({unreachable})",
+        )
+    commit = str(info.sha or "")
+    files = tuple(s.rfilename for s in (info.siblings or ()))
+    return HubFiles(repo, wanted, commit, files, "hub", None)
+
+
+def _cached_files(repo: str, revision: str, settings: HubSettings, why: str) -> HubFiles:
+    folder = settings.cache / f"models--{repo.replace('/', '--')}"
+    ref = folder / "refs" / revision
+    commit = revision if _COMMIT.match(revision) else None
+    if commit is None and ref.is_file():
+        commit = ref.read_text(encoding="utf-8").strip()[:40]
+    snapshot_folder = folder / "snapshots" / commit if commit else None
+    if snapshot_folder is None or not snapshot_folder.is_dir():
+        raise HubError(
+            f"{repo!r} at revision {revision!r} is not in the Hugging Face cache "
+            f"({settings.cache}), and {why}",
+            f"{why.partition(' (')[0]}, and the Hugging Face cache holds no snapshot of it",
+        )
+    assert commit is not None
+    files = tuple(
+        sorted(
+            p.relative_to(snapshot_folder).as_posix()
+            for p in snapshot_folder.rglob("*")
+            if p.is_file()
+        )
+    )
+    return HubFiles(repo, revision, commit, files, "cache", snapshot_folder)
+
+
+def read_head(listing: HubFiles, filename: str, size: int, settings: HubSettings) -> bytes:
+    """The first ``size`` bytes of one of the repository's files: a ranged GET from the Hub,
+    or a bounded read of the cache's copy."""
+    if listing.folder is not None:
+        from fakplan.files import read_bounded
+
+        return read_bounded(listing.folder / filename, size, HubError, "a cached file", head=True)
+    from huggingface_hub import constants, get_session, hf_hub_url, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+    constants.HF_HUB_OFFLINE = False
+    url = hf_hub_url(listing.repo, filename, revision=listing.commit, endpoint=settings.endpoint)
+    headers = {**build_hf_headers(token=settings.token), "range": f"bytes=0-{size - 1}"}
+    try:
+        response = get_session().get(url, headers=headers, timeout=settings.timeout)
+        hf_raise_for_status(response)
+    except Exception as exc:
+        raise HubError(*_hub_refusal(listing.repo, listing.revision, settings, exc)) from None
+    return bytes(response.content[:size])
+
+
 def json_of(snap: Snapshot) -> dict[str, Any]:
     """The snapshot as plan.json records it."""
     return {

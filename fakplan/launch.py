@@ -167,13 +167,18 @@ def shape_relative_paths(loaded: LoadedShape, launch: LaunchRecord) -> LaunchRec
     words = [word for role in launch.roles for word in role.argv]
     relative = tuple(
         value
-        for value in dict.fromkeys(c for c in candidates if c)
+        for value in dict.fromkeys(c for c in candidates if c and not _hub_gguf_name(loaded, c))
         # a word of its own, or inside one (vLLM's --speculative-config JSON)
         if any(value in word for word in words)
         and not Path(value).is_absolute()
         and (value.endswith(".gguf") or loaded.resolve(value).exists())
     )
     return launch.model_copy(update={"shape_paths": relative}) if relative else launch
+
+
+def _hub_gguf_name(loaded: LoadedShape, value: str) -> bool:
+    """``org/name:Q8_0``: a GGUF the engine fetches by Hub id, no file beside the shape."""
+    return ":" in value and "/" in value.split(":", 1)[0] and not loaded.resolve(value).exists()
 
 
 # the head of a multi-node shape deployed as a LeaderWorkerSet: Kubernetes expands it in a

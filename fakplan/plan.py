@@ -31,6 +31,7 @@ from fakplan.engines import (
     served_weights,
     shape_geometry,
     shape_model_source,
+    weights_source,
 )
 from fakplan.errors import LedgerError, RuleError
 from fakplan.figures import Figures, ModelFacts
@@ -143,6 +144,9 @@ class Plan(BaseModel):
     # where model resolved: a path, the Hub (or its cache) at a commit, or the catalog
     # (None: an engine fakplan does not model, or a record written before this field)
     model_source: dict[str, Any] | None = None
+    # where launch.weights resolved where it names a GGUF by Hub id (llama.cpp's -hf):
+    # {repo, selector, commit, origin, files}; None otherwise
+    weights_source: dict[str, Any] | None = None
     kv_cache_dtype: str  # as the shape states it (auto, or the engine's spelling)
     # the KV dtype the engine will use: "auto" resolved as the engine resolves it (a record
     # written before this field reads None)
@@ -537,6 +541,7 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         shape=loaded.path.as_posix(),
         model=shape.model,
         model_source=_model_source(loaded),
+        weights_source=weights_source(loaded),
         kv_cache_dtype=f.kv_cache_dtype,
         kv_cache_dtype_resolved=cost.dtype,
         max_num_seqs=f.max_num_seqs,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,3 +343,141 @@ def test_kv_resolves_an_id_from_the_hub(hub_env: Path) -> None:
     # 32 layers x 8 KV heads x (128 + 128) x 2 B, from the published config
     assert report["bytes_per_token"] == 32 * 8 * 256 * 2
     assert report["model_source"]["commit"] == COMMIT_A
+
+
+# ------------------------------------------------ a GGUF by Hub id (llama.cpp's -hf)
+
+
+def test_llama_cpps_pick_of_a_gguf_by_quant_tag() -> None:
+    """common/download.cpp find_best_model (llama.cpp 3f545becc): the first model file
+    whose name holds the tag then '.' or '-', any case; mmproj and imatrix files are not
+    models; a split model is all its shards; no tag: Q4_K_M, then Q8_0, then the first."""
+    from fakplan.hub import pick_gguf
+
+    files = (
+        "README.md",
+        "mmproj-m-Q8_0.gguf",
+        "m-Q4_K_M.gguf",
+        "m-Q8_0.gguf",
+        "big/m-Q6_K-00001-of-00002.gguf",
+        "big/m-Q6_K-00002-of-00002.gguf",
+    )
+    assert pick_gguf(files, "q8_0") == ("m-Q8_0.gguf",)
+    assert pick_gguf(files, "") == ("m-Q4_K_M.gguf",)
+    assert pick_gguf(files, "Q6_K") == (
+        "big/m-Q6_K-00001-of-00002.gguf",
+        "big/m-Q6_K-00002-of-00002.gguf",
+    )
+    assert pick_gguf(files, "m-Q8_0.gguf") == ("m-Q8_0.gguf",)
+    assert pick_gguf(files, "IQ2_XS") is None
+    assert pick_gguf(("only-F16.gguf",), "") == ("only-F16.gguf",)
+
+
+def _gguf_with_vocab(path: Path, tokens: int) -> bytes:
+    """Mistral-Nemo's Q8_0 tensor table (tests/engines/llamacpp) with a vocabulary array of
+    ``tokens`` strings: a header of megabytes, past a first ranged read of 1 MiB."""
+    import gguf
+
+    from tests.engines.llamacpp.test_llamacpp_offload import _llama_meta, _llama_table
+
+    w = gguf.GGUFWriter(path, "llama")
+    meta = _llama_meta(40, 5120, 32, 8, 14336, 131072)
+    meta["attention.key_length"] = meta["attention.value_length"] = 128
+    for key, value in meta.items():
+        w.add_uint32(f"llama.{key}", value)
+    w.add_array("tokenizer.ggml.tokens", [f"token-{i:07d}" for i in range(tokens)])
+    table = _llama_table(40, 5120, 4096, 1024, 14336, 131072, gguf.GGMLQuantizationType.Q8_0)
+    import numpy as np
+
+    for name, shape, kind in table:
+        block, size = gguf.GGML_QUANT_SIZES[kind]
+        elements = int(np.prod(shape))
+        w.add_tensor_info(name, shape, np.dtype(np.float32), elements // block * size, kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    return path.read_bytes()
+
+
+def _llamacpp_plan(folder: Path, weights: str) -> Any:
+    import yaml
+
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape_text
+
+    data = {
+        "name": "hubgguf",
+        "engine": "llamacpp",
+        "engine_version": "b7475",
+        "model": "nemo.gguf",
+        "card": {"total": "24 GiB"},
+        "budget": {"weights": "20 GiB", "kv": "3 GiB"},
+        "serving": {"max_num_seqs": 1, "max_model_len": 4096},
+        "launch": {"weights": weights},
+    }
+    return compile_plan(load_shape_text(yaml.safe_dump(data), folder / "hubgguf.yaml"))
+
+
+def test_a_gguf_by_hub_id_is_read_from_its_header_and_launched_with_hf(
+    hub_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same GGUF, named by path and by Hub id, gives the same weights on the card; the
+    Hub's copy is read by ranged GETs (1 MiB, then 4 MiB: its 3 MB vocabulary runs past
+    the first), never whole; the launch fetches it with -hf."""
+    from fakplan.geometry import resolve
+
+    raw = _gguf_with_vocab(tmp_path / "nemo.gguf", 150_000)
+    assert 1 << 20 < len(raw) < 4 << 20
+    resolve._hub_gguf.cache_clear()
+    local = _llamacpp_plan(tmp_path, "nemo.gguf")
+    repo = Repo(
+        files={
+            "Nemo-Q8_0.gguf": raw,
+            "mmproj-Nemo-Q8_0.gguf": b"GGUF",
+            "README.md": b"# Nemo",
+        },
+        commit=COMMIT_A,
+    )
+    with serve_hub({"acme/Nemo-GGUF": repo}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        remote = _llamacpp_plan(tmp_path, "acme/Nemo-GGUF:q8_0")
+        asked = list(hub.repos["acme/Nemo-GGUF"].requests)
+    resolve._hub_gguf.cache_clear()
+
+    def on_card(plan: Any) -> Any:
+        return next(g for g in plan.gates if g.id == "weights-fit").numbers
+
+    assert on_card(remote) == on_card(local)
+    reads = [r for r in asked if "Nemo-Q8_0.gguf" in r]
+    assert reads == [
+        f"GET /acme/Nemo-GGUF/resolve/{COMMIT_A}/Nemo-Q8_0.gguf [bytes=0-{(1 << 20) - 1}]",
+        f"GET /acme/Nemo-GGUF/resolve/{COMMIT_A}/Nemo-Q8_0.gguf [bytes=0-{(4 << 20) - 1}]",
+    ]
+    argv = remote.launch.roles[0].argv
+    assert argv[:3] == ("llama-server", "-hf", "acme/Nemo-GGUF:q8_0")
+    assert "acme/Nemo-GGUF:q8_0" not in remote.launch.shape_paths
+    assert remote.weights_source == {
+        "repo": "acme/Nemo-GGUF",
+        "selector": "q8_0",
+        "commit": COMMIT_A,
+        "origin": "hub",
+        "files": ["Nemo-Q8_0.gguf"],
+    }
+    assert local.weights_source is None
+
+
+def test_a_gguf_by_hub_id_the_repo_lacks_is_one_line(
+    hub_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakplan.errors import ShapeError
+
+    (tmp_path / "nemo.gguf").write_bytes(_gguf_with_vocab(tmp_path / "nemo.gguf", 10))
+    repo = Repo(files={"Nemo-Q4_K_M.gguf": b"GGUF"}, commit=COMMIT_A)
+    with serve_hub({"acme/Nemo-GGUF": repo}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(ShapeError) as caught:
+            _llamacpp_plan(tmp_path, "acme/Nemo-GGUF:IQ2_XS")
+    message = str(caught.value)
+    assert "launch.weights" in message and "IQ2_XS" in message and "Nemo-Q4_K_M.gguf" in message
+    assert "\n" not in message

@@ -29,7 +29,7 @@ from fakplan.engines.alerting import AlertFacts, AlertRule, quoted, range_regex
 from fakplan.engines.base import Engine, ModelledEngine, PoolReport
 from fakplan.engines.query import query_for_shape, shape_geometry, shape_model_source
 from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
-from fakplan.engines.served import served_weights
+from fakplan.engines.served import served_weights, weights_source
 from fakplan.engines.serving import (
     OPENAI,
     CapacityReading,
@@ -142,6 +142,7 @@ __all__ = [
     "served_weights",
     "shape_geometry",
     "shape_model_source",
+    "weights_source",
 ]
 
 

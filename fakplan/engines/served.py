@@ -16,12 +16,14 @@ the 16/32-bit floats, in SGLang's float32 downcast: 16 bits in every case.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
 from fakplan.engines.query import query_for_shape
 from fakplan.errors import FakplanError, GeometryError, RuleError
 from fakplan.geometry import Geometry, load_geometry
+from fakplan.geometry.resolve import HubGguf, resolve_hub_gguf
+from fakplan.hub import gguf_ref
 from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
@@ -73,6 +75,30 @@ def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
     return storage, f"{why} ({which}: 2 B either way); state {pin}"
 
 
+def hub_gguf(loaded: LoadedShape) -> tuple[Geometry, HubGguf] | None:
+    """The GGUF ``launch.weights`` names by Hub id (``org/name:Q8_0``, llama.cpp's -hf),
+    read from its header; None where launch.weights is no such name or a local file."""
+    served = loaded.shape.launch.weights
+    if not served or loaded.resolve(served).exists():
+        return None
+    ref = gguf_ref(served)
+    if ref is None:
+        return None
+    if "hub_gguf" not in loaded.derived:
+        try:
+            loaded.derived["hub_gguf"] = resolve_hub_gguf(*ref)
+        except GeometryError as exc:
+            raise loaded.error(str(exc), "launch", "weights") from None
+    found: tuple[Geometry, HubGguf] = loaded.derived["hub_gguf"]
+    return found
+
+
+def weights_source(loaded: LoadedShape) -> dict[str, Any] | None:
+    """Where a GGUF named by Hub id resolved (plan.json's ``weights_source``); None else."""
+    found = hub_gguf(loaded)
+    return None if found is None else found[1].json()
+
+
 def served_weights(
     loaded: LoadedShape, geometry: Geometry, engine: Engine
 ) -> tuple[int | None, str | None]:
@@ -93,6 +119,9 @@ def served_weights(
         )
     if served and served != shape.model:
         local = loaded.resolve(served)
+        remote = hub_gguf(loaded)
+        if remote is not None:
+            return engine.resident_weights(loaded, remote[0])
         if not local.exists():
             return None, (
                 f"the engine loads {served} (launch.weights), not {shape.model}'s published "

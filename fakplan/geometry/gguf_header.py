@@ -463,6 +463,19 @@ def _attention(
     return parts
 
 
+def geometry_from_bytes(shards: list[tuple[str, bytes]]) -> Geometry:
+    """A GGUF's geometry from the first bytes of each shard (read elsewhere: the Hub);
+    ``EOFError`` where a shard's bytes end inside its header (read more of it)."""
+    header = GgufHeader(path=Path(shards[0][0]), version=0)
+    for name, data in shards:
+        if len(data) < 24:
+            raise EOFError
+        _parse(_Cursor(data, Path(name)), header)
+    header.shards = len(shards)
+    check_gguf(header.metadata, shards[0][0])
+    return geometry_from_header(header)
+
+
 def read_gguf(path: Path) -> Geometry:
     """A GGUF file's geometry, from its header alone, its figures checked first."""
     header = read_header(path)

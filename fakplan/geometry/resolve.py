@@ -23,7 +23,18 @@ from typing import Any, Literal
 from fakplan.errors import GeometryError
 from fakplan.geometry import catalog, hf, load_geometry
 from fakplan.geometry.model import Geometry
-from fakplan.hub import WEIGHT_SUFFIXES, HubError, HubSettings, Snapshot, is_repo_id, snapshot
+from fakplan.hub import (
+    WEIGHT_SUFFIXES,
+    HubError,
+    HubFiles,
+    HubSettings,
+    Snapshot,
+    is_repo_id,
+    pick_gguf,
+    read_head,
+    repo_files,
+    snapshot,
+)
 
 Kind = Literal["path", "hub", "catalog"]
 
@@ -192,3 +203,68 @@ def _from_snapshot(reference: str, snap: Snapshot) -> tuple[Geometry, ModelSourc
     return geometry, ModelSource(
         reference, "hub", snapshot=snap, loadable=loadable, notes=tuple(notes)
     )
+
+
+# a GGUF named by Hub id is read by its first bytes, more where its header runs on
+GGUF_FIRST_READ = 1 << 20
+MAX_GGUF_HEADER = 256 << 20  # a vocabulary of a million tokens fits in far less
+
+
+@dataclass(frozen=True)
+class HubGguf:
+    """A GGUF named by Hub id (llama.cpp's -hf): the repository's files and the file(s)
+    picked, at the commit read."""
+
+    listing: HubFiles
+    selector: str
+    files: tuple[str, ...]
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "repo": self.listing.repo,
+            "selector": self.selector,
+            "commit": self.listing.commit,
+            "origin": self.listing.origin,
+            "files": list(self.files),
+        }
+
+
+def resolve_hub_gguf(repo: str, selector: str) -> tuple[Geometry, HubGguf]:
+    """The geometry of the GGUF llama.cpp's ``-hf repo:selector`` loads, from its header
+    alone (ranged reads of the Hub's copy, or the cache's); ``GeometryError`` in one line."""
+    return _hub_gguf(repo, selector, HubSettings.from_environment())
+
+
+@lru_cache(maxsize=16)
+def _hub_gguf(repo: str, selector: str, settings: HubSettings) -> tuple[Geometry, HubGguf]:
+    from fakplan.geometry import gguf_header
+
+    listing = repo_files(repo, None, settings)
+    chosen = pick_gguf(listing.files, selector)
+    if chosen is None:
+        ggufs = [f for f in listing.files if f.endswith(".gguf")]
+        shown = ", ".join(ggufs[:6]) + (" ..." if len(ggufs) > 6 else "") if ggufs else "none"
+        raise GeometryError(
+            f"{repo}:{selector}: no GGUF of {repo} at {listing.commit[:12]} is the one "
+            f"llama.cpp's -hf picks for {selector!r} (GGUF files: {shown})"
+        )
+    missing = [f for f in chosen if f not in listing.files]
+    if missing:
+        raise GeometryError(f"{repo}:{selector}: shard {missing[0]} of a split GGUF is missing")
+    size = GGUF_FIRST_READ
+    while True:
+        parts = [(f"{repo}/{name}", read_head(listing, name, size, settings)) for name in chosen]
+        try:
+            geometry = gguf_header.geometry_from_bytes(parts)
+        except EOFError:
+            if all(len(data) < size for _, data in parts):
+                raise GeometryError(
+                    f"{repo}/{chosen[0]}: truncated GGUF: the file ends inside its header"
+                ) from None
+            if size >= MAX_GGUF_HEADER:
+                raise GeometryError(
+                    f"{repo}/{chosen[0]}: a GGUF header over {MAX_GGUF_HEADER:,} B is not plausible"
+                ) from None
+            size *= 4
+            continue
+        return geometry, HubGguf(listing, selector, chosen)

@@ -34,10 +34,19 @@ from fakplan.engines.llamacpp.cache import (
 from fakplan.engines.llamacpp.launch import launch_record
 from fakplan.engines.llamacpp.offload import gpu_weights, offload
 from fakplan.engines.llamacpp.refusals import REFUSALS
-from fakplan.engines.llamacpp.rules import CACHE_TYPE_CHOICES, CACHE_TYPES, N_UBATCH, PAD, RELEASES
+from fakplan.engines.llamacpp.rules import (
+    CACHE_TYPE_CHOICES,
+    CACHE_TYPES,
+    HF_FILE_BUILD,
+    HF_TAG_BUILD,
+    N_UBATCH,
+    PAD,
+    RELEASES,
+)
 from fakplan.engines.llamacpp.server import SERVER
 from fakplan.engines.query import query_for_shape, shape_geometry
 from fakplan.engines.releases import select
+from fakplan.hub import gguf_ref
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
@@ -77,12 +86,38 @@ class LlamacppEngine(ModelledEngine):
         refused = cache_type_refusal(shape.serving.kv_cache_dtype, shape.engine_version)
         if refused:
             raise loaded.error(refused, "serving", "kv_cache_dtype")
+        self._check_hub_weights(loaded)
         if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
             raise loaded.error(
                 "llama-cpp-python's server serves one sequence at a time; "
                 "use launch.binary: llama-server for more slots",
                 "serving",
                 "max_num_seqs",
+            )
+
+    def _check_hub_weights(self, loaded: LoadedShape) -> None:
+        """A GGUF by Hub id needs a server that fetches one, at a build that takes it."""
+        weights = loaded.shape.launch.weights or ""
+        ref = gguf_ref(weights)
+        if ref is None or loaded.resolve(weights).exists():
+            return
+        if loaded.shape.launch.binary == "llama-cpp-python":
+            raise loaded.error(
+                f"{weights}: llama-cpp-python's server loads a local file; download the "
+                "GGUF and name its path, or use launch.binary: llama-server (-hf)",
+                "launch",
+                "weights",
+            )
+        stated = build_of(loaded.shape.engine_version) or ""
+        build = int(stated) if stated.isdigit() else None
+        need = HF_FILE_BUILD if ref[1].endswith(".gguf") else HF_TAG_BUILD
+        if build is not None and build < need:
+            raise loaded.error(
+                f"{weights}: llama-server b{build} does not fetch "
+                f"{'a file by --hf-file' if need == HF_FILE_BUILD else 'a quant tag by -hf'} "
+                f"(from b{need}); name the file (repo:file.gguf) or a newer build",
+                "launch",
+                "weights",
             )
 
     def probe_hint(self, loaded: LoadedShape) -> str | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from fakplan.engines.llamacpp.cache import CacheLayout, cache_for
 from fakplan.engines.llamacpp.rules import ALL_LAYERS, UNQUANTIZED
 from fakplan.engines.query import query_for_shape
+from fakplan.hub import gguf_ref
 from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ class _Launch:
     cache: CacheLayout
     n_ctx: int
     gpu_layers: int | None  # None: every layer (the server's own spelling of "all")
+    hub: tuple[str, str] | None = None  # a GGUF by Hub id: (repo, quant tag or file)
 
     @property
     def model(self) -> str:
@@ -34,6 +36,16 @@ class _Launch:
         return self.cache.v_name not in UNQUANTIZED
 
 
+def _model_words(i: _Launch) -> list[str]:
+    """-m FILE, or the GGUF by Hub id: -hf REPO:QUANT, --hf-repo REPO --hf-file FILE."""
+    if i.hub is None:
+        return ["-m", i.model]
+    repo, selector = i.hub
+    if selector.endswith(".gguf"):
+        return ["--hf-repo", repo, "--hf-file", selector]
+    return ["-hf", f"{repo}:{selector}"]
+
+
 def _ggml_type(name: str) -> int:
     # gguf (and numpy behind it) loads only for llama-cpp-python's numeric type ids
     from gguf import GGMLQuantizationType
@@ -43,7 +55,7 @@ def _ggml_type(name: str) -> int:
 
 # llama-server's flags (tools/server, common/arg.cpp), in the order the argv carries them
 SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
-    flag("-m", lambda i: i.model),
+    _model_words,
     flag("--host", lambda i: i.shape.launch.host),
     flag("--port", lambda i: i.shape.launch.port),
     flag("-c", lambda i: i.n_ctx),
@@ -78,7 +90,17 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     if shape.card.device == "cpu":
         gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
         derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
-    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers)
+    ref = gguf_ref(shape.launch.weights or "")
+    hub = (
+        ref if ref is not None and not loaded.resolve(shape.launch.weights or "").exists() else None
+    )
+    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub)
+    if hub is not None:
+        derivations["-hf"] = (
+            f"launch.weights {shape.launch.weights}: llama-server fetches the GGUF by Hub id "
+            "into its cache, the file fakplan read the header of (it takes no commit: the "
+            "repository's main at boot)"
+        )
     if binary == "llama-server":
         argv = ["llama-server", *argv_of(SERVER_FLAGS, inputs)]
     else:

@@ -67,6 +67,11 @@ RELEASES = (
     LlamacppRules("b5137", (5137,), "b5137", "fa", "none", "none", "kv", False),
     LlamacppRules("2024", (1,), "74d73dc", "fa", "none", "none", "expanded", False),
 )  # fmt: skip
+# a GGUF by Hub id: -hf <user>/<model>:<quant> picks the file by its quant tag from b4470
+# (common : support tag-based --hf-repo like on ollama, 00b4c3da6, #11195); --hf-repo and
+# --hf-file name a file from b2528 (common : add HF arg helpers, 80bd33bc2, #6234)
+HF_TAG_BUILD = 4470
+HF_FILE_BUILD = 2528
 N_BATCH = 2048  # default logical batch (common/common.h), capped at n_ctx
 # --cache-type-k / --cache-type-v as llama.cpp's own parser takes them (matched exactly);
 # default f16 (common/common.h). fakplan adds "auto" (the default) and "K/V" for a split.

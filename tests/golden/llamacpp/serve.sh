@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 209c556f18a5fa905cc055428b88282443ea7143530dcbe74a73d840b8a11909
+# Record: plan.json sha256 13c4e1e2b2eb4bc3301c1c1a5402986a968db9b2db9a6a2fdab39c3e3d43f34c
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #
