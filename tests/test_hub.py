@@ -379,25 +379,13 @@ def _gguf_with_vocab(path: Path, tokens: int) -> bytes:
     import gguf
 
     from tests.engines.llamacpp.test_llamacpp_offload import _llama_meta, _llama_table
+    from tests.support.tinymodels import write_gguf_header
 
-    w = gguf.GGUFWriter(path, "llama")
     meta = _llama_meta(40, 5120, 32, 8, 14336, 131072)
     meta["attention.key_length"] = meta["attention.value_length"] = 128
-    for key, value in meta.items():
-        w.add_uint32(f"llama.{key}", value)
-    w.add_array("tokenizer.ggml.tokens", [f"token-{i:07d}" for i in range(tokens)])
     table = _llama_table(40, 5120, 4096, 1024, 14336, 131072, gguf.GGMLQuantizationType.Q8_0)
-    import numpy as np
-
-    for name, shape, kind in table:
-        block, size = gguf.GGML_QUANT_SIZES[kind]
-        elements = int(np.prod(shape))
-        w.add_tensor_info(name, shape, np.dtype(np.float32), elements // block * size, kind)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    return path.read_bytes()
+    vocab = {"tokenizer.ggml.tokens": [f"token-{i:07d}" for i in range(tokens)]}
+    return write_gguf_header(path, meta, table, strings=vocab).read_bytes()
 
 
 def _llamacpp_plan(folder: Path, weights: str) -> Any:

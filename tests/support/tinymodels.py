@@ -127,13 +127,17 @@ def write_gguf_header(
     tensors: list[tuple[str, tuple[int, ...], gguf.GGMLQuantizationType]],
     *,
     arch: str = "llama",
+    strings: dict[str, list[str]] | None = None,
 ) -> Path:
-    """A GGUF of the header alone: ``metadata`` under the architecture's prefix and a tensor
-    table of (name, shape in elements as numpy orders it, ggml type), no tensor data. fakplan
-    reads only the header, so a 12 GB model's table costs a few kilobytes here."""
+    """A GGUF of the header alone: ``metadata`` under the architecture's prefix, string
+    arrays under their own keys (a vocabulary), and a tensor table of (name, shape in
+    elements as numpy orders it, ggml type), no tensor data. fakplan reads only the header,
+    so a 12 GB model's table costs a few kilobytes here."""
     w = gguf.GGUFWriter(path, arch)
     for key, value in metadata.items():
         w.add_uint32(f"{arch}.{key}", value)
+    for key, values in (strings or {}).items():
+        w.add_array(key, values)
     for name, shape, kind in tensors:
         block, size = gguf.GGML_QUANT_SIZES[kind]
         elements = int(np.prod(shape))
