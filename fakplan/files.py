@@ -26,6 +26,8 @@ import math
 import os
 import re
 import stat
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +196,41 @@ def load_json(
         raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise error(f"{where}: not a readable {what} ({str(exc)[:120]})") from None
+
+
+def write_atomic(path: Path, text: str, *, executable: bool = False, durable: bool = True) -> None:
+    """Replace ``path`` whole: a temporary ``.<name>.<8 random>`` beside it, renamed.
+
+    Durable (the default): the data is on disk before the name points at it and the
+    rename before this returns, so a later write cannot reach the disk ahead of this one.
+    ``durable=False`` leaves both to the caller's one ``sync_folder`` (files derived from
+    a record, which a crash can only leave stale, never half-written: still renamed
+    whole). A writer killed before the rename leaves the old file and its temporary
+    (``remove_temporaries``).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.chmod(temp, 0o755 if executable else 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    if durable:
+        sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; Windows cannot open a folder to sync it)."""
+    if sys.platform == "win32":  # pragma: no cover - no directory descriptors
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

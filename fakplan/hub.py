@@ -15,6 +15,7 @@ the library and never written, printed or recorded by fakplan.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ class HubSettings:
     offline: bool
     timeout: float
     token: str | None  # from HF_TOKEN; None lets the library use the token it saved
+    # fakplan's own record of headers read from the Hub (FAKPLAN_CACHE, else
+    # XDG_CACHE_HOME/fakplan, else ~/.cache/fakplan): an offline run counts the same bytes
+    headers: Path = Path()
 
     @classmethod
     def from_environment(cls) -> HubSettings:
@@ -80,6 +84,11 @@ class HubSettings:
             ),
             timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
             token=env.get("HF_TOKEN") or None,
+            headers=Path(
+                env.get("FAKPLAN_CACHE")
+                or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fakplan"
+            ).expanduser()
+            / "hub-headers",
         )
 
 
@@ -139,15 +148,66 @@ def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Sn
         )
     folder = Path(found).parent
     weights = tuple(sorted(p.name for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)))
+    kept = _kept_headers(repo, folder.name, settings)
     return Snapshot(
         repo=repo,
         revision=revision,
         commit=folder.name,
         folder=folder,
         origin="cache",
-        weight_files=weights or None,
-        headers=None,
+        weight_files=weights or (kept[0] if kept else None),
+        headers=kept[1] if kept else None,
     )
+
+
+def _headers_path(repo: str, commit: str, settings: HubSettings) -> Path:
+    return settings.headers / repo.replace("/", "--") / f"{commit}.json"
+
+
+def _keep_headers(snap: Snapshot, settings: HubSettings) -> None:
+    """What the Hub's headers said, kept for an offline run (best effort: a cache that
+    cannot be written costs only that run's count)."""
+    if snap.headers is None:
+        return
+    from fakplan.files import write_atomic
+
+    h = snap.headers
+    document = {
+        "weight_files": list(snap.weight_files or ()),
+        "files": h.files,
+        "tensors": h.tensors,
+        "total_bytes": h.total_bytes,
+        "dtypes": sorted(h.dtypes),
+    }
+    try:
+        write_atomic(_headers_path(snap.repo, snap.commit, settings), json.dumps(document))
+    except OSError:
+        return
+
+
+def _kept_headers(
+    repo: str, commit: str, settings: HubSettings
+) -> tuple[tuple[str, ...], TensorHeaders] | None:
+    """The headers an online run kept for this commit; None where none (or damaged)."""
+    from fakplan.files import load_json, read_bounded
+
+    path = _headers_path(repo, commit, settings)
+    if not path.is_file():
+        return None
+    try:
+        doc = load_json(read_bounded(path, 1 << 20, HubError, "kept headers"), str(path), HubError)
+        h = TensorHeaders(
+            int(doc["files"]),
+            int(doc["tensors"]),
+            int(doc["total_bytes"]),
+            frozenset(str(d) for d in doc["dtypes"]),
+        )
+        files = tuple(str(f) for f in doc["weight_files"])
+    except (HubError, KeyError, TypeError, ValueError):
+        return None  # a damaged record is no record: the count falls back
+    if not 0 <= h.total_bytes <= SIZE_LIMIT:
+        return None
+    return files, h
 
 
 def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
@@ -208,7 +268,7 @@ def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
                 "no snapshot of it",
             ) from None
     weights = tuple(sorted(f for f in files if "/" not in f and f.endswith(WEIGHT_SUFFIXES)))
-    return Snapshot(
+    found = Snapshot(
         repo=repo,
         revision=revision,
         commit=commit,
@@ -217,6 +277,8 @@ def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
         weight_files=weights or None,
         headers=headers,
     )
+    _keep_headers(found, settings)
+    return found
 
 
 def _headers(

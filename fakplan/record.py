@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakplan.errors import FakplanError, RecordError
-from fakplan.files import load_json, read_bounded
+from fakplan.files import load_json, read_bounded, sync_folder, write_atomic
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, Verdict
 from fakplan.render import DIGEST_LINE, RenderedFile, record_digest, render_plan
@@ -39,33 +38,6 @@ if TYPE_CHECKING:
 
 # mkstemp's random part: 8 of "abcdefghijklmnopqrstuvwxyz0123456789_"
 _TEMP_TAIL = r"\.[a-z0-9_]{8}"
-
-
-def write_atomic(path: Path, text: str, *, executable: bool = False, durable: bool = True) -> None:
-    """Replace ``path`` whole: a temporary ``.<name>.<8 random>`` beside it, renamed.
-
-    Durable (the default): the data is on disk before the name points at it and the
-    rename before this returns, so a later write cannot reach the disk ahead of this one.
-    ``durable=False`` leaves both to the caller's one ``sync_folder`` (files derived from
-    a record, which a crash can only leave stale, never half-written: still renamed
-    whole). A writer killed before the rename leaves the old file and its temporary
-    (``remove_temporaries``).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.chmod(temp, 0o755 if executable else 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    if durable:
-        sync_folder(path.parent)
 
 
 def reserve(path: Path) -> Path:
@@ -81,17 +53,6 @@ def reserve(path: Path) -> Path:
         except FileExistsError:
             target = path.with_name(f"{path.stem}-{n}{path.suffix}")
             n += 1
-
-
-def sync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (POSIX; Windows cannot open a folder to sync it)."""
-    if sys.platform == "win32":  # pragma: no cover - no directory descriptors
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove_temporaries(folder: Path, names: Iterable[str]) -> tuple[str, ...]:

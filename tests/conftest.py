@@ -18,7 +18,12 @@ from tests.support.wheel import BuiltWheel
 # offline, no token (a test that talks to its own Hub server says so with monkeypatch;
 # the commands run in subprocesses inherit this)
 _HUB_CACHE = tempfile.mkdtemp(prefix="fakplan-hf-cache-")
-os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=_HUB_CACHE, HF_HOME=_HUB_CACHE)
+os.environ.update(
+    HF_HUB_OFFLINE="1",
+    HF_HUB_CACHE=_HUB_CACHE,
+    HF_HOME=_HUB_CACHE,
+    FAKPLAN_CACHE=os.path.join(_HUB_CACHE, "fakplan"),
+)
 for _name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGINGFACE_HUB_CACHE"):
     os.environ.pop(_name, None)
 

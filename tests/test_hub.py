@@ -189,6 +189,12 @@ def test_weights_are_counted_from_the_headers_read_by_ranged_requests(
     )
     assert source.snapshot is not None and source.snapshot.headers is not None
     assert ranged == [f"GET /acme/small/resolve/{COMMIT_A}/model.safetensors [bytes=0-100000]"]
+    # offline, the cache has the config alone: the headers fakplan kept count the same
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    resolve._resolve.cache_clear()
+    again, cached = resolve.resolve_model("acme/small")
+    assert cached.snapshot is not None and cached.snapshot.origin == "cache"
+    assert again.weight_bytes == params * 2
 
 
 @pytest.mark.parametrize(

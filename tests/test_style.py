@@ -114,7 +114,7 @@ DEFERRED_IMPORTS = {
     ("fakplan/geometry/__init__.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/probes/run.py", "fakplan.geometry.gguf_header"): "gguf loads only for an EOS id",
     ("fakplan/hub.py", "huggingface_hub"): "huggingface_hub loads only for a Hub id",
-    ("fakplan/hub.py", "fakplan.files"): "a cached file is read only for a GGUF by Hub id",
+    ("fakplan/hub.py", "fakplan.files"): "files are read and kept only for a Hub id",
     ("fakplan/hub.py", "huggingface_hub.utils"): "huggingface_hub loads only for a Hub id",
     ("fakplan/geometry/resolve.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/hub.py", "huggingface_hub.errors"): "huggingface_hub loads only for a Hub id",

@@ -16,6 +16,7 @@ from rich.table import Table
 from fakplan.cli import EXIT_FAILED, EXIT_OK, gates_option
 from fakplan.engines import ENGINES, shape_geometry
 from fakplan.errors import FakplanError, ShapeError
+from fakplan.files import write_atomic
 from fakplan.fit import (
     SMALLEST_WINDOW,
     FitRefused,
@@ -31,7 +32,6 @@ from fakplan.fit import (
 )
 from fakplan.gates.operator import gates_folder, load_gates
 from fakplan.plan import Plan
-from fakplan.record import write_atomic
 from fakplan.shape import LoadedShape, load_shape_text
 from fakplan.shape.source import read_shape_file, read_yaml
 from fakplan.units import human

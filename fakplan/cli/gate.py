@@ -10,10 +10,10 @@ import click
 from fakplan.cli import gates_option
 from fakplan.engines import parse_ledger
 from fakplan.errors import FakplanError
+from fakplan.files import write_atomic
 from fakplan.fit import with_proven_fixes
 from fakplan.gates.operator import gate_paths
 from fakplan.gates.report import FORMATS, BadInput, GateRun
-from fakplan.record import write_atomic
 from fakplan.shape.patch import patched_text
 from fakplan.shape.source import read_shape_file
 

@@ -13,8 +13,8 @@ import jinja2
 
 from fakplan.cli import EXIT_OK, json_option
 from fakplan.errors import FakplanError
+from fakplan.files import write_atomic
 from fakplan.init import Requirement, ci_requirement, yaml_quote
-from fakplan.record import write_atomic
 from fakplan.render import default_templates, environment
 
 # destination in DIR -> template under templates/init/; a ``.j2`` template is

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, FiniteRange, out_option
 from fakplan.errors import ProbeError, inert
+from fakplan.files import write_atomic
 from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
@@ -43,7 +44,6 @@ from fakplan.record import (
     record_path,
     record_verdicts,
     reserve,
-    write_atomic,
     write_unrecorded,
 )
 from fakplan.shape import LoadedShape, load_shape

@@ -10,7 +10,8 @@ import click
 
 from fakplan.cli import json_option, records_option
 from fakplan.errors import FakplanError
-from fakplan.record import planned_shapes, write_atomic
+from fakplan.files import write_atomic
+from fakplan.record import planned_shapes
 from fakplan.report import Entry, entry, last_change, render_report
 
 
