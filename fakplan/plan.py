@@ -189,20 +189,7 @@ class Plan(BaseModel):
 
     def model_resolution(self) -> str | None:
         """Where the model resolved, in one line (None: no model fakplan resolved)."""
-        source = self.model_source
-        if not source:
-            return None
-        notes = [str(n) for n in source.get("notes", ())]
-        if source.get("commit"):
-            origin = "the Hub" if source.get("origin") == "hub" else "the Hugging Face cache"
-            where = (
-                f"{source['repo']} at {source['revision']!r}: commit {source['commit']} ({origin})"
-            )
-        elif source.get("kind") == "catalog" and notes:
-            return notes[0]  # it names the catalog and why the Hub was not used
-        else:
-            where = "a path"
-        return "; ".join([where, *notes])
+        return self.derivations.get("model")
 
     def model_notes(self, previous: Plan | None = None) -> list[str]:
         """What a compile says beside its files: the plan's notices, where the model
@@ -484,7 +471,9 @@ def _derivations(
     loaded: LoadedShape, f: Figures, components: tuple[ComponentRecord, ...]
 ) -> dict[str, str]:
     """Every derived figure's arithmetic in words, in the plan's JSON order."""
+    modelled = isinstance(ENGINES[loaded.shape.engine], ModelledEngine)
     return {
+        **({"model": shape_model_source(loaded)[1].sentence()} if modelled else {}),
         "rate_bytes_per_token": _rate_derivation(f, components),
         **_engine_rules(f.cost),
         "contract_bytes": f.contract_derivation,

@@ -138,6 +138,7 @@ def test_an_id_resolves_online_then_offline_from_the_cache_the_library_laid_out(
         "hub",
     )
     assert source["commit"] == COMMIT_A and source["loadable"] is True
+    assert f"acme/llama-copy at 'main': commit {COMMIT_A} (the Hub)" in plan["derivations"]["model"]
     # the published index's total_size is the weights the plan counts
     weights = [p for p in plan["predictions"] if p["id"] == "weights-load"]
     assert not weights or weights[0]["expected"]["weights_per_rank_bytes"] == 16_060_522_496

@@ -50,8 +50,20 @@ class ModelSource:
     loadable: bool | None = None
     notes: tuple[str, ...] = ()
 
+    def sentence(self) -> str:
+        """Where the model came from, in words (plan.json's derivations["model"])."""
+        snap = self.snapshot
+        if snap is not None:
+            origin = "the Hub" if snap.origin == "hub" else "the Hugging Face cache"
+            where = f"{snap.repo} at {snap.revision!r}: commit {snap.commit} ({origin})"
+        elif self.kind == "catalog" and self.notes:
+            return self.notes[0]  # it names the catalog and why the Hub was not used
+        else:
+            where = f"the path {self.reference}"
+        return "; ".join([where, *self.notes])
+
     def json(self) -> dict[str, Any]:
-        """plan.json's ``model_source`` (documented in docs/plan-json.md)."""
+        """plan.json's ``model_source`` (documented in docs/json.md)."""
         snap = self.snapshot
         return {
             "reference": self.reference,
