@@ -209,6 +209,9 @@ def kv(
         if query["engine_version"] is None and breakdown.engine_version
         else []
     )
+    over_ranks = ENGINES[kv_query.engine].pool_over_ranks
+    if pool is not None and kv_query.tp * kv_query.pp > 1 and over_ranks:
+        notices.append(f"--pool with {kv_query.tp * kv_query.pp} ranks: {over_ranks}")
     interval = _pool_bytes(pool)
     sizing: PoolReport | None = None
     fractions = {

@@ -71,6 +71,9 @@ class Engine:
     # cache memory"): verify recounts a missed token count from it, to tell the pool
     # from the rule
     log_prints_divided_pool: ClassVar[bool] = False
+    # how the engine sizes the cache of several ranks from the pools each rank finds (a
+    # sentence with its source); None where it serves from one rank
+    pool_over_ranks: ClassVar[str | None] = None
     # what --dtype auto serves a float32 checkpoint in, where it downcasts: (dtype, rule)
     auto_downcast: ClassVar[tuple[str, str] | None] = None
     # the module of its boot log's lines (its ``bootlog``, whose FORMAT ``boot_format``

@@ -58,3 +58,13 @@ def test_kv_without_engine_version_says_which_rules_applied() -> None:
     assert NOTICE in " ".join(text.split())
     stated = _run("kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0", "--json")
     assert json.loads(stated.output)["notices"] == []
+
+
+def test_kv_pool_over_several_ranks_says_the_engine_keeps_the_smallest() -> None:
+    """ "vLLM with TP > 1: the pool any one worker prints is not the one the engine uses —
+    it keeps the smallest over workers — and kv --pool from one rank's figure overshoots"."""
+    base = ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0"]
+    two = json.loads(_run(*base, "--tp", "2", "--pool", "63.76 GiB", "--json").output)
+    assert any("the minimum over workers" in n for n in two["notices"])
+    one = json.loads(_run(*base, "--pool", "63.76 GiB", "--json").output)
+    assert one["notices"] == []

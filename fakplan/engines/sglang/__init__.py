@@ -144,6 +144,11 @@ class SglangEngine(ModelledEngine):
     shm_bytes = SHM_BYTES
     auto_downcast = DOWNCAST
     sizing_field = "mem_fraction_static"
+    pool_over_ranks = (
+        "SGLang sizes every rank's pool from the least free memory over its tensor-parallel "
+        "ranks (srt/utils get_available_gpu_memory, distributed: an all-reduce MIN): a pool "
+        "one rank printed above the smallest overshoots; give the smallest rank's"
+    )
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("auto", "fp8_e4m3")
 

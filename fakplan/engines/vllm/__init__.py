@@ -67,6 +67,12 @@ class VllmEngine(ModelledEngine):
     speculative_flags = True
     bootlog_module = "fakplan.engines.vllm.bootlog"
     log_prints_divided_pool = True
+    pool_over_ranks = (
+        "vLLM gives every worker the smallest number of blocks any worker's pool holds "
+        "(v1/core/kv_cache_utils.py get_kv_cache_configs, the minimum over workers, 0.12 "
+        "and later): a pool one rank printed above the smallest overshoots; give the "
+        "smallest rank's (fakplan ledger reads every rank's and names the binding one)"
+    )
     server = SERVER
     probe_flavour = "vllm"
     image = IMAGE
