@@ -135,11 +135,16 @@ def snapshot(repo: str, revision: str | None, settings: HubSettings) -> Snapshot
 
 
 def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Snapshot:
-    from huggingface_hub import try_to_load_from_cache
+    found: object = None
+    # the library lays a repository out in models--<org>--<name> (repo_folder_name): where
+    # the cache has no such folder it holds nothing of it, and the library (170 ms to
+    # import) is not asked
+    if (settings.cache / f"models--{repo.replace('/', '--')}").is_dir():
+        from huggingface_hub import try_to_load_from_cache
 
-    found = try_to_load_from_cache(
-        repo, "config.json", cache_dir=str(settings.cache), revision=revision
-    )
+        found = try_to_load_from_cache(
+            repo, "config.json", cache_dir=str(settings.cache), revision=revision
+        )
     if not isinstance(found, str):
         raise HubError(
             f"{repo!r} at revision {revision!r} is not in the Hugging Face cache "
