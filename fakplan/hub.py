@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fakplan.errors import GeometryError
 
 if TYPE_CHECKING:
-    from huggingface_hub import HfApi
+    pass
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_REVISION = "main"
@@ -37,9 +37,11 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # shards whose headers are read at most: a checkpoint of more is counted from its index
 MAX_SHARDS = 256
 SIZE_LIMIT = 1 << 50  # bytes a tensor or a checkpoint may claim: no checkpoint holds a PiB
+HEADER_FIRST_READ = 100_000  # most headers fit (huggingface_hub reads as much first)
+MAX_HEADER = 100 << 20  # safetensors' own limit on a header
 _TRUE = {"1", "on", "yes", "true"}
 # huggingface_hub's own rule for a repo id: one optional namespace, then the name
-_REPO_ID = re.compile(r"^(?:[\w.-]{1,96}/)?[\w.-]{1,96}$")
+_REPO_ID = re.compile(r"^(?:\w[\w.-]{0,95}/)?\w[\w.-]{0,95}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -61,35 +63,54 @@ class HubSettings:
     cache: Path
     offline: bool
     timeout: float
-    token: str | None  # from HF_TOKEN; None lets the library use the token it saved
+    # from HF_TOKEN; None lets the library use the token it saved; never in a repr
+    token: str | None = field(default=None, repr=False)
     # fakplan's own record of headers read from the Hub (FAKPLAN_CACHE, else
     # XDG_CACHE_HOME/fakplan, else ~/.cache/fakplan): an offline run counts the same bytes
     headers: Path = Path()
 
     @classmethod
     def from_environment(cls) -> HubSettings:
+        """The settings huggingface_hub itself takes (constants.py: HF_HOME, else
+        $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface; HF_HUB_CACHE, else
+        HF_HOME/hub; variables and ~ expanded), so fakplan reads the cache the engine
+        fills."""
         env = os.environ
-        home = Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
-        cache = Path(env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or home / "hub")
+        xdg = _expanded(env.get("XDG_CACHE_HOME")) or _home() / ".cache"
+        home = _expanded(env.get("HF_HOME")) or xdg / "huggingface"
+        cache = (
+            _expanded(env.get("HF_HUB_CACHE"))
+            or _expanded(env.get("HUGGINGFACE_HUB_CACHE"))
+            or home / "hub"
+        )
         try:
             timeout = float(env.get("HF_HUB_ETAG_TIMEOUT", DEFAULT_TIMEOUT))
         except ValueError:
             timeout = DEFAULT_TIMEOUT
         return cls(
             endpoint=(env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
-            cache=cache.expanduser(),
+            cache=cache,
             offline=any(
                 env.get(name, "").strip().lower() in _TRUE
                 for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
             ),
             timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
             token=env.get("HF_TOKEN") or None,
-            headers=Path(
-                env.get("FAKPLAN_CACHE")
-                or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fakplan"
-            ).expanduser()
-            / "hub-headers",
+            headers=(_expanded(env.get("FAKPLAN_CACHE")) or xdg / "fakplan") / "hub-headers",
         )
+
+
+def _expanded(value: str | None) -> Path | None:
+    return Path(os.path.expandvars(value)).expanduser() if value else None
+
+
+def _home() -> Path:
+    """The home folder; a process with none (an arbitrary uid in a container) gets the
+    working directory's .cache rather than a traceback."""
+    try:
+        return Path.home()
+    except RuntimeError:
+        return Path.cwd()
 
 
 @dataclass(frozen=True)
@@ -152,6 +173,12 @@ def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Sn
             f"{why.partition(' (')[0]}, and the Hugging Face cache holds no snapshot of it",
         )
     folder = Path(found).parent
+    if not _COMMIT.match(folder.name):
+        raise HubError(
+            f"{repo!r}: the Hugging Face cache's snapshot {folder.name[:60]!r} is not named "
+            "by a commit",
+            "the Hugging Face cache's snapshot is not named by a commit",
+        )
     weights = tuple(sorted(p.name for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)))
     kept = _kept_headers(repo, folder.name, settings)
     return Snapshot(
@@ -160,7 +187,7 @@ def _from_cache(repo: str, revision: str, settings: HubSettings, why: str) -> Sn
         commit=folder.name,
         folder=folder,
         origin="cache",
-        weight_files=weights or (kept[0] if kept else None),
+        weight_files=weights or (kept[0] if kept and kept[0] else None),
         headers=kept[1] if kept else None,
     )
 
@@ -170,20 +197,19 @@ def _headers_path(repo: str, commit: str, settings: HubSettings) -> Path:
 
 
 def _keep_headers(snap: Snapshot, settings: HubSettings) -> None:
-    """What the Hub's headers said, kept for an offline run (best effort: a cache that
-    cannot be written costs only that run's count)."""
-    if snap.headers is None:
-        return
+    """What the Hub listed and its headers said, kept for an offline run (best effort: a
+    cache that cannot be written costs only that run's answer)."""
     from fakplan.files import write_atomic
 
     h = snap.headers
-    document = {
-        "weight_files": list(snap.weight_files or ()),
-        "files": h.files,
-        "tensors": h.tensors,
-        "total_bytes": h.total_bytes,
-        "dtypes": sorted(h.dtypes),
-    }
+    document: dict[str, Any] = {"weight_files": list(snap.weight_files or ())}
+    if h is not None:
+        document |= {
+            "files": h.files,
+            "tensors": h.tensors,
+            "total_bytes": h.total_bytes,
+            "dtypes": sorted(h.dtypes),
+        }
     try:
         write_atomic(_headers_path(snap.repo, snap.commit, settings), json.dumps(document))
     except OSError:
@@ -192,8 +218,9 @@ def _keep_headers(snap: Snapshot, settings: HubSettings) -> None:
 
 def _kept_headers(
     repo: str, commit: str, settings: HubSettings
-) -> tuple[tuple[str, ...], TensorHeaders] | None:
-    """The headers an online run kept for this commit; None where none (or damaged)."""
+) -> tuple[tuple[str, ...], TensorHeaders | None] | None:
+    """The weight files and headers an online run kept for this commit; None where none
+    (or damaged)."""
     from fakplan.files import load_json, read_bounded
 
     path = _headers_path(repo, commit, settings)
@@ -201,13 +228,15 @@ def _kept_headers(
         return None
     try:
         doc = load_json(read_bounded(path, 1 << 20, HubError, "kept headers"), str(path), HubError)
+        files = tuple(str(f) for f in doc["weight_files"])
+        if "total_bytes" not in doc:
+            return files, None
         h = TensorHeaders(
             int(doc["files"]),
             int(doc["tensors"]),
             int(doc["total_bytes"]),
             frozenset(str(d) for d in doc["dtypes"]),
         )
-        files = tuple(str(f) for f in doc["weight_files"])
     except (HubError, KeyError, TypeError, ValueError):
         return None  # a damaged record is no record: the count falls back
     if not 0 <= h.total_bytes <= SIZE_LIMIT:
@@ -252,7 +281,7 @@ def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
                 if name == "config.json":
                     path = str(got)
                     commit = Path(path).parent.name
-        headers = _headers(api, repo, commit, files, settings)
+        headers = _headers(repo, revision, commit, files, settings)
     except HubError:
         raise
     except Exception as exc:  # the library's errors, worded once below
@@ -287,31 +316,67 @@ def _from_hub(repo: str, revision: str, settings: HubSettings) -> Snapshot:
 
 
 def _headers(
-    api: HfApi, repo: str, commit: str, files: tuple[str, ...], settings: HubSettings
+    repo: str, revision: str, commit: str, files: tuple[str, ...], settings: HubSettings
 ) -> TensorHeaders | None:
-    """The safetensors headers of the repository's top-level shards, by ranged reads."""
+    """The safetensors headers of the repository's top-level shards, by bounded ranged
+    reads; None where the index (its metadata.total_size) counts the bytes already."""
     shards = sorted(f for f in files if "/" not in f and f.endswith(".safetensors"))
-    if not shards or len(shards) > MAX_SHARDS:
+    if not shards or len(shards) > MAX_SHARDS or "model.safetensors.index.json" in files:
         return None
     total = tensors = 0
     dtypes: set[str] = set()
     for shard in shards:
-        meta = api.parse_safetensors_file_metadata(
-            repo, shard, revision=commit, timeout=settings.timeout
-        )
-        for name, info in meta.tensors.items():
-            start, end = (int(x) for x in info.data_offsets)
-            if not 0 <= start <= end <= SIZE_LIMIT:
+        header = _safetensors_header(repo, revision, commit, shard, settings)
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            offsets = info.get("data_offsets") if isinstance(info, dict) else None
+            if not isinstance(offsets, list) or len(offsets) != 2:
+                raise HubError(f"{repo!r}: {shard}: tensor {name[:60]!r} has no data_offsets pair")
+            start, end = offsets
+            if not (isinstance(start, int) and isinstance(end, int)) or not (
+                0 <= start <= end <= SIZE_LIMIT
+            ):
                 raise HubError(
-                    f"{repo!r}: {shard}: tensor {name[:60]!r} claims bytes {start:,}..{end:,}, "
+                    f"{repo!r}: {shard}: tensor {name[:60]!r} claims bytes {start!r}..{end!r}, "
                     "not a plausible checkpoint"
                 )
             total += end - start
-            dtypes.add(str(info.dtype))
-        tensors += len(meta.tensors)
+            dtypes.add(str(info.get("dtype")))
+            tensors += 1
         if total > SIZE_LIMIT:
             raise HubError(f"{repo!r}: the safetensors headers claim {total:,} B: not plausible")
     return TensorHeaders(len(shards), tensors, total, frozenset(dtypes))
+
+
+def _safetensors_header(
+    repo: str, revision: str, commit: str, shard: str, settings: HubSettings
+) -> dict[str, Any]:
+    """One shard's JSON header: its 8-byte length, then exactly that many bytes."""
+    from fakplan.files import load_json
+
+    brief = "a safetensors header on the Hub cannot be read"
+    prefix = _ranged(repo, revision, commit, shard, HEADER_FIRST_READ, settings)
+    if len(prefix) < 8:
+        raise HubError(f"{repo!r}: {shard}: not a safetensors file ({len(prefix)} bytes)", brief)
+    length = int.from_bytes(prefix[:8], "little")
+    if length > MAX_HEADER:
+        raise HubError(
+            f"{repo!r}: {shard}: a safetensors header of {length:,} bytes is not plausible "
+            f"(at most {MAX_HEADER:,})",
+            brief,
+        )
+    raw = (
+        prefix
+        if len(prefix) >= 8 + length
+        else _ranged(repo, revision, commit, shard, 8 + length, settings)
+    )
+    if len(raw) < 8 + length:
+        raise HubError(f"{repo!r}: {shard}: truncated safetensors header", brief)
+    header = load_json(raw[8 : 8 + length], f"{repo}/{shard} (header)", HubError)
+    if not isinstance(header, dict):
+        raise HubError(f"{repo!r}: {shard}: a safetensors header that is not a JSON object", brief)
+    return header
 
 
 def _unreachable(exc: BaseException) -> str | None:
@@ -376,7 +441,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 # a GGUF by Hub id, as llama.cpp's -hf takes it: "<user>/<model>:<quant or file.gguf>"
-_GGUF_REF = re.compile(r"^(?P<repo>[\w.-]{1,96}/[\w.-]{1,96}):(?P<selector>[\w./+-]{1,200})$")
+_GGUF_REF = re.compile(
+    r"^(?P<repo>\w[\w.-]{0,95}/\w[\w.-]{0,95}):(?P<selector>\w[\w./+-]{0,199})?$"
+)
 # llama.cpp's own defaults where -hf names no quant (common/download.cpp find_best_model)
 GGUF_DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
 # files a repository's GGUF listing holds beside the model (find_best_model skips them)
@@ -399,7 +466,7 @@ class HubFiles:
 def gguf_ref(text: str) -> tuple[str, str] | None:
     """``(repo, quant or file)`` of a GGUF named by Hub id (``org/name:Q8_0``), or None."""
     found = _GGUF_REF.match(text)
-    return None if found is None else (found["repo"], found["selector"])
+    return None if found is None else (found["repo"], found["selector"] or "")
 
 
 def pick_gguf(files: tuple[str, ...], selector: str) -> tuple[str, ...] | None:
@@ -472,7 +539,8 @@ def _cached_files(repo: str, revision: str, settings: HubSettings, why: str) -> 
     ref = folder / "refs" / revision
     commit = revision if _COMMIT.match(revision) else None
     if commit is None and ref.is_file():
-        commit = ref.read_text(encoding="utf-8").strip()[:40]
+        named = ref.read_text(encoding="utf-8").strip()[:40]
+        commit = named if _COMMIT.match(named) else None
     snapshot_folder = folder / "snapshots" / commit if commit else None
     if snapshot_folder is None or not snapshot_folder.is_dir():
         raise HubError(
@@ -492,24 +560,40 @@ def _cached_files(repo: str, revision: str, settings: HubSettings, why: str) -> 
 
 
 def read_head(listing: HubFiles, filename: str, size: int, settings: HubSettings) -> bytes:
-    """The first ``size`` bytes of one of the repository's files: a ranged GET from the Hub,
-    or a bounded read of the cache's copy."""
+    """The first ``size`` bytes of one of the repository's files: a ranged GET from the Hub
+    read as a stream and cut at ``size`` (a server that ignores the range sends no more
+    than that before the connection closes), or a bounded read of the cache's copy."""
     if listing.folder is not None:
         from fakplan.files import read_bounded
 
         return read_bounded(listing.folder / filename, size, HubError, "a cached file", head=True)
+    return _ranged(listing.repo, listing.revision, listing.commit, filename, size, settings)
+
+
+def _ranged(
+    repo: str, revision: str, commit: str, filename: str, size: int, settings: HubSettings
+) -> bytes:
     from huggingface_hub import constants, get_session, hf_hub_url, hf_raise_for_status
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     constants.HF_HUB_OFFLINE = False
-    url = hf_hub_url(listing.repo, filename, revision=listing.commit, endpoint=settings.endpoint)
+    url = hf_hub_url(repo, filename, revision=commit, endpoint=settings.endpoint)
     headers = {**build_hf_headers(token=settings.token), "range": f"bytes=0-{size - 1}"}
+    chunks: list[bytes] = []
+    held = 0
     try:
-        response = get_session().get(url, headers=headers, timeout=settings.timeout)
-        hf_raise_for_status(response)
+        with get_session().stream("GET", url, headers=headers, timeout=settings.timeout) as reply:
+            hf_raise_for_status(reply)
+            for chunk in reply.iter_bytes():
+                chunks.append(chunk[: size - held])
+                held += len(chunks[-1])
+                if held >= size:
+                    break
+    except HubError:
+        raise
     except Exception as exc:
-        raise HubError(*_hub_refusal(listing.repo, listing.revision, settings, exc)) from None
-    return bytes(response.content[:size])
+        raise HubError(*_hub_refusal(repo, revision, settings, exc)) from None
+    return b"".join(chunks)
 
 
 def json_of(snap: Snapshot) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fakplan.cluster import cluster_facts
 from fakplan.contract import (
@@ -182,14 +182,21 @@ class Plan(BaseModel):
     # what every output says beside the figures: an assumption the answer depends on
     # (the release whose rules applied where the shape states none)
     notices: tuple[str, ...] = ()
+    # what this run saw of the model's resolution (the Hub or the cache answered, why the
+    # catalog): printed, never recorded, so the record does not move with the machine
+    model_seen: tuple[str, ...] = Field(default=(), exclude=True)
 
     @property
     def failed(self) -> bool:
         return any(g.status == "fail" for g in self.gates)
 
     def model_resolution(self) -> str | None:
-        """Where the model resolved, in one line (None: no model fakplan resolved)."""
-        return self.derivations.get("model")
+        """Where the model resolved, in one line, with what this run saw of it (None: no
+        model fakplan resolved)."""
+        recorded = self.derivations.get("model")
+        if recorded is None:
+            return None
+        return "; ".join([recorded, *self.model_seen])
 
     def model_notes(self, previous: Plan | None = None) -> list[str]:
         """What a compile says beside its files: the plan's notices, where the model
@@ -199,6 +206,8 @@ class Plan(BaseModel):
         notes = list(self.notices)
         if source.get("loadable") is False:
             notes += [str(n) for n in source.get("notes", ())]
+        if source.get("kind") == "catalog":
+            notes += list(self.model_seen)
         before = (previous.model_source or {}) if previous is not None else {}
         same = (before.get("repo"), before.get("revision")) == (
             source.get("repo"),
@@ -399,6 +408,12 @@ def unstated_release(engine: str, used: str) -> str:
     )
 
 
+def _model_seen(loaded: LoadedShape) -> tuple[str, ...]:
+    if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
+        return ()
+    return shape_model_source(loaded)[1].seen
+
+
 def _model_source(loaded: LoadedShape) -> dict[str, Any] | None:
     if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
         return None
@@ -560,4 +575,5 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         ceiling_basis=f.ceiling_basis,
         metrics_selector=shape.metrics_selector,
         notices=_notices(loaded),
+        model_seen=_model_seen(loaded),
     )

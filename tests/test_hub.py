@@ -125,20 +125,18 @@ def test_an_id_resolves_online_then_offline_from_the_cache_the_library_laid_out(
         online = fakplan("plan", str(shape), "--json", env_url=hub.url)
         assert online.returncode == 0, online.stderr
         plan = json.loads(online.stdout)
-        # only metadata was asked for: a shard is only ever read by a ranged GET
+        # only metadata was asked for: the index's total_size counts the bytes, so no
+        # shard is read at all
         asked = hub.repos["acme/llama-copy"].requests
-        shard_reads = [r for r in asked if "-of-00004.safetensors" in r]
-        assert len(shard_reads) == 4
-        assert all(r.startswith("GET ") and r.endswith("[bytes=0-100000]") for r in shard_reads)
+        assert not [r for r in asked if "-of-00004.safetensors" in r]
     source = plan["model_source"]
-    assert (source["kind"], source["repo"], source["revision"], source["origin"]) == (
+    assert (source["kind"], source["repo"], source["revision"]) == (
         "hub",
         "acme/llama-copy",
         "main",
-        "hub",
     )
     assert source["commit"] == COMMIT_A and source["loadable"] is True
-    assert f"acme/llama-copy at 'main': commit {COMMIT_A} (the Hub)" in plan["derivations"]["model"]
+    assert f"acme/llama-copy at 'main': commit {COMMIT_A}" in plan["derivations"]["model"]
     # the published index's total_size is the weights the plan counts
     weights = [p for p in plan["predictions"] if p["id"] == "weights-load"]
     assert not weights or weights[0]["expected"]["weights_per_rank_bytes"] == 16_060_522_496
@@ -156,9 +154,33 @@ def test_an_id_resolves_online_then_offline_from_the_cache_the_library_laid_out(
     offline = fakplan("--offline", "plan", str(shape), "--json", env_url="http://127.0.0.1:9")
     assert offline.returncode == 0, offline.stderr
     again = json.loads(offline.stdout)
-    assert again["model_source"]["commit"] == COMMIT_A
-    assert again["model_source"]["origin"] == "cache"
+    # the record is the same online and offline: where the answer came from is printed
+    assert again["model_source"] == source
+    assert again["derivations"]["model"] == plan["derivations"]["model"]
     assert again["tokens_backed"] == plan["tokens_backed"]
+    told = fakplan("--offline", "plan", str(shape), env_url="http://127.0.0.1:9").stdout
+    assert f"commit {COMMIT_A} named by the cache" in " ".join(told.split())
+
+
+def test_a_hub_that_ignores_the_range_sends_no_more_than_asked(hub_env: Path) -> None:
+    """A server that answers a ranged GET with the whole file (200): fakplan reads the
+    stream up to the bytes it asked for and closes it."""
+    from fakplan.hub import HubFiles, HubSettings, read_head
+
+    body = b"GGUF" + bytes(8 << 20)
+    with serve_hub(
+        {"acme/big": Repo(files={"m.gguf": body}, commit=COMMIT_A, ignore_range=True)}
+    ) as hub:
+        import os
+
+        os.environ["HF_ENDPOINT"] = hub.url
+        try:
+            settings = HubSettings.from_environment()
+        finally:
+            del os.environ["HF_ENDPOINT"]
+        listing = HubFiles("acme/big", "main", COMMIT_A, ("m.gguf",), "hub", None)
+        head = read_head(listing, "m.gguf", 1024, settings)
+    assert head == body[:1024]
 
 
 def test_weights_are_counted_from_the_headers_read_by_ranged_requests(
@@ -189,7 +211,7 @@ def test_weights_are_counted_from_the_headers_read_by_ranged_requests(
         geometry.weight_source
     )
     assert source.snapshot is not None and source.snapshot.headers is not None
-    assert ranged == [f"GET /acme/small/resolve/{COMMIT_A}/model.safetensors [bytes=0-100000]"]
+    assert ranged == [f"GET /acme/small/resolve/{COMMIT_A}/model.safetensors [bytes=0-99999]"]
     # offline, the cache has the config alone: the headers fakplan kept count the same
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     resolve._resolve.cache_clear()
@@ -326,7 +348,9 @@ def test_a_catalog_id_off_the_hub_falls_back_and_says_why(tmp_path: Path) -> Non
     assert proc.returncode in (0, 1), proc.stderr
     source = json.loads(proc.stdout)["model_source"]
     assert source["kind"] == "catalog" and source["commit"] is None
-    assert "offline" in source["notes"][0]
+    assert "neither the Hub nor the Hugging Face cache" in source["notes"][0]
+    told = " ".join(fakplan("plan", str(shape)).stdout.split())
+    assert "the catalog, as offline" in told
 
 
 def test_a_folder_with_a_config_and_no_weights_is_said_unloadable(tmp_path: Path) -> None:
@@ -450,13 +474,13 @@ def test_a_gguf_by_hub_id_is_read_from_its_header_and_launched_with_hf(
         f"GET /acme/Nemo-GGUF/resolve/{COMMIT_A}/Nemo-Q8_0.gguf [bytes=0-{(4 << 20) - 1}]",
     ]
     argv = remote.launch.roles[0].argv
-    assert argv[:3] == ("llama-server", "-hf", "acme/Nemo-GGUF:q8_0")
+    # b7475 would also fetch and load the repository's mmproj: the launch says not to
+    assert argv[:4] == ("llama-server", "-hf", "acme/Nemo-GGUF:q8_0", "--no-mmproj")
     assert "acme/Nemo-GGUF:q8_0" not in remote.launch.shape_paths
     assert remote.weights_source == {
         "repo": "acme/Nemo-GGUF",
         "selector": "q8_0",
         "commit": COMMIT_A,
-        "origin": "hub",
         "files": ["Nemo-Q8_0.gguf"],
     }
     assert local.weights_source is None

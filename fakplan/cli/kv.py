@@ -249,7 +249,7 @@ def kv(
             report["pool_interval"] = [interval[0], interval[2]]
         if sizing is not None:
             report.update(sizing.json())
-        report["model_source"] = source.json()
+        report["model_source"] = {**source.json(), "seen": list(source.seen)}
         report["notices"] = notices
         click.echo(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -260,7 +260,7 @@ def kv(
         if sizing is not None:
             for line in sizing.lines():
                 click.echo(f"  {line}")
-        for note in [*notices, *source.notes]:
+        for note in [*notices, *source.notes, *source.seen]:
             click.echo(f"  note: {note}")
 
 

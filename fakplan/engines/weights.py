@@ -164,9 +164,13 @@ def vllm_rank_weights(
     if model_type in GEMMA_FAMILIES:
         if quantization is not None or "quantization_config" in text or pp != 1:
             return None
+        if rope_bytes is not None:
+            return None  # an engine keeping its rotary caches apart from the model dtype
         return gemma_rank_weights(text, model_type, tp=tp, served=served, cuda_blocks=cuda_blocks)
     if model_type == "phi3" and text.get("rope_scaling"):
         return None  # longrope keeps a long and a short cache: not read
+    if "vision_config" in text:
+        return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
         return None
@@ -441,11 +445,37 @@ def checkpoint_storage(scheme: Any) -> LinearStorage | str:
             return (
                 "an asymmetric 8-bit compressed-tensors checkpoint: its zero points are not counted"
             )
+        acts = [
+            g.get("input_activations") if isinstance(g, dict) else None for g in groups.values()
+        ]
+        if not all(_dynamic_symmetric(a, kind) for a in acts):
+            return (
+                "a compressed-tensors checkpoint whose activations are not 8-bit, dynamic and "
+                "symmetric (weight-only: repacked for Marlin; static: input scales; "
+                "asymmetric: zero-point terms): not counted"
+            )
+        if kind == "int" and strategy == "tensor":
+            return (
+                "an int8 per-tensor compressed-tensors checkpoint: vLLM widens its scales as "
+                "it loads; not counted"
+            )
         name = "fp8" if kind == "float" else "int8"
         return LinearStorage(8, str(strategy), text=f"compressed-tensors {name}, {strategy} scales")
     return (
         f"a compressed-tensors {bits}-bit {kind} {strategy} checkpoint: vLLM repacks it as it "
         "loads (Marlin), a transient fakplan does not read; its weights are not counted"
+    )
+
+
+def _dynamic_symmetric(spec: Any, kind: Any) -> bool:
+    """W8A8's activations as counted: quantized per token as they come (no stored input
+    scale), symmetric (no zero-point term), 8 bits of the weights' type."""
+    return (
+        isinstance(spec, dict)
+        and spec.get("num_bits") == 8
+        and spec.get("type") == kind
+        and spec.get("dynamic") is True
+        and spec.get("symmetric") is not False
     )
 
 

@@ -463,14 +463,25 @@ def _attention(
     return parts
 
 
+class ShortHeader(Exception):
+    """The bytes read of ``shard`` end inside its header: read more of it."""
+
+    def __init__(self, shard: str) -> None:
+        super().__init__(shard)
+        self.shard = shard
+
+
 def geometry_from_bytes(shards: list[tuple[str, bytes]]) -> Geometry:
     """A GGUF's geometry from the first bytes of each shard (read elsewhere: the Hub);
-    ``EOFError`` where a shard's bytes end inside its header (read more of it)."""
+    ``ShortHeader`` names a shard whose bytes end inside its header."""
     header = GgufHeader(path=Path(shards[0][0]), version=0)
     for name, data in shards:
-        if len(data) < 24:
-            raise EOFError
-        _parse(_Cursor(data, Path(name)), header)
+        try:
+            if len(data) < 24:
+                raise EOFError
+            _parse(_Cursor(data, Path(name)), header)
+        except EOFError:
+            raise ShortHeader(name) from None
     header.shards = len(shards)
     check_gguf(header.metadata, shards[0][0])
     return geometry_from_header(header)

@@ -48,16 +48,19 @@ class ModelSource:
     snapshot: Snapshot | None = None
     # the engine finds weights where the reference points (None: fakplan cannot tell)
     loadable: bool | None = None
+    # what the record keeps: sentences that hold on any machine resolving the same way
     notes: tuple[str, ...] = ()
+    # what this run saw (the Hub or the cache answered, why the Hub was not used): said
+    # where fakplan prints, never recorded, so the record does not move with the machine
+    seen: tuple[str, ...] = ()
 
     def sentence(self) -> str:
         """Where the model came from, in words (plan.json's derivations["model"])."""
         snap = self.snapshot
         if snap is not None:
-            origin = "the Hub" if snap.origin == "hub" else "the Hugging Face cache"
-            where = f"{snap.repo} at {snap.revision!r}: commit {snap.commit} ({origin})"
+            where = f"{snap.repo} at {snap.revision!r}: commit {snap.commit}"
         elif self.kind == "catalog" and self.notes:
-            return self.notes[0]  # it names the catalog and why the Hub was not used
+            return self.notes[0]  # it names the catalog
         else:
             where = f"the path {self.reference}"
         return "; ".join([where, *self.notes])
@@ -71,7 +74,6 @@ class ModelSource:
             "repo": snap.repo if snap else None,
             "revision": snap.revision if snap else None,
             "commit": snap.commit if snap else None,
-            "origin": snap.origin if snap else None,
             "loadable": self.loadable,
             "notes": list(self.notes),
         }
@@ -94,6 +96,10 @@ def _resolve(
     if base is not None and not local.is_absolute():
         local = (base / local).resolve()
     if local.exists() or local.is_symlink():
+        if revision is not None:
+            raise GeometryError(
+                f"{reference!r} is a path: a revision names a commit of a Hugging Face id"
+            )
         return _from_path(reference, local)
     if not _spelled_as_id(reference) and catalog.lookup(reference) is None:
         # a path that is not there: the reader says why (no such file, a symlink loop)
@@ -117,8 +123,12 @@ def _resolve(
                 f"{reference!r} at revision {revision!r}: {hub_refusal}; the built-in catalog "
                 "holds one published config per id, not revisions"
             )
-        note = f"the built-in catalog's published config: {hub_brief}"
-        return entry, ModelSource(reference, "catalog", loadable=None, notes=(note,))
+        note = (
+            "the built-in catalog's published config (neither the Hub nor the Hugging Face "
+            "cache resolved the id)"
+        )
+        seen = (f"the catalog, as {hub_brief}",)
+        return entry, ModelSource(reference, "catalog", loadable=None, notes=(note,), seen=seen)
     near = near_catalog_ids(reference)
     names = [repr(n) for n in near]
     spelled = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
@@ -197,6 +207,7 @@ def _from_snapshot(reference: str, snap: Snapshot) -> tuple[Geometry, ModelSourc
     except GeometryError as exc:
         raise GeometryError(f"{reference!r} ({snap.repo}@{snap.commit[:12]}): {exc}") from None
     notes: list[str] = []
+    seen = [f"commit {snap.commit} named by {'the Hub' if snap.origin == 'hub' else 'the cache'}"]
     if snap.weight_files is None:
         if snap.origin == "hub":
             notes.append(
@@ -205,7 +216,7 @@ def _from_snapshot(reference: str, snap: Snapshot) -> tuple[Geometry, ModelSourc
             )
             loadable: bool | None = False
         else:
-            notes.append(
+            seen.append(
                 "the cache holds this commit's config and no weights: the engine downloads "
                 "them at boot (HF_HUB_OFFLINE=1 there would refuse)"
             )
@@ -213,7 +224,7 @@ def _from_snapshot(reference: str, snap: Snapshot) -> tuple[Geometry, ModelSourc
     else:
         loadable = True
     return geometry, ModelSource(
-        reference, "hub", snapshot=snap, loadable=loadable, notes=tuple(notes)
+        reference, "hub", snapshot=snap, loadable=loadable, notes=tuple(notes), seen=tuple(seen)
     )
 
 
@@ -236,7 +247,6 @@ class HubGguf:
             "repo": self.listing.repo,
             "selector": self.selector,
             "commit": self.listing.commit,
-            "origin": self.listing.origin,
             "files": list(self.files),
         }
 
@@ -263,20 +273,25 @@ def _hub_gguf(repo: str, selector: str, settings: HubSettings) -> tuple[Geometry
     missing = [f for f in chosen if f not in listing.files]
     if missing:
         raise GeometryError(f"{repo}:{selector}: shard {missing[0]} of a split GGUF is missing")
-    size = GGUF_FIRST_READ
+    sizes = dict.fromkeys(chosen, GGUF_FIRST_READ)
+    heads = {name: read_head(listing, name, GGUF_FIRST_READ, settings) for name in chosen}
     while True:
-        parts = [(f"{repo}/{name}", read_head(listing, name, size, settings)) for name in chosen]
         try:
-            geometry = gguf_header.geometry_from_bytes(parts)
-        except EOFError:
-            if all(len(data) < size for _, data in parts):
+            geometry = gguf_header.geometry_from_bytes(
+                [(f"{repo}/{name}", heads[name]) for name in chosen]
+            )
+        except gguf_header.ShortHeader as short:
+            name = short.shard.removeprefix(f"{repo}/")
+            if len(heads[name]) < sizes[name]:
                 raise GeometryError(
-                    f"{repo}/{chosen[0]}: truncated GGUF: the file ends inside its header"
+                    f"{repo}/{name}: truncated GGUF: the file ends inside its header"
                 ) from None
-            if size >= MAX_GGUF_HEADER:
+            if sizes[name] >= MAX_GGUF_HEADER:
                 raise GeometryError(
-                    f"{repo}/{chosen[0]}: a GGUF header over {MAX_GGUF_HEADER:,} B is not plausible"
+                    f"{repo}/{name}: a GGUF header over {MAX_GGUF_HEADER:,} B is not plausible"
                 ) from None
-            size *= 4
+            # only the shard whose header runs on is read further
+            sizes[name] *= 4
+            heads[name] = read_head(listing, name, sizes[name], settings)
             continue
         return geometry, HubGguf(listing, selector, chosen)

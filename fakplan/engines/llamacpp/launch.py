@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fakplan.engines.llamacpp.cache import CacheLayout, cache_for
-from fakplan.engines.llamacpp.rules import ALL_LAYERS, UNQUANTIZED
+from fakplan.engines.llamacpp.cache import CacheLayout, build_of, cache_for
+from fakplan.engines.llamacpp.rules import ALL_LAYERS, HF_MMPROJ_BUILD, UNQUANTIZED
 from fakplan.engines.query import query_for_shape
 from fakplan.hub import gguf_ref
 from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag
@@ -25,6 +25,7 @@ class _Launch:
     n_ctx: int
     gpu_layers: int | None  # None: every layer (the server's own spelling of "all")
     hub: tuple[str, str] | None = None  # a GGUF by Hub id: (repo, quant tag or file)
+    no_mmproj: bool = False  # the build fetches a repository's mmproj with -hf unless told
 
     @property
     def model(self) -> str:
@@ -42,8 +43,10 @@ def _model_words(i: _Launch) -> list[str]:
         return ["-m", i.model]
     repo, selector = i.hub
     if selector.endswith(".gguf"):
-        return ["--hf-repo", repo, "--hf-file", selector]
-    return ["-hf", f"{repo}:{selector}"]
+        words = ["--hf-repo", repo, "--hf-file", selector]
+    else:
+        words = ["-hf", f"{repo}:{selector}" if selector else repo]
+    return [*words, "--no-mmproj"] if i.no_mmproj else words
 
 
 def _ggml_type(name: str) -> int:
@@ -94,7 +97,9 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     hub = (
         ref if ref is not None and not loaded.resolve(shape.launch.weights or "").exists() else None
     )
-    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub)
+    stated = build_of(shape.engine_version) or ""
+    no_mmproj = hub is not None and (not stated.isdigit() or int(stated) >= HF_MMPROJ_BUILD)
+    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub, no_mmproj)
     if hub is not None:
         derivations["-hf"] = (
             f"launch.weights {shape.launch.weights}: llama-server fetches the GGUF by Hub id "

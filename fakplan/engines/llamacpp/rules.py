@@ -72,6 +72,10 @@ RELEASES = (
 # --hf-file name a file from b2528 (common : add HF arg helpers, 80bd33bc2, #6234)
 HF_TAG_BUILD = 4470
 HF_FILE_BUILD = 2528
+# from b5177 -hf also fetches and loads a repository's mmproj (the vision projector) unless
+# --no-mmproj (arg : clean up handling --mmproj with -hf, 80982e815, #13082): fakplan plans
+# the text model, so the launch says --no-mmproj there
+HF_MMPROJ_BUILD = 5177
 N_BATCH = 2048  # default logical batch (common/common.h), capped at n_ctx
 # --cache-type-k / --cache-type-v as llama.cpp's own parser takes them (matched exactly);
 # default f16 (common/common.h). fakplan adds "auto" (the default) and "K/V" for a split.

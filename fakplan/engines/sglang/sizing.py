@@ -129,8 +129,13 @@ def sglang_sizing(
     if g.text_config is None:
         return f"{g.source}: no config.json to count the weights from"
     served, _ = served_dtype(query, downcast)
-    weights = vllm_rank_weights(
-        g.text_config, g.architecture, tp=query.tp, served=served, rope_bytes=ROPE_BYTES
+    # a quantized checkpoint's layout is read for vLLM on a GPU only
+    weights = (
+        None
+        if "quantization_config" in g.text_config
+        else vllm_rank_weights(
+            g.text_config, g.architecture, tp=query.tp, served=served, rope_bytes=ROPE_BYTES
+        )
     )
     if weights is None:
         return (

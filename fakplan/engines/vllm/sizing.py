@@ -207,8 +207,13 @@ def _cpu_sizing(
     served, _ = served_dtype(query, DOWNCAST)
     if g.text_config is None:
         raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
-    weights = vllm_rank_weights(
-        g.text_config, g.architecture, tp=shape.parallel.tensor, served=served
+    # a quantized checkpoint's layout is read for the GPU build only
+    weights = (
+        None
+        if "quantization_config" in g.text_config
+        else vllm_rank_weights(
+            g.text_config, g.architecture, tp=shape.parallel.tensor, served=served
+        )
     )
     if weights is None:
         raise _unknown(loaded, f"{g.architecture}: its weights are not counted from a config")

@@ -171,11 +171,14 @@ def test_a_tied_last_stage_builds_its_embedding_first() -> None:
 
 
 def _with_scheme(model: str, weights: dict[str, Any], ignore: list[str]) -> dict[str, Any]:
-    """A base config with a compressed-tensors quantization_config over every Linear."""
+    """A base config with a compressed-tensors quantization_config over every Linear,
+    activations quantized per token as they come (the W8A8 presets')."""
     config: dict[str, Any] = json.loads((PUBLIC / "configs" / model / "config.json").read_text())
+    acts = {"num_bits": 8, "type": weights.get("type"), "strategy": "token", "dynamic": True}
+    group = {"targets": ["Linear"], "weights": weights, "input_activations": acts}
     config["quantization_config"] = {
         "quant_method": "compressed-tensors",
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "config_groups": {"group_0": group},
         "ignore": ignore,
     }
     return config
@@ -264,3 +267,24 @@ def test_phi4_and_gemma2_by_hand() -> None:
     assert found is not None and found.bytes == params * 2 + 8192 * 256 * 2
     longrope = {**phi, "rope_scaling": {"type": "longrope", "long_factor": [1.0]}}
     assert vllm_rank_weights(longrope, "phi3") is None
+
+
+def test_what_the_w8a8_count_does_not_cover_is_none() -> None:
+    """Weight-only 8-bit (vLLM repacks it for Marlin), static activations (input scales),
+    asymmetric activations (zero-point terms), a tower beside a text model other than
+    Gemma 3's, and Gemma's rotary caches kept in another dtype (SGLang's float32)."""
+    dynamic = {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}
+    for acts in (None, {**dynamic, "dynamic": False}, {**dynamic, "symmetric": False}):
+        config = _with_scheme("meta-llama--Llama-3.1-8B-Instruct", FP8_CHANNEL, ["lm_head"])
+        config["quantization_config"]["config_groups"]["group_0"]["input_activations"] = acts
+        assert vllm_rank_weights(config, "llama") is None, acts
+    config = _with_scheme("meta-llama--Llama-3.1-8B-Instruct", FP8_CHANNEL, ["lm_head"])
+    config["quantization_config"]["config_groups"]["group_0"]["input_activations"] = dynamic
+    assert vllm_rank_weights(config, "llama") is not None
+    plain = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    tower = {**plain, "vision_config": {"hidden_size": 1024}}
+    assert vllm_rank_weights(tower, "llama") is None
+    gemma = _gemma3_text("google--gemma-3-4b-it")
+    assert vllm_rank_weights(gemma, "gemma3_text", rope_bytes=4) is None

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 89470e2bae5049796d08b341373ea1708bf62efc589f839881ade9144b1f13b3
+# Record: plan.json sha256 045962b3d0b1d670403a4f09cd15a4dbbe154ef0d42c03a1c3e23a836bfb3e78
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #

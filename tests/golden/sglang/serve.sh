@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 4057e331a45ebc98b34d06c02b0bceb2e7e053ffdeac6572fcee4724613f8f57
+# Record: plan.json sha256 a8737bbc0b45b7a688e344ae2db2802c044d362ef9d06c0833f3c9dcae5d051e
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

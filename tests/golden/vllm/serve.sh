@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 6d44fcf081b2959335b96de89fe08434af40554405e2c42702e6d9d709fe9f41
+# Record: plan.json sha256 14c76c451fbc4acb7a509afccedeb3417da11ff0d903313b1abd10be46bf96be
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
