@@ -68,3 +68,21 @@ def test_kv_pool_over_several_ranks_says_the_engine_keeps_the_smallest() -> None
     assert any("the minimum over workers" in n for n in two["notices"])
     one = json.loads(_run(*base, "--pool", "63.76 GiB", "--json").output)
     assert one["notices"] == []
+
+
+def test_a_small_slot_count_is_said_to_be_outside_the_measured_range() -> None:
+    """ "At max_num_seqs: 4 the predicted activation peak of Llama-3.1-8B is 59,631,616 B —
+    less than one MLP gate_up output for 2,048 tokens": the derivation now says the forward's
+    MLP intermediate (2,048 x 3 x 14,336 x 2 B = 176,160,768 B) outgrows the sampler there,
+    outside the 1,024-slot boots the peak was fitted on; at 1,024 slots it says nothing."""
+    base = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
+        "--gpu-memory-utilization", "0.9", "--card-total", "24 GiB", "--json",
+    ]  # fmt: skip
+    small = json.loads(_run(*base, "--max-num-seqs", "4").output)
+    text = small["floor"]["activation_derivation"]
+    assert "outside the measured range" in text and "176,160,768 B" in text
+    large = json.loads(
+        _run(*base[:-3], "--card-total", "79.19 GiB", "--json", "--max-num-seqs", "1024").output
+    )
+    assert "outside the measured range" not in large["floor"]["activation_derivation"]

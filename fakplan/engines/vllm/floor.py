@@ -153,7 +153,26 @@ def activation_peak(
     if moe is not None:
         total += moe.bytes
         text_out += f"; {moe.derivation}"
-    return Term(total, f"{text_out} = {total:,} B")
+    outside = _outside_measured(text, tp, batched_tokens, sampler)
+    return Term(total, f"{text_out} = {total:,} B{outside}")
+
+
+def _outside_measured(text: dict[str, Any], tp: int, batched_tokens: int, sampler: int) -> str:
+    """Where the forward's MLP intermediate outgrows the sampler: the peak model was fitted
+    on boots at 1,024 slots, where the sampler dominates; here it may be low, and says so."""
+    try:
+        inter = int(text["intermediate_size"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    mlp = batched_tokens * 3 * (inter // tp) * 2
+    if mlp <= sampler:
+        return ""
+    return (
+        f"; outside the measured range: the forward's MLP intermediate at "
+        f"max_num_batched_tokens ({batched_tokens:,} x 3 x {inter // tp:,} x 2 B = {mlp:,} B) "
+        f"outgrows the sampler ({sampler:,} B), and every public boot the peak was fitted "
+        "on ran at 1,024 slots, where the sampler dominates: the peak may be higher"
+    )
 
 
 def vllm_floor(
