@@ -124,9 +124,9 @@ def fit(
 ) -> None:
     """What fits on these cards: per window, the most sessions every gate passes.
 
-    TARGET is a model (a catalog id, an HF folder or config.json, a GGUF) with
-    --engine and --card, or a shape file whose model, card, ceiling and gates
-    are used. For each layout (KV dtype x weight quantization x TP) and each
+    TARGET is a model (a Hugging Face id, a catalog id, an HF folder or
+    config.json, a GGUF) with --engine and --card, or a shape file whose model,
+    card, ceiling and gates are used. For each layout (KV dtype x weight quantization x TP) and each
     window on a ladder (powers of two up to the trained context, and --window),
     it compiles and gates shapes in memory and prints the most sessions that
     pass, with the budget split that realises them and the gate one more
