@@ -500,3 +500,49 @@ def test_a_gguf_by_hub_id_the_repo_lacks_is_one_line(
     message = str(caught.value)
     assert "launch.weights" in message and "IQ2_XS" in message and "Nemo-Q4_K_M.gguf" in message
     assert "\n" not in message
+
+
+def test_a_gguf_by_hub_id_may_be_the_model_itself(
+    hub_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``model: org/name:Q8_0`` for llama.cpp: its geometry, weights and launch from the
+    GGUF's header on the Hub, as the same file named by path gives them."""
+    import yaml
+
+    from fakplan.geometry import resolve
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape_text
+
+    raw = _gguf_with_vocab(tmp_path / "nemo.gguf", 1000)
+
+    def plan_of(model: str) -> Any:
+        data = {
+            "name": "hubmodel",
+            "engine": "llamacpp",
+            "engine_version": "b7475",
+            "model": model,
+            "card": {"total": "24 GiB"},
+            "budget": {"weights": "20 GiB", "kv": "3 GiB"},
+            "serving": {"max_num_seqs": 1, "max_model_len": 4096},
+        }
+        return compile_plan(load_shape_text(yaml.safe_dump(data), tmp_path / "hubmodel.yaml"))
+
+    local = plan_of("nemo.gguf")
+    resolve._hub_gguf.cache_clear()
+    repo = Repo(files={"Nemo-Q8_0.gguf": raw}, commit=COMMIT_A)
+    with serve_hub({"acme/Nemo-GGUF": repo}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        remote = plan_of("acme/Nemo-GGUF:Q8_0")
+        kv = fakplan("kv", "acme/Nemo-GGUF:Q8_0", "--engine", "llamacpp", "--json", env_url=hub.url)
+    resolve._hub_gguf.cache_clear()
+    assert remote.tokens_backed == local.tokens_backed
+    assert remote.rate_bytes_per_token == local.rate_bytes_per_token
+
+    def on_card(plan: Any) -> Any:
+        return next(g for g in plan.gates if g.id == "weights-fit").numbers
+
+    assert on_card(remote) == on_card(local)
+    assert remote.model_source is not None and remote.model_source["commit"] == COMMIT_A
+    assert remote.launch.roles[0].argv[1:3] == ("-hf", "acme/Nemo-GGUF:Q8_0")
+    assert kv.returncode == 0, kv.stderr
+    assert json.loads(kv.stdout)["bytes_per_token"] == local.rate_bytes_per_token

@@ -112,7 +112,8 @@ def served_weights(
     """
     shape = loaded.shape
     served = shape.launch.weights
-    if engine.loads_gguf and not shape.model.endswith(".gguf") and not served:
+    named_gguf = shape.model.endswith(".gguf") or gguf_ref(shape.model) is not None
+    if engine.loads_gguf and not named_gguf and not served:
         return None, (
             f"{shape.engine} loads a GGUF (launch.weights), not {shape.model}'s published "
             "checkpoint"

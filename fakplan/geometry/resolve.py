@@ -29,6 +29,7 @@ from fakplan.hub import (
     HubFiles,
     HubSettings,
     Snapshot,
+    gguf_ref,
     is_repo_id,
     pick_gguf,
     read_head,
@@ -101,6 +102,9 @@ def _resolve(
                 f"{reference!r} is a path: a revision names a commit of a Hugging Face id"
             )
         return _from_path(reference, local)
+    ref = gguf_ref(reference)
+    if ref is not None:
+        return _from_hub_gguf(reference, ref, revision, settings)
     if not _spelled_as_id(reference) and catalog.lookup(reference) is None:
         # a path that is not there: the reader says why (no such file, a symlink loop)
         try:
@@ -142,6 +146,31 @@ def _resolve(
         f"{reference!r}: no file or folder{where}; {hub_refusal}; not a catalog id "
         f"(fakplan kv --list){hint}"
     )
+
+
+def _from_hub_gguf(
+    reference: str, ref: tuple[str, str], revision: str | None, settings: HubSettings
+) -> tuple[Geometry, ModelSource]:
+    """A GGUF named by Hub id as llama.cpp's -hf names it, read from its header."""
+    if revision is not None:
+        raise GeometryError(
+            f"{reference!r}: llama.cpp's -hf fetches the repository's main; a GGUF by Hub id "
+            "takes no revision"
+        )
+    geometry, found = _hub_gguf(*ref, settings)
+    listing = found.listing
+    snap = Snapshot(
+        repo=listing.repo,
+        revision=listing.revision,
+        commit=listing.commit,
+        folder=listing.folder or Path(),
+        origin=listing.origin,
+        weight_files=found.files,
+        headers=None,
+    )
+    named = "the Hub" if listing.origin == "hub" else "the cache"
+    seen = (f"{', '.join(found.files)} at commit {listing.commit} named by {named}",)
+    return geometry, ModelSource(reference, "hub", snapshot=snap, loadable=True, seen=seen)
 
 
 def _spelled_as_id(reference: str) -> bool:

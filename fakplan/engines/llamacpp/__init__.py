@@ -97,7 +97,8 @@ class LlamacppEngine(ModelledEngine):
 
     def _check_hub_weights(self, loaded: LoadedShape) -> None:
         """A GGUF by Hub id needs a server that fetches one, at a build that takes it."""
-        weights = loaded.shape.launch.weights or ""
+        weights = loaded.shape.launch.weights or loaded.shape.model
+        field = ("launch", "weights") if loaded.shape.launch.weights else ("model",)
         ref = gguf_ref(weights)
         if ref is None or loaded.resolve(weights).exists():
             return
@@ -105,8 +106,7 @@ class LlamacppEngine(ModelledEngine):
             raise loaded.error(
                 f"{weights}: llama-cpp-python's server loads a local file; download the "
                 "GGUF and name its path, or use launch.binary: llama-server (-hf)",
-                "launch",
-                "weights",
+                *field,
             )
         stated = build_of(loaded.shape.engine_version) or ""
         build = int(stated) if stated.isdigit() else None
@@ -116,8 +116,7 @@ class LlamacppEngine(ModelledEngine):
                 f"{weights}: llama-server b{build} does not fetch "
                 f"{'a file by --hf-file' if need == HF_FILE_BUILD else 'a quant tag by -hf'} "
                 f"(from b{need}); name the file (repo:file.gguf) or a newer build",
-                "launch",
-                "weights",
+                *field,
             )
 
     def probe_hint(self, loaded: LoadedShape) -> str | None:

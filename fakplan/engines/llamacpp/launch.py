@@ -93,16 +93,15 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     if shape.card.device == "cpu":
         gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
         derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
-    ref = gguf_ref(shape.launch.weights or "")
-    hub = (
-        ref if ref is not None and not loaded.resolve(shape.launch.weights or "").exists() else None
-    )
+    loads = shape.launch.weights or shape.model
+    ref = gguf_ref(loads)
+    hub = ref if ref is not None and not loaded.resolve(loads).exists() else None
     stated = build_of(shape.engine_version) or ""
     no_mmproj = hub is not None and (not stated.isdigit() or int(stated) >= HF_MMPROJ_BUILD)
     inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub, no_mmproj)
     if hub is not None:
         derivations["-hf"] = (
-            f"launch.weights {shape.launch.weights}: llama-server fetches the GGUF by Hub id "
+            f"{loads}: llama-server fetches the GGUF by Hub id "
             "into its cache, the file fakplan read the header of (it takes no commit: the "
             "repository's main at boot)"
         )
