@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fakplan.errors import GeometryError
+from fakplan.safetensors_format import SIZE_LIMIT, extents, read_header
 
 if TYPE_CHECKING:
     pass
@@ -36,9 +37,7 @@ WANTED = ("config.json", "generation_config.json", "model.safetensors.index.json
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # shards whose headers are read at most: a checkpoint of more is counted from its index
 MAX_SHARDS = 256
-SIZE_LIMIT = 1 << 50  # bytes a tensor or a checkpoint may claim: no checkpoint holds a PiB
 HEADER_FIRST_READ = 100_000  # most headers fit (huggingface_hub reads as much first)
-MAX_HEADER = 100 << 20  # safetensors' own limit on a header
 _TRUE = {"1", "on", "yes", "true"}
 # huggingface_hub's own rule for a repo id: one optional namespace, then the name
 _REPO_ID = re.compile(r"^(?:\w[\w.-]{0,95}/)?\w[\w.-]{0,95}$")
@@ -326,57 +325,21 @@ def _headers(
     total = tensors = 0
     dtypes: set[str] = set()
     for shard in shards:
-        header = _safetensors_header(repo, revision, commit, shard, settings)
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            offsets = info.get("data_offsets") if isinstance(info, dict) else None
-            if not isinstance(offsets, list) or len(offsets) != 2:
-                raise HubError(f"{repo!r}: {shard}: tensor {name[:60]!r} has no data_offsets pair")
-            start, end = offsets
-            if not (isinstance(start, int) and isinstance(end, int)) or not (
-                0 <= start <= end <= SIZE_LIMIT
-            ):
-                raise HubError(
-                    f"{repo!r}: {shard}: tensor {name[:60]!r} claims bytes {start!r}..{end!r}, "
-                    "not a plausible checkpoint"
-                )
-            total += end - start
-            dtypes.add(str(info.get("dtype")))
-            tensors += 1
+        # the first read holds most headers whole (huggingface_hub reads as much first)
+        first = _ranged(repo, revision, commit, shard, HEADER_FIRST_READ, settings)
+
+        def head(size: int, shard: str = shard, first: bytes = first) -> bytes:
+            if size <= len(first) or len(first) < HEADER_FIRST_READ:
+                return first[:size]
+            return _ranged(repo, revision, commit, shard, size, settings)
+
+        where = f"{repo!r}: {shard}"
+        found = extents(read_header(head, where, HubError), where, HubError)
+        total, tensors = total + found.total_bytes, tensors + found.tensors
+        dtypes |= found.dtypes
         if total > SIZE_LIMIT:
             raise HubError(f"{repo!r}: the safetensors headers claim {total:,} B: not plausible")
     return TensorHeaders(len(shards), tensors, total, frozenset(dtypes))
-
-
-def _safetensors_header(
-    repo: str, revision: str, commit: str, shard: str, settings: HubSettings
-) -> dict[str, Any]:
-    """One shard's JSON header: its 8-byte length, then exactly that many bytes."""
-    from fakplan.files import load_json
-
-    brief = "a safetensors header on the Hub cannot be read"
-    prefix = _ranged(repo, revision, commit, shard, HEADER_FIRST_READ, settings)
-    if len(prefix) < 8:
-        raise HubError(f"{repo!r}: {shard}: not a safetensors file ({len(prefix)} bytes)", brief)
-    length = int.from_bytes(prefix[:8], "little")
-    if length > MAX_HEADER:
-        raise HubError(
-            f"{repo!r}: {shard}: a safetensors header of {length:,} bytes is not plausible "
-            f"(at most {MAX_HEADER:,})",
-            brief,
-        )
-    raw = (
-        prefix
-        if len(prefix) >= 8 + length
-        else _ranged(repo, revision, commit, shard, 8 + length, settings)
-    )
-    if len(raw) < 8 + length:
-        raise HubError(f"{repo!r}: {shard}: truncated safetensors header", brief)
-    header = load_json(raw[8 : 8 + length], f"{repo}/{shard} (header)", HubError)
-    if not isinstance(header, dict):
-        raise HubError(f"{repo!r}: {shard}: a safetensors header that is not a JSON object", brief)
-    return header
 
 
 def _unreachable(exc: BaseException) -> str | None:
@@ -404,7 +367,6 @@ def _hub_refusal(
         GatedRepoError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
-        SafetensorsParsingError,
     )
 
     where = f"the Hub ({settings.endpoint})"
@@ -423,11 +385,6 @@ def _hub_refusal(
         return (
             f"{repo!r}: {where} has no revision {revision!r} (a branch, tag or commit)",
             f"no revision {revision!r} on the Hub",
-        )
-    if isinstance(exc, SafetensorsParsingError):
-        return (
-            f"{repo!r}: a safetensors header {where} served cannot be read: {_first_line(exc)}",
-            "a safetensors header on the Hub cannot be read",
         )
     return (
         f"{repo!r}: {where} answered {type(exc).__name__}: {_first_line(exc)}",
@@ -594,14 +551,3 @@ def _ranged(
     except Exception as exc:
         raise HubError(*_hub_refusal(repo, revision, settings, exc)) from None
     return b"".join(chunks)
-
-
-def json_of(snap: Snapshot) -> dict[str, Any]:
-    """The snapshot as plan.json records it."""
-    return {
-        "repo": snap.repo,
-        "revision": snap.revision,
-        "commit": snap.commit,
-        "origin": snap.origin,
-        "weight_files": None if snap.weight_files is None else len(snap.weight_files),
-    }

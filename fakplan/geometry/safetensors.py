@@ -6,17 +6,15 @@ every file's tensor extents.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
-from typing import Any
 
 from fakplan.errors import GeometryError
 from fakplan.files import load_json, read_bounded
 from fakplan.geometry.facts import check_int
+from fakplan.safetensors_format import SIZE_LIMIT, Extents, extents, read_header
 
 MAX_INDEX = 64 << 20  # a weight map of 100,000 tensors is a few MiB
-MAX_HEADER = 100 << 20  # safetensors' own limit on a header
-SIZE = (0, 1 << 50)  # byte offsets and totals: no checkpoint holds a PiB
+SIZE = (0, SIZE_LIMIT)
 
 
 def safetensors_bytes(folder: Path) -> tuple[int | None, str | None]:
@@ -50,46 +48,19 @@ def safetensors_dtypes(folder: Path) -> frozenset[str] | None:
         return None
     seen: set[str] = set()
     for file in files:
-        seen.update(
-            str(info.get("dtype"))
-            for name, info in _header(file).items()
-            if name != "__metadata__" and isinstance(info, dict)
-        )
+        seen.update(_extents(file).dtypes)
     return frozenset(seen)
 
 
-def _header(path: Path) -> dict[str, Any]:
-    """The 8-byte length + JSON header of one file; tensors are never read."""
-    prefix = read_bounded(path, 8, GeometryError, "a safetensors file", head=True)
-    if len(prefix) < 8:
-        raise GeometryError(f"{path}: truncated safetensors file")
-    (length,) = struct.unpack("<Q", prefix)
-    if length > MAX_HEADER:
-        raise GeometryError(f"{path}: safetensors header of {length:,} bytes is not plausible")
-    # exactly the header the length names: a shard's tensors are never read
-    raw = read_bounded(path, 8 + length, GeometryError, "a safetensors file", head=True)
-    if len(raw) < 8 + length:
-        raise GeometryError(f"{path}: truncated safetensors header")
-    header = load_json(raw[8 : 8 + length], f"{path} (header)", GeometryError)
-    if not isinstance(header, dict):
-        raise GeometryError(f"{path}: safetensors header is not a JSON object")
-    return header
+def _extents(path: Path) -> Extents:
+    """One file's header: its length, then exactly the header it names (never a tensor)."""
+
+    def head(size: int) -> bytes:
+        return read_bounded(path, size, GeometryError, "a safetensors file", head=True)
+
+    return extents(read_header(head, str(path), GeometryError), str(path), GeometryError)
 
 
 def _header_bytes(path: Path) -> int:
     """Sum of tensor extents from one file's header."""
-    total = 0
-    for name, info in _header(path).items():
-        if name == "__metadata__":
-            continue
-        offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if not isinstance(offsets, list) or len(offsets) != 2:
-            raise GeometryError(f"{path}: tensor {name[:60]!r} has no data_offsets pair")
-        start = check_int(offsets[0], SIZE, str(path), f"/{name[:60]}/data_offsets/0")
-        end = check_int(offsets[1], SIZE, str(path), f"/{name[:60]}/data_offsets/1")
-        if end < start:
-            raise GeometryError(
-                f"{path}: /{name[:60]}/data_offsets: ends at {end:,} before it starts at {start:,}"
-            )
-        total += end - start
-    return total
+    return _extents(path).total_bytes
