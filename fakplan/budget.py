@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from fakplan.cards import sku_for_device
 from fakplan.errors import FakplanError, UnitsError
 from fakplan.units import MAX_BYTE_SIZE, human, parse_bytes
 
@@ -37,6 +38,12 @@ class DeviceMemory:
     free_bytes: int
     used_bytes: int
     reserved_bytes: int | None = None  # NVML v2: what the driver and firmware hold back
+
+    @property
+    def sku(self) -> str | None:
+        """The card table's row for the name NVML reports (card.sku), if fakplan knows it."""
+        row = sku_for_device(self.name)
+        return row.sku if row is not None else None
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class DeviceBudget:
             "sentence": self.sentence,
             "engine_total_bytes": self.engine_total_bytes,
             "engine_total_sentence": self.engine_total_sentence,
-            "devices": [d.__dict__ for d in self.devices],
+            "devices": [{**d.__dict__, "sku": d.sku} for d in self.devices],
         }
 
 

@@ -153,6 +153,13 @@ class FitPoint:
             "ceiling_bytes": p.ceiling_bytes,
             "ceiling_basis": p.ceiling_basis,
             "gates_unknown": [g.id for g in p.gates if g.status == "unknown"],
+            # every slot at the window: tokens/s per session and in all, [slow, fast]
+            "decode_tps_per_session": (
+                p.rates.decode.worst_case["per_session_tps"] if p.rates and p.rates.decode else None
+            ),
+            "decode_tps_aggregate": (
+                p.rates.decode.worst_case["aggregate_tps"] if p.rates and p.rates.decode else None
+            ),
             "least_fraction": None if self.least is None else self.least.to_json(),
             "beyond": {
                 "field": self.beyond.field,

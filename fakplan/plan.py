@@ -39,6 +39,7 @@ from fakplan.gates import GateResult, run_gates
 from fakplan.kv import KvBreakdown
 from fakplan.launch import LaunchRecord, shape_relative_paths, with_shape_env
 from fakplan.predict import Prediction, predictions_for
+from fakplan.rate_plan import RatesRecord, plan_rates
 from fakplan.shape import LoadedShape
 from fakplan.sizing import EngineSizing
 from fakplan.units import human
@@ -182,9 +183,25 @@ class Plan(BaseModel):
     # what every output says beside the figures: an assumption the answer depends on
     # (the release whose rules applied where the shape states none)
     notices: tuple[str, ...] = ()
+    # decode and prefill rates predicted before boot (fakplan.rate_plan): None for an engine
+    # fakplan does not model, or a record written before this field
+    rates: RatesRecord | None = None
     # what this run saw of the model's resolution (the Hub or the cache answered, why the
     # catalog): printed, never recorded, so the record does not move with the machine
     model_seen: tuple[str, ...] = Field(default=(), exclude=True)
+
+    @property
+    def decode_tps_at_window(self) -> float | None:
+        """The slow end of the decode rate one session sees with every slot at the full
+        window (rates.decode.worst_case): what a change costs in speed, for diff."""
+        decode = self.rates.decode if self.rates else None
+        return None if decode is None else float(decode.worst_case["per_session_tps"][0])
+
+    @property
+    def decode_tps_aggregate(self) -> float | None:
+        """The slow end of all slots' decode together at the full window."""
+        decode = self.rates.decode if self.rates else None
+        return None if decode is None else float(decode.worst_case["aggregate_tps"][0])
 
     @property
     def failed(self) -> bool:
@@ -536,6 +553,7 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
     engine = ENGINES[shape.engine]
     check_head_address(loaded)
     f = derive_figures(loaded, ledger_path)
+    rates = plan_rates(loaded, f)
     cost = f.cost
     components = tuple(ComponentRecord.of(c, cost.page_tokens) for c in cost.components)
     return Plan(
@@ -569,11 +587,12 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         kv_unclaimed_bytes=f.kv_unclaimed_bytes,
         derivations=_derivations(loaded, f, components),
         gates=run_gates(f),
-        predictions=predictions_for(shape, loaded.path.as_posix(), f),
+        predictions=predictions_for(shape, loaded.path.as_posix(), f, rates),
         launch=with_shape_env(shape, shape_relative_paths(loaded, engine.launch(loaded, f))),
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
         ceiling_basis=f.ceiling_basis,
         metrics_selector=shape.metrics_selector,
         notices=_notices(loaded),
         model_seen=_model_seen(loaded),
+        rates=rates,
     )

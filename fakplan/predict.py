@@ -21,6 +21,7 @@ from fakplan.figures import Figures
 from fakplan.units import GIB, KIB, MIB, UNITS, human
 
 if TYPE_CHECKING:
+    from fakplan.rate_plan import RatesRecord
     from fakplan.shape import Shape
     from fakplan.shape.model import Expectation
 
@@ -37,6 +38,10 @@ ACTIVATION_PEAK = "activation-peak"
 NON_TORCH = "non-torch"
 NON_KV = "non-kv"
 MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
+# rates before boot (fakplan.rate_plan): one session as the decode probe runs it, and a
+# window-sized prompt as the prefill probe sends it
+DECODE_TPS_ONE = "decode-tps-one"
+PREFILL_TPS = "prefill-tps"
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
 ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
@@ -464,7 +469,73 @@ def _expectation(shape: Shape, expectation: Expectation, path: str) -> Predictio
     )
 
 
-def predictions_for(shape: Shape, path: str, f: Figures) -> tuple[Prediction, ...]:
+def _sig(value: float) -> str:
+    """Three significant figures with separators: rates are measured to a few percent."""
+    if value <= 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = max(0, 2 - math.floor(math.log10(value)))
+    return f"{value:,.{digits}f}"
+
+
+def _tps(low: float, high: float) -> str:
+    return f"{_sig(low)}..{_sig(high)} tokens/s"
+
+
+def _rate_predictions(path: str, f: Figures, rates: RatesRecord | None) -> list[Prediction]:
+    """The decode and prefill rates predicted before boot, each closed by its probe."""
+    if rates is None:
+        return []
+    made = []
+    decode = rates.decode
+    if decode is not None:
+        low, high = (round(v, 2) for v in decode.one_session["per_session_tps"])
+        worst = decode.worst_case
+        made.append(
+            Prediction(
+                id=DECODE_TPS_ONE,
+                claim=(
+                    f"one session decodes at {_tps(low, high)} (the decode probe's run, "
+                    f"context up to {decode.one_session['context']:,} tokens); with all "
+                    f"{worst['sessions']} slots at {worst['context']:,} tokens each session "
+                    f"gets {_tps(*worst['per_session_tps'])}, "
+                    f"{_tps(*worst['aggregate_tps'])} in all (decode alone: prefills the "
+                    "engine runs in the same steps slow it further)"
+                ),
+                value=None,
+                low=low,
+                high=high,
+                unit="tokens/s",
+                derivation=decode.derivation,
+                closed_by="probe decode",
+                command=f"fakplan probe {path} --url URL --only decode",
+            )
+        )
+    prefill = rates.prefill
+    if prefill is not None:
+        low, high = prefill.prefill_tps
+        ttft_low, ttft_high = prefill.ttft_s
+        made.append(
+            Prediction(
+                id=PREFILL_TPS,
+                claim=(
+                    f"a prompt of {prefill.prompt_tokens:,} tokens prefills at "
+                    f"{_tps(low, high)}: first token after {ttft_low:.3g}..{ttft_high:.3g} s"
+                ),
+                value=None,
+                low=low,
+                high=high,
+                unit="tokens/s",
+                derivation=prefill.derivation,
+                closed_by="probe prefill",
+                command=f"fakplan probe {path} --url URL --only prefill",
+            )
+        )
+    return made
+
+
+def predictions_for(
+    shape: Shape, path: str, f: Figures, rates: RatesRecord | None = None
+) -> tuple[Prediction, ...]:
     """What the plan claims, each with the observation that closes it (``path``: the shape
     file as the commands that close them name it)."""
     made = [
@@ -474,6 +545,7 @@ def predictions_for(shape: Shape, path: str, f: Figures) -> tuple[Prediction, ..
         _weights(path, f),
         *_sized(path, f),
         _unclaimed(path, f),
+        *_rate_predictions(path, f, rates),
         *(_expectation(shape, expectation, path) for expectation in shape.expect),
     ]
     return tuple(p for p in made if p is not None)

@@ -251,6 +251,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "budget",
         "What this machine's cards hold (NVML), or host RAM without a GPU.",
     ),
+    "cards": (
+        "fakplan.cli.cards",
+        "cards",
+        "The cards fakplan knows by card.sku: bandwidth, dense peaks, SMs, link, sources.",
+    ),
     "probe": (
         "fakplan.cli.probe",
         "probe",

@@ -37,15 +37,19 @@ def budget(device: str, as_json: bool) -> None:
     console = Console(highlight=False)
     if result.devices:
         table = Table(show_header=True, header_style="bold")
-        for column in ("gpu", "name", "total", "free", "used"):
-            table.add_column(column, justify="right" if column not in ("name",) else "left")
+        for column in ("gpu", "name", "sku", "total", "free", "used"):
+            table.add_column(column, justify="right" if column not in ("name", "sku") else "left")
         for d in result.devices:
             table.add_row(
                 str(d.index),
                 Text(d.name),
+                Text(d.sku or "—"),
                 human(d.total_bytes, "MiB"),
                 human(d.free_bytes, "MiB"),
                 human(d.used_bytes, "MiB"),
             )
         console.print(table)
     console.print(Text(result.sentence))
+    skus = sorted({d.sku for d in result.devices if d.sku})
+    if skus:
+        console.print(Text(f"card.sku: {', '.join(skus)} (the card table: fakplan cards)"))

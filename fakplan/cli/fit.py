@@ -311,12 +311,23 @@ def _limits(plans: list[Plan]) -> str:
     return f"the {basis} ceiling, {span} MiB"
 
 
+def _decode(plan: Plan) -> str:
+    """Every slot at the window: the predicted decode rate one session sees (rates)."""
+    decode = plan.rates.decode if plan.rates else None
+    if decode is None:
+        return ""
+    low, high = decode.worst_case["per_session_tps"]
+    return f"{low:,.1f}..{high:,.1f}"
+
+
 def _frontier_table(fit: LayoutFit) -> Table:
     """Per window the most sessions, the split or least fraction that realises them."""
     sized = any(p.least is not None for p in fit.frontier)
+    rated = any(p.plan.decode_tps_at_window is not None for p in fit.frontier)
     table = Table(title=fit.layout.label(), title_justify="left")
     columns = ["window", "sessions", "weights MiB", "KV pool MiB", "tokens"]
     columns += ["least fraction"] if sized else []
+    columns += ["decode t/s per session"] if rated else []
     for column in [*columns, "one more fails"]:
         last = column == "one more fails"
         table.add_column(column, justify="left" if last else "right", overflow="fold")
@@ -331,6 +342,8 @@ def _frontier_table(fit: LayoutFit) -> Table:
         ]
         if sized:
             row.append("" if point.least is None else f"{point.least.value:.2f}")
+        if rated:
+            row.append(_decode(p))
         table.add_row(*row, point.beyond.gate)
     for window, failing in fit.none_at:
         blank = [""] * (len(columns) - 2)

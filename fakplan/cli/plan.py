@@ -105,3 +105,5 @@ def print_plan(p: Plan) -> None:
     console.print("predictions:")
     for pred in p.predictions:
         console.print(Text(f"  {pred.id}: {pred.claim}  [closed by {pred.closed_by}]"))
+    for reason in p.rates.not_predicted if p.rates else ():
+        console.print(Text(f"  rates not predicted: {reason}"))

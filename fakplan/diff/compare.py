@@ -204,6 +204,8 @@ FIGURES = (
     "ceiling_bytes",
     "unclaimed_bytes",
     "kv_unclaimed_bytes",
+    "decode_tps_at_window",
+    "decode_tps_aggregate",
 )
 
 

@@ -27,10 +27,17 @@ _LABELS = {
     "ceiling_bytes": "ceiling",
     "unclaimed_bytes": "unclaimed",
     "kv_unclaimed_bytes": "idle KV (budget.kv the cache leaves unused)",
+    "decode_tps_at_window": "decode per session, every slot at the window (tokens/s, slow end)",
+    "decode_tps_aggregate": "decode in all, every slot at the window (tokens/s, slow end)",
 }
 
 # the figures a reviewer wants the ratio of: fp8 -> bf16 can be 1.89x the rate, not 2x
-_RATIOS = ("rate_bytes_per_token", "tokens_backed")
+_RATIOS = (
+    "rate_bytes_per_token",
+    "tokens_backed",
+    "decode_tps_at_window",
+    "decode_tps_aggregate",
+)
 
 _REFEREE = "(the ledger and the probes are the referee)"
 
@@ -98,6 +105,8 @@ def _in_full(d: ShapeDiff, plan: Plan) -> list[str]:
     for name in FIGURES:
         if name == "kv_unclaimed_bytes" and plan.kv_unclaimed_bytes is None:
             continue  # engines whose pool is budget.kv leave none idle
+        if name.startswith("decode_tps") and getattr(plan, name) is None:
+            continue  # no rate predicted (rates.not_predicted says why)
         lines.append(f"  {_LABELS[name]}: {_show(name, getattr(plan, name))}")
     lines.append(f"  rate: {plan.derivations['rate_bytes_per_token']}")
     lines.append("gates:")

@@ -12,6 +12,7 @@ attributes name its parts, its templates (``templates/<name>/env.j2`` and
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from fakplan.contract import Capacity, KvCost
@@ -21,6 +22,7 @@ from fakplan.engines.refusals import BootRefusal
 from fakplan.engines.serving import ServerFacts
 from fakplan.errors import FakplanError
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.rates import AllReduce, EfficiencyBand
 from fakplan.units import human
 
 if TYPE_CHECKING:
@@ -74,6 +76,16 @@ class Engine:
     # how the engine sizes the cache of several ranks from the pools each rank finds (a
     # sentence with its source); None where it serves from one rank
     pool_over_ranks: ClassVar[str | None] = None
+    # the share of a card's peak it reaches, measured (fakplan.rates, engines/rate_bands.py),
+    # per device class ("gpu", "cpu"): decode against the memory bandwidth, prefill against
+    # the dense peak; a class without a band gets no rate prediction, and says why
+    decode_bands: ClassVar[Mapping[str, EfficiencyBand]] = {}
+    prefill_bands: ClassVar[Mapping[str, EfficiencyBand]] = {}
+    # one all-reduce between its tensor ranks at decode sizes, measured, per link (the
+    # card table's: nvlink, pcie): a link without one gets no decode rate at TP > 1
+    all_reduce: ClassVar[Mapping[str, AllReduce]] = {}
+    # where a band is another engine's measurement, the sentence that says so
+    borrowed_band: ClassVar[str | None] = None
     # what --dtype auto serves a float32 checkpoint in, where it downcasts: (dtype, rule)
     auto_downcast: ClassVar[tuple[str, str] | None] = None
     # the module of its boot log's lines (its ``bootlog``, whose FORMAT ``boot_format``

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     Strict,
@@ -22,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from fakplan.cards import CARDS, card_sku, near_skus
 from fakplan.engines import ENGINES
 from fakplan.errors import SelectorError, UnitsError
 from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
@@ -85,6 +87,29 @@ def _ceiling_forms(schema: dict[str, Any]) -> None:
     schema["anyOf"].insert(0, _BYTE_SIZE_SCHEMA)
 
 
+def _byte_rate(value: Any) -> int:
+    """``"21 GB/s"``, ``"20.4 GiB/s"``: a byte size per second, in bytes/s."""
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not text.endswith("/s"):
+        raise PydanticCustomError(
+            "byte_rate", 'expected a byte size per second, e.g. "21 GB/s" or "20.4 GiB/s"'
+        )
+    try:
+        rate = parse_bytes(text[:-2])
+    except UnitsError as exc:
+        raise PydanticCustomError("byte_rate", "{reason} (then /s)", {"reason": str(exc)}) from None
+    if rate <= 0:
+        raise PydanticCustomError("byte_rate", "a bandwidth is more than 0 B/s")
+    return rate
+
+
+ByteRate = Annotated[
+    int,
+    BeforeValidator(_byte_rate),
+    WithJsonSchema({"type": "string", "pattern": r"^.*/s\s*$", "examples": ["21 GB/s"]}),
+]
+
+
 class Card(Strict_):
     total: CardTotal = Field(
         description="memory of one card, as the vendor or boot ledger states it, or "
@@ -100,8 +125,43 @@ class Card(Strict_):
     sms: Annotated[int, Strict(), Field(gt=0, le=1 << 12)] | None = Field(
         None,
         description="streaming multiprocessors of one GPU (132 on an H100 or H200 SXM): "
-        "vLLM's sampler sizes a buffer by them, so a pool vLLM sizes for itself needs them",
+        "vLLM's sampler sizes a buffer by them, so a pool vLLM sizes for itself needs them; "
+        "taken from the card table when card.sku names a card whose vendor states them",
     )
+    sku: str | None = Field(
+        None,
+        description="the card by name (fakplan budget names the one NVML reports), for the "
+        "rates predicted before boot: " + ", ".join(card.sku for card in CARDS),
+    )
+    bandwidth: ByteRate | None = Field(
+        None,
+        description='memory bandwidth of one card, e.g. "21 GB/s": a CPU host\'s as measured '
+        "(a streaming read), or a card's where it differs from the table's",
+    )
+
+    @field_validator("sku")
+    @classmethod
+    def _known_sku(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        row = card_sku(value)
+        if row is None:
+            near = near_skus(value)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise PydanticCustomError(
+                "card_sku",
+                "'{value}' is not a card fakplan knows{hint}; fakplan cards lists them, or "
+                "leave sku out and state card.bandwidth",
+                {"value": value, "hint": hint},
+            )
+        return row.sku
+
+    @model_validator(mode="after")
+    def _sms_from_table(self) -> Card:
+        row = card_sku(self.sku) if self.sku else None
+        if self.sms is None and row is not None and row.sms is not None:
+            object.__setattr__(self, "sms", row.sms)
+        return self
 
 
 class Parallel(Strict_):

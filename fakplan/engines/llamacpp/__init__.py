@@ -45,6 +45,7 @@ from fakplan.engines.llamacpp.rules import (
 )
 from fakplan.engines.llamacpp.server import SERVER
 from fakplan.engines.query import query_for_shape, shape_geometry
+from fakplan.engines.rate_bands import LLAMACPP_DECODE, LLAMACPP_PREFILL
 from fakplan.engines.releases import select
 from fakplan.hub import gguf_ref
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -69,6 +70,8 @@ class LlamacppEngine(ModelledEngine):
     tensor_parallel = False
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("f16", "q8_0")
+    decode_bands = LLAMACPP_DECODE
+    prefill_bands = LLAMACPP_PREFILL
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape

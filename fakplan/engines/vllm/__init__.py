@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from fakplan.engines.alerting import AlertFacts, AlertRule
 from fakplan.engines.base import ModelledEngine, PoolReport
 from fakplan.engines.choices import check_dtypes, choices_for
+from fakplan.engines.rate_bands import CUSTOM_ALL_REDUCE, VLLM_DECODE
 from fakplan.engines.releases import select
 from fakplan.engines.vllm import cluster, sizing
 from fakplan.engines.vllm.cluster import IMAGE, SHM_BYTES
@@ -67,6 +68,8 @@ class VllmEngine(ModelledEngine):
     speculative_flags = True
     bootlog_module = "fakplan.engines.vllm.bootlog"
     log_prints_divided_pool = True
+    decode_bands = VLLM_DECODE
+    all_reduce = CUSTOM_ALL_REDUCE
     pool_over_ranks = (
         "vLLM gives every worker the smallest number of blocks any worker's pool holds "
         "(v1/core/kv_cache_utils.py get_kv_cache_configs, the minimum over workers, 0.12 "

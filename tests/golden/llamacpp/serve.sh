@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen2.5-coder-llamacpp: compiled by fakplan from shapes/qwen2.5-coder-llamacpp.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 045962b3d0b1d670403a4f09cd15a4dbbe154ef0d42c03a1c3e23a836bfb3e78
+# Record: plan.json sha256 43bae2c4e34f1c09e36d9252e29246e8eec57fa8683ccd35d2e578d9d962b423
 # engine llamacpp (b10573), model Qwen/Qwen2.5-Coder-32B-Instruct
 # 2 sequence slots x 32,768-token window, KV q8_0
 #
@@ -44,6 +44,9 @@
 #     verdict: open
 #   unclaimed: the pair (42,496 MiB) fits under the ceiling the boot ledger measures, 4,608 MiB unclaimed by the shape's ceiling
 #     closed by ledger: fakplan verify shapes/qwen2.5-coder-llamacpp.yaml --ledger BOOT.log
+#     verdict: open
+#   prefill-tps: a prompt of 32,752 tokens prefills at 1,238..1,791 tokens/s: first token after 18.3..26.5 s
+#     closed by probe prefill: fakplan probe shapes/qwen2.5-coder-llamacpp.yaml --url URL --only prefill
 #     verdict: open
 #
 # Role: serve

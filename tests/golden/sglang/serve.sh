@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 a8737bbc0b45b7a688e344ae2db2802c044d362ef9d06c0833f3c9dcae5d051e
+# Record: plan.json sha256 d475ae32cdb8a47094073e4b5f268d35334596bbd0b1a8f5992e96140a70ce2d
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #
@@ -43,6 +43,9 @@
 #     verdict: open
 #   unclaimed: the pair (67,584 MiB) fits under the ceiling the boot ledger measures, 6,144 MiB unclaimed by the shape's ceiling
 #     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
+#     verdict: open
+#   decode-tps-one: one session decodes at 68.1..76.9 tokens/s (the decode probe's run, context up to 1,024 tokens); with all 12 slots at 40,960 tokens each session gets 35.7..39.2 tokens/s, 428..470 tokens/s in all (decode alone: prefills the engine runs in the same steps slow it further)
+#     closed by probe decode: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only decode
 #     verdict: open
 #
 # Role: serve

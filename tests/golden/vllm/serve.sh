@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 14c76c451fbc4acb7a509afccedeb3417da11ff0d903313b1abd10be46bf96be
+# Record: plan.json sha256 87e68d0cb37709ea07529c14d1e6023c4fe082c7a50639d702ada1c7e344f5cf
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
@@ -39,6 +39,9 @@
 #     verdict: open
 #   unclaimed: the pair (21,504 MiB) fits under the ceiling the boot ledger measures, 1,024 MiB unclaimed by the shape's ceiling
 #     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
+#     verdict: open
+#   decode-tps-one: one session decodes at 13.8..14.6 tokens/s (the decode probe's run, context up to 1,024 tokens); with all 2 slots at 16,384 tokens each session gets 11.0..11.5 tokens/s, 22.0..23.1 tokens/s in all (decode alone: prefills the engine runs in the same steps slow it further)
+#     closed by probe decode: fakplan probe shapes/example.yaml --url URL --only decode
 #     verdict: open
 #
 # Role: serve

@@ -1,0 +1,187 @@
+"""Benchmark: decode predicted before boot against decode measured, on this CPU host.
+
+Not a test (rates are the machine's; they live here, not in timed unit tests). Run:
+    .venv/bin/python tests/bench/rates.py [--threads 1,2] [--write docs/rates.md]
+
+It writes a random-weight llama GGUF of 1.06 GiB (f16, large enough that a decode step
+is bound by reading it), then for each thread count:
+  1. measures the host's streaming-read bandwidth with that many threads (a bitwise-or
+     reduction over 512 MiB split between threads, best of 5: the cheapest read numpy does);
+  2. boots the real llama.cpp server (llama-cpp-python) on the model with those threads;
+  3. compiles a shape naming that bandwidth (card: {device: cpu, bandwidth: ...}) and runs
+     ``fakplan probe --only decode``: the plan's ``decode-tps-one`` is held or killed;
+  4. runs it again with the bandwidth stated 4x too high: the probe must kill that one.
+With ``--write`` the table replaces the measured block of docs/rates.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from click.testing import CliRunner  # noqa: E402
+
+from fakplan.cli import main  # noqa: E402
+from tests.support.realserver import free_port, stop_server, wait_ready  # noqa: E402
+from tests.support.tinymodels import TinyLlama, write_tiny_llama  # noqa: E402
+
+SPEC = TinyLlama(layers=12, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096)
+BEGIN, END = "<!-- bench:rates:begin -->", "<!-- bench:rates:end -->"
+
+
+def write_model(path: Path) -> Path:
+    """The tiny llama layout at 1.06 GiB, its matrices in f16 (norms stay f32)."""
+    add = gguf.GGUFWriter.add_tensor
+
+    def f16_matrices(self: gguf.GGUFWriter, name: str, tensor: np.ndarray, *a, **k):  # type: ignore[no-untyped-def]
+        return add(self, name, tensor.astype(np.float16) if tensor.ndim == 2 else tensor, *a, **k)
+
+    gguf.GGUFWriter.add_tensor = f16_matrices  # type: ignore[method-assign]
+    try:
+        return write_tiny_llama(path, SPEC)
+    finally:
+        gguf.GGUFWriter.add_tensor = add  # type: ignore[method-assign]
+
+
+def read_bandwidth(threads: int, size: int = 512 << 20, repeat: int = 5) -> float:
+    """Bytes/s one streaming read over ``size`` bytes reaches with ``threads`` threads."""
+    data = np.ones(size // 8, dtype=np.int64)
+    parts = np.array_split(data, threads)
+    best = 0.0
+    for _ in range(repeat):
+        workers = [threading.Thread(target=np.bitwise_or.reduce, args=(part,)) for part in parts]
+        start = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        best = max(best, data.nbytes / (time.perf_counter() - start))
+    return best
+
+
+def boot(model: Path, threads: int, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    log = folder / f"server-{threads}.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--n_ctx", "2048",
+        "--n_threads", str(threads), "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, process, log, deadline_s=120)
+    return process, url
+
+
+def shape(folder: Path, model: Path, bandwidth: float, name: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(
+        f"""\
+name: {name}
+engine: llamacpp
+model: {json.dumps(str(model))}
+card: {{total: 8 GiB, device: cpu, bandwidth: {int(bandwidth)} B/s}}
+budget: {{weights: 1200 MiB, kv: 96 MiB}}
+serving: {{max_num_seqs: 1, max_model_len: 2048, kv_cache_dtype: f16}}
+launch: {{binary: llama-cpp-python}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def probe(path: Path, url: str, out: Path) -> dict[str, object]:
+    runner = CliRunner()
+    compiled = runner.invoke(main, ["compile", str(path), "-o", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    result = runner.invoke(
+        main,
+        ["probe", str(path), "--url", url + "/v1", "--out", str(out), "--only", "decode",
+         "--max-tokens", "128", "--repeat", "3", "--json"],
+    )  # fmt: skip
+    doc = json.loads(result.stdout)
+    plan = json.loads((out / path.stem / "plan.json").read_text(encoding="utf-8"))
+    predicted = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
+    verdict = doc["verdicts"]["decode-tps-one"]
+    return {
+        "low": predicted["low"],
+        "high": predicted["high"],
+        "measured": verdict["observed"],
+        "status": verdict["status"],
+    }
+
+
+def run(threads: list[int]) -> list[dict[str, object]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        model = write_model(folder / "big.gguf")
+        size = model.stat().st_size
+        for count in threads:
+            bandwidth = read_bandwidth(count)
+            process, url = boot(model, count, folder)
+            try:
+                right = probe(shape(folder, model, bandwidth, f"t{count}"), url, folder / "out")
+                wrong = probe(
+                    shape(folder, model, 4 * bandwidth, f"t{count}-wrong"), url, folder / "out"
+                )
+            finally:
+                stop_server(process)
+            rows.append(
+                {"threads": count, "model_bytes": size, "bandwidth": bandwidth,
+                 "right": right, "wrong": wrong}
+            )  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    lines = [
+        "| threads | read bandwidth | predicted | measured | verdict | at 4x the bandwidth |",
+        "|---:|---:|---:|---:|---|---|",
+    ]
+    for row in rows:
+        right, wrong = row["right"], row["wrong"]
+        assert isinstance(right, dict) and isinstance(wrong, dict)
+        lines.append(
+            f"| {row['threads']} | {float(row['bandwidth']) / 1e9:.1f} GB/s "  # type: ignore[arg-type]
+            f"| {right['low']:.1f}..{right['high']:.1f} t/s | {right['measured']:.1f} t/s "
+            f"| {right['status']} | {wrong['low']:.1f}..{wrong['high']:.1f} t/s: "
+            f"{wrong['status']} |"
+        )
+    return "\n".join(lines)
+
+
+def write(doc: Path, rows: list[dict[str, object]]) -> None:
+    text = doc.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    stamp = f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, model of "
+    stamp += f"{int(rows[0]['model_bytes']):,} B (f16), `--max-tokens 128 --repeat 3`:"  # type: ignore[call-overload]
+    doc.write_text(f"{head}{BEGIN}\n{stamp}\n\n{table(rows)}\n{END}{tail}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    measured = run([int(t) for t in args.threads.split(",")])
+    print(table(measured))
+    if args.write:
+        write(args.write, measured)

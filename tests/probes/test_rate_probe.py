@@ -1,0 +1,79 @@
+"""The decode rate predicted before boot, closed by the decode probe on the real server.
+
+The tiny model's decode is bound by per-token overhead, not by bandwidth, so no stated
+bandwidth makes its prediction hold here (the held case runs in tests/bench/rates.py on a
+1 GiB model). What this pins: the plan's ``decode-tps-one`` is closed by ``probe decode``
+against the figure it measured, and a deliberately wrong bandwidth, either way, kills it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.cli import main
+from tests.support.realserver import N_CTX, RunningServer
+
+
+def _shape(folder: Path, server: RunningServer, bandwidth: str) -> Path:
+    path = folder / "rate.yaml"
+    path.write_text(
+        f"""\
+name: rate
+engine: llamacpp
+model: {json.dumps(str(server.model))}
+card: {{total: 1 GiB, device: cpu, bandwidth: {bandwidth}}}
+budget: {{weights: 64 MiB, kv: 0.25 MiB}}
+serving: {{max_num_seqs: 1, max_model_len: {N_CTX}, kv_cache_dtype: f16}}
+ceiling: 512 MiB
+launch: {{binary: llama-cpp-python}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(("bandwidth", "side"), [("1 KB/s", "above"), ("1000 TB/s", "below")])
+def test_a_wrong_bandwidth_kills_the_decode_prediction(
+    llama_server: RunningServer, tmp_path: Path, bandwidth: str, side: str
+) -> None:
+    shape = _shape(tmp_path, llama_server, bandwidth)
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+    plan = json.loads((out / "rate" / "plan.json").read_text(encoding="utf-8"))
+    predicted = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
+    result = CliRunner().invoke(
+        main,
+        [
+            "probe",
+            str(shape),
+            "--url",
+            llama_server.url + "/v1",
+            "--out",
+            str(out),
+            "--only",
+            "decode",
+            "--max-tokens",
+            "128",
+            "--repeat",
+            "1",
+            "--json",
+        ],
+    )
+    doc = json.loads(result.stdout)
+    verdict = doc["verdicts"]["decode-tps-one"]
+    measured = doc["probes"]["decode"]["result"]["figure"]
+    assert verdict["observed"] == measured
+    assert verdict["status"] == "killed" and result.exit_code == 1
+    # the measured figure lies on the side the wrong bandwidth put it
+    if side == "above":
+        assert measured > predicted["high"]
+    else:
+        assert measured < predicted["low"]
+    assert f"against {predicted['low']:g}..{predicted['high']:g}" in verdict["note"]
+    record = json.loads((out / "rate" / "plan.json").read_text(encoding="utf-8"))
+    (recorded,) = next(p for p in record["predictions"] if p["id"] == "decode-tps-one")["verdicts"]
+    assert recorded["status"] == "killed"

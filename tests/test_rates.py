@@ -1,0 +1,271 @@
+"""Rates before boot: the card table, the roofline arithmetic and the plan's predictions.
+
+Every expected figure is derived by hand in the test from the inputs it states; the
+bands themselves are the fit sets' (fakplan/engines/rate_bands.py) and are checked by
+recomputing one point's efficiency from its quoted figure.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from fakplan.cards import CARDS, card_sku, near_skus, sku_for_device
+from fakplan.cli import main
+from fakplan.engines import ENGINES
+from fakplan.engines.rate_bands import LLAMACPP_GPU_DECODE, VLLM_GPU_DECODE
+from fakplan.rates import (
+    AllReduce,
+    DecodeInputs,
+    EfficiencyBand,
+    Experts,
+    PrefillInputs,
+    all_reduce_s,
+    decode_point,
+    prefill_rate,
+    step_bytes,
+)
+from tests.support.paths import ROOT
+
+BAND = EfficiencyBand(low=0.5, high=0.8, fit=("a",), source="test")
+
+
+def test_every_card_row_is_sourced_and_dense() -> None:
+    for card in CARDS:
+        assert card.sources and all(s.startswith("https://") for s in card.sources), card.sku
+        assert card.checked in ("verified", "partial"), card.sku
+        assert card.bandwidth > 0
+        # a dense peak never exceeds the next format's: bf16 <= fp8 <= fp4 where stated
+        peaks = [card.tflops[d] for d in ("bf16", "fp8", "fp4") if d in card.tflops]
+        assert peaks == sorted(peaks), card.sku
+
+
+def test_every_bundled_shape_names_a_known_card() -> None:
+    """Every bundled shape of an engine fakplan models names its card, and the name
+    resolves (the custom engine's shapes get no rates, and may leave it out)."""
+    named = 0
+    for path in sorted((ROOT / "shapes").glob("*.yaml")):
+        shape = yaml.safe_load(path.read_text())
+        sku = shape["card"].get("sku")
+        if shape["engine"] != "custom" or sku is not None:
+            assert sku is not None and card_sku(sku) is not None, path.name
+            named += 1
+    assert named >= 4
+
+
+def test_card_lookup_by_sku_and_by_nvml_name() -> None:
+    h100 = card_sku("h100-sxm-80gb")
+    assert h100 is not None and h100.bandwidth == 3_350 * 10**9 and h100.sms == 132
+    assert h100.peak_flops("bf16") == 989e12 and h100.peak_flops("fp4") is None
+    assert sku_for_device("NVIDIA H100 80GB HBM3") is h100
+    assert sku_for_device("NVIDIA GeForce RTX 4090") is card_sku("RTX-4090")
+    assert sku_for_device("Some Other GPU") is None
+    assert near_skus("H100")[:2] == ["H100-PCIE-80GB", "H100-SXM-80GB"]
+
+
+def test_dense_decode_step_is_weights_plus_kv_over_bandwidth() -> None:
+    # 16 GB of weights, 100,000 B/token of KV, 4 sessions at 1,000 tokens: 16.4 GB a step
+    inputs = DecodeInputs(
+        weights_bytes=16_000_000_000,
+        experts=None,
+        kv_bytes_per_token=100_000,
+        kv_bytes_per_seq=0,
+        bandwidth=2_000_000_000_000,
+        band=BAND,
+    )
+    point = decode_point(inputs, 4, 1_000)
+    assert point.bytes_per_step == (16_400_000_000, 16_400_000_000)
+    # slowest: 16.4e9 / (2e12 x 0.5) = 16.4 ms; fastest: 16.4e9 / (2e12 x 0.8) = 10.25 ms
+    assert point.per_session == pytest.approx((1 / 0.0164, 1 / 0.01025))
+    assert point.aggregate == pytest.approx((4 / 0.0164, 4 / 0.01025))
+
+
+def test_moe_step_reads_the_routed_experts_only() -> None:
+    # 10 GB on the rank, 8 GB of it in 64 experts of 125 MB; top-2
+    experts = Experts(count=64, per_token=2, bytes=8_000_000_000)
+    inputs = DecodeInputs(
+        weights_bytes=10_000_000_000,
+        experts=experts,
+        kv_bytes_per_token=0,
+        kv_bytes_per_seq=0,
+        bandwidth=10**12,
+        band=BAND,
+    )
+    # one token: exactly 2 experts either way: 2 GB shared + 2 x 125 MB
+    assert step_bytes(inputs, 1, 0) == (2_250_000_000, 2_250_000_000)
+    # 64 tokens: at most every expert (8 GB); expected under uniform routing
+    # 64 x (1 - (62/64)^64) = 55.3 experts
+    few, many = step_bytes(inputs, 64, 0)
+    assert many == 10_000_000_000
+    assert few == round(2e9 + 64 * (1 - (62 / 64) ** 64) * 125_000_000)
+
+
+def test_all_reduce_adds_two_per_layer_at_tensor_parallel() -> None:
+    measured = AllReduce(latency_s=(5e-6, 10e-6), bytes_per_s=(25e9, 50e9), source="t")
+    inputs = DecodeInputs(
+        weights_bytes=1,
+        experts=None,
+        kv_bytes_per_token=0,
+        kv_bytes_per_seq=0,
+        bandwidth=1,
+        band=BAND,
+        tensor=2,
+        hidden=5_000,
+        layers=10,
+        all_reduce=measured,
+    )
+    # message 1 session x 5,000 x 2 B = 10,000 B; 20 all-reduces
+    fast = 20 * (5e-6 + 10_000 / 50e9)
+    slow = 20 * (10e-6 + 10_000 / 25e9)
+    assert all_reduce_s(inputs, 1) == pytest.approx((fast, slow))
+    single = DecodeInputs(**{**inputs.__dict__, "tensor": 1})
+    assert all_reduce_s(single, 1) == (0.0, 0.0)
+
+
+def test_prefill_counts_linear_and_causal_attention_flops() -> None:
+    inputs = PrefillInputs(
+        active_params=1_000_000_000,
+        layers=10,
+        heads=8,
+        head_dim=128,
+        peak_flops=100e12,
+        peak_dtype="bf16",
+        band=BAND,
+    )
+    tokens = 2_000
+    flops = 2 * 1_000_000_000 * tokens + 2 * tokens**2 * 8 * 128 * 10
+    slow, fast, counted = prefill_rate(inputs, tokens)
+    assert counted == flops
+    assert slow == pytest.approx(tokens / (flops / (100e12 * 0.5)))
+    assert fast == pytest.approx(tokens / (flops / (100e12 * 0.8)))
+
+
+def test_a_band_is_its_fit_sets_efficiencies() -> None:
+    # vLLM, H100, Llama-3.1-8B at one sequence: TPOT 6.48 ms over 16,060,522,496 B of
+    # weights + 1,024 tokens x 131,072 B of KV, against 3,350 GB/s
+    first = VLLM_GPU_DECODE[0]
+    assert first.efficiency("decode") == pytest.approx(
+        (16_060_522_496 + 1_024 * 131_072) / 0.00648 / 3_350e9
+    )
+    band = ENGINES["vllm"].decode_bands["gpu"]
+    shares = [p.efficiency("decode") for p in VLLM_GPU_DECODE]
+    assert (band.low, band.high) == (min(shares), max(shares))
+    assert band.fit == tuple(p.id for p in VLLM_GPU_DECODE)
+    # llama.cpp's RTX 4090 F16 7B: 12.55 GiB x 61.03 t/s / 1,008 GB/s
+    assert LLAMACPP_GPU_DECODE[0].efficiency("decode") == pytest.approx(
+        12.55 * 2**30 * 61.03 / 1_008e9
+    )
+
+
+def _shape(tmp_path: Path, card: str, extra: str = "") -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            name: s
+            engine: vllm
+            engine_version: 0.19.0
+            model: meta-llama/Llama-3.1-8B-Instruct
+            card: {card}
+            budget: {{weights: 16 GiB, kv: 40 GiB}}
+            serving: {{max_num_seqs: 16, max_model_len: 8192}}
+            """
+        )
+        + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+def _plan(path: Path, failing_gate: bool = False) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(main, ["plan", str(path), "--json"])
+    assert result.exit_code == (1 if failing_gate else 0), result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def test_plan_predicts_decode_from_the_named_card(tmp_path: Path) -> None:
+    plan = _plan(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}"))
+    rates = plan["rates"]
+    assert rates["sku"] == "H100-SXM-80GB" and rates["bandwidth_bytes_per_s"] == 3_350e9
+    band = ENGINES["vllm"].decode_bands["gpu"]
+    weights = 16_060_522_496  # Llama-3.1-8B bf16, counted from its config
+    # one session, the probe's run: fast end weights alone, slow end with 1,024 tokens of KV
+    fast = 3_350e9 * band.high / weights
+    slow = 3_350e9 * band.low / (weights + 1_024 * 131_072)
+    prediction = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
+    assert (prediction["low"], prediction["high"]) == (round(slow, 2), round(fast, 2))
+    assert prediction["closed_by"] == "probe decode"
+    # every slot at the full window: 16 x 8,192 tokens of KV beside the weights
+    worst = rates["decode"]["worst_case"]
+    step = weights + 16 * 8_192 * 131_072
+    assert worst["per_session_tps"][0] == pytest.approx(3_350e9 * band.low / step, abs=0.01)
+    assert worst["aggregate_tps"][1] == pytest.approx(16 * 3_350e9 * band.high / step, abs=0.01)
+    # vLLM has no prefill band: said, not guessed
+    assert rates["prefill"] is None
+    assert any("prefill" in reason for reason in rates["not_predicted"])
+
+
+def test_a_stated_bandwidth_overrides_and_a_card_without_one_says_why(tmp_path: Path) -> None:
+    plan = _plan(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB, bandwidth: 1 TB/s}"))
+    assert plan["rates"]["bandwidth_bytes_per_s"] == 10**12
+    plan = _plan(_shape(tmp_path, "{total: 80 GiB}"))
+    assert plan["rates"]["decode"] is None
+    assert "card.sku" in plan["rates"]["not_predicted"][0]
+    assert not any(p["id"] == "decode-tps-one" for p in plan["predictions"])
+
+
+def test_the_table_fills_card_sms(tmp_path: Path) -> None:
+    from fakplan.shape import load_shape
+
+    loaded = load_shape(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}"))
+    assert loaded.shape.card.sms == 132
+    loaded = load_shape(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB, sms: 114}"))
+    assert loaded.shape.card.sms == 114  # a stated count wins
+
+
+@pytest.mark.parametrize(
+    ("card", "message"),
+    [
+        (
+            "{total: 80 GiB, sku: H100}",
+            "s.yaml:5: card.sku: 'H100' is not a card fakplan knows (did you mean "
+            "H100-PCIE-80GB, H100-SXM-80GB, H100-NVL-94GB?)",
+        ),
+        ("{total: 80 GiB, bandwidth: 3 TB}", "s.yaml:5: card.bandwidth: expected a byte size"),
+        ("{total: 80 GiB, bandwidth: 0 GB/s}", "s.yaml:5: card.bandwidth: a bandwidth is more"),
+    ],
+)
+def test_bad_card_fields_are_one_line(tmp_path: Path, card: str, message: str) -> None:
+    result = CliRunner().invoke(main, ["plan", str(_shape(tmp_path, card))])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_tensor_parallel_over_pcie_is_not_predicted(tmp_path: Path) -> None:
+    path = _shape(tmp_path, "{total: 24 GiB, count: 2, sku: L4}", "parallel: {tensor: 2}\n")
+    plan = _plan(path, failing_gate=True)  # 40 GiB of KV is more than an L4 holds
+    assert plan["rates"]["decode"] is None
+    assert "pcie" in plan["rates"]["not_predicted"][0]
+    path = _shape(
+        tmp_path, "{total: 80 GiB, count: 2, sku: H100-SXM-80GB}", "parallel: {tensor: 2}\n"
+    )
+    decode = _plan(path)["rates"]["decode"]
+    assert decode["all_reduce"].startswith("https://github.com/sgl-project/sglang/pull/2904")
+    # two ranks read half the weights each, and join 64 partial sums a step
+    assert decode["weights_bytes_per_step"] == 16_060_522_496 // 2
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/rates.md"])
+def test_the_published_scores_are_generated(doc: str) -> None:
+    """The comparison table in the docs is rate_points' output, not typed prose."""
+    from tests.support.rate_points import BEGIN, END, table
+
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    published = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    assert published.strip() == table().strip()
