@@ -126,6 +126,29 @@ def bar(plan: Plan) -> Bar:
     )
 
 
+RATE_UNIT = "tokens/s"
+
+
+def rate_plot(
+    low: float | int | None, high: float | int | None, observed: list[float]
+) -> dict[str, Any] | None:
+    """A rate prediction drawn to scale: its interval as a band and every figure a probe
+    measured as a tick, on an axis from 0 to 1.15x the largest of them (BAR_WIDTH wide)."""
+    if low is None or high is None:
+        return None
+    top = max([float(high), *observed]) * 1.15 or 1.0
+    return {
+        "x": _share(low, top),
+        "width": max(_share(high, top) - _share(low, top), 2.0),
+        "ticks": [round(_share(v, top), 1) for v in observed],
+        "top": amount(round(top, 1), RATE_UNIT),
+    }
+
+
+def _share(value: float | int, top: float) -> float:
+    return round(float(value) / top * BAR_WIDTH, 1)
+
+
 def _verdicts(plan: Plan) -> tuple[dict[str, Any], ...]:
     out = []
     for p in plan.predictions:
@@ -141,7 +164,15 @@ def _verdicts(plan: Plan) -> tuple[dict[str, Any], ...]:
             }
             for v in reversed(p.verdicts)  # most recent first
         ]
-        out.append({"id": p.id, "claim": p.claim, "range": describe(p), "history": history})
+        measured = [
+            float(v.observed)
+            for v in p.verdicts
+            if isinstance(v.observed, int | float) and not isinstance(v.observed, bool)
+        ]
+        plot = rate_plot(p.low, p.high, measured) if p.unit == RATE_UNIT else None
+        out.append(
+            {"id": p.id, "claim": p.claim, "range": describe(p), "history": history, "plot": plot}
+        )
     return tuple(out)
 
 

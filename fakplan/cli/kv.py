@@ -126,7 +126,9 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
 @click.option(
     "--pool",
     default=None,
-    help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine prints.',
+    help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine '
+    'prints (llama.cpp: the first "llama_kv_cache: size =" line, the full-attention cache; '
+    "SWA layers and recurrent state print lines of their own).",
 )
 @click.option(
     "--gpu-memory-utilization",

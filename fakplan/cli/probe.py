@@ -191,8 +191,10 @@ def probe(
     boundary   max_num_seqs concurrent prompts of max_model_len - 32 tokens at
                once: how many are served in full closes "boundary" (capacity);
                how many repeat the marker at their head is reported (model quality)
-    decode     tokens/s over --max-tokens, streamed and not (closes decode expectations)
-    prefill    tokens/s of a cold window-sized prompt (closes prefill expectations)
+    decode     tokens/s over --max-tokens, streamed and not (closes "decode-tps-one",
+               the rate predicted from the card, and decode expectations)
+    prefill    tokens/s of a cold window-sized prompt (closes "prefill-tps" and
+               prefill expectations)
 
     The endpoint must be the shape's: GET /v1/models must list the model the
     shape serves (launch.served_model_name, else launch.weights or model) and the

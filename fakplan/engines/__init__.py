@@ -233,7 +233,7 @@ def printed_pool_tokens(query: KvQuery, low: int, high: int) -> PoolResult:
     """
     engine = modelled_engine(query.engine)
     breakdown = engine.breakdown(query)
-    top = engine.pool(query, breakdown, high)
+    top = engine.printed_pool(query, breakdown, high)
     span = f"the printed pool is any of {low:,}..{high:,} B"
     if low == high:
         return top
@@ -244,7 +244,7 @@ def printed_pool_tokens(query: KvQuery, low: int, high: int) -> PoolResult:
             top,
             derivation=f"{span}: the cache is the largest its top holds{fits}; {top.derivation}",
         )
-    bottom = engine.pool(query, breakdown, low)
+    bottom = engine.printed_pool(query, breakdown, low)
     if bottom.tokens == top.tokens:
         return replace(
             top, derivation=f"{span}, which all give {top.tokens:,} tokens; {top.derivation}"

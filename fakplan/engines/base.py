@@ -220,6 +220,11 @@ class ModelledEngine(Engine):
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
         raise NotImplementedError
 
+    def printed_pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        """The tokens behind a pool figure the engine's boot log printed: the pool itself,
+        unless the printed line covers part of it (llama.cpp's attention cache)."""
+        return self.pool(query, breakdown, pool_bytes)
+
     def kv_cost(self, loaded: LoadedShape) -> KvCost:
         return self.breakdown(query_for_shape(loaded))
 

@@ -16,6 +16,7 @@ The package is the engine's parts: ``rules`` (builds, cache types, constants, as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
@@ -29,6 +30,7 @@ from fakplan.engines.llamacpp.cache import (
     is_unified,
     layout_cells,
     pad_step,
+    printed_cache_bytes,
     slot_tokens,
 )
 from fakplan.engines.llamacpp.launch import launch_record
@@ -199,31 +201,47 @@ class LlamacppEngine(ModelledEngine):
         )
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        """The largest -c whose whole cache (attention, SWA and recurrent state) fits."""
+        return self._fitted(query, pool_bytes, cache_bytes, "cache")
+
+    def printed_pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        """The -c a boot's printed "llama_kv_cache: size =" line comes from: that line is
+        the full-attention cache alone where SWA layers and recurrent state print their own
+        (``printed_cache_bytes``), so they are not taken out of it."""
+        return self._fitted(query, pool_bytes, printed_cache_bytes, "printed attention cache")
+
+    def _fitted(
+        self,
+        query: KvQuery,
+        pool_bytes: int,
+        size: Callable[[KvQuery, CacheLayout, int], int],
+        what: str,
+    ) -> PoolResult:
         cache = cache_for(query)
         step = pad_step(query, cache)
         streams = 1 if is_unified(query) else query.max_num_seqs
         unit = step * streams
-        if cache_bytes(query, cache, unit) > pool_bytes:
+        if size(query, cache, unit) > pool_bytes:
             return PoolResult(0, None, 0.0, f"{pool_bytes:,} B holds not even {unit} cells")
         low, high = unit, unit
-        while cache_bytes(query, cache, high * 2) <= pool_bytes:
+        while size(query, cache, high * 2) <= pool_bytes:
             high *= 2
         high *= 2
         while high - low > unit:
             mid = (low + high) // 2 // unit * unit
-            if cache_bytes(query, cache, mid) <= pool_bytes:
+            if size(query, cache, mid) <= pool_bytes:
                 low = mid
             else:
                 high = mid
         per_stream, streams, _ = layout_cells(query, cache, low)
-        used = cache_bytes(query, cache, low)
+        used = size(query, cache, low)
         return PoolResult(
             tokens=per_stream * streams,
             num_blocks=None,
             max_concurrency=per_stream * streams / query.window,
             derivation=(
-                f"largest -c in steps of {unit} whose cache fits {pool_bytes:,} B: n_ctx {low:,} "
-                f"({per_stream:,} cells x {streams} stream(s)) uses {used:,} B"
+                f"largest -c in steps of {unit} whose {what} fits {pool_bytes:,} B: n_ctx "
+                f"{low:,} ({per_stream:,} cells x {streams} stream(s)) uses {used:,} B"
             ),
             extra={
                 "n_ctx": low,

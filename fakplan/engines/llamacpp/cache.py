@@ -227,6 +227,22 @@ def cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
     return kv + state_bytes(query, cache)
 
 
+def printed_cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
+    """What the first "llama_kv_cache: size =" line of a boot states for a -c: the cache
+    of the full-attention layers. Since iSWA (llama_kv_cache_iswa) the SWA layers' cache
+    prints a line of its own, and a hybrid's recurrent state prints its own
+    (llama_memory_recurrent: size =); before iSWA (``swa`` rule "none") every attention
+    layer shares the one cache that line states. A model with no full-attention layer
+    prints its SWA cache (or its recurrent state) first: that figure is the whole."""
+    per_stream, streams, swa = layout_cells(query, cache, n_ctx)
+    if not cache.full_layers:
+        return cache_bytes(query, cache, n_ctx)
+    base = cache.cell_bytes() * per_stream * streams
+    if cache.release.swa == "none":
+        base += cache.swa_cell_bytes() * swa * streams
+    return base
+
+
 def state_bytes(query: KvQuery, cache: CacheLayout) -> int:
     """The recurrent memory: a row per sequence (mem_size = max(1, n_seq_max)), times
     1 + n_rs_seq from b9191 where a speculative draft keeps snapshots (spec_tokens)."""
