@@ -38,6 +38,15 @@ def test_nvml_budget_is_the_smallest_card() -> None:
     assert "2 GPU(s) (NVIDIA H200)" in result.sentence
 
 
+def test_the_budget_names_the_card_in_the_table() -> None:
+    """NVML's name ("NVIDIA H200", as an H200 reported it) is the card.sku to write; a
+    name fakplan does not know is null, not a guess."""
+    result = probe_budget(env={}, nvml=lambda: FakeNvml([H200_TOTAL]))
+    assert result.to_dict()["devices"][0]["sku"] == "H200-SXM-141GB"
+    unknown = DeviceMemory(0, "NVIDIA Future GPU", H200_TOTAL, H200_TOTAL, 0)
+    assert unknown.sku is None
+
+
 def test_env_override_wins_and_says_so() -> None:
     result = probe_budget(env={BUDGET_ENV: "80 GiB"}, nvml=lambda: FakeNvml([H200_TOTAL]))
     assert (result.source, result.budget_bytes) == ("env", 80 * 2**30)

@@ -269,3 +269,37 @@ def test_the_published_scores_are_generated(doc: str) -> None:
     text = (ROOT / doc).read_text(encoding="utf-8")
     published = text.split(BEGIN, 1)[1].split(END, 1)[0]
     assert published.strip() == table().strip()
+
+
+def test_the_report_draws_a_rate_prediction_to_scale() -> None:
+    from fakplan.report import BAR_WIDTH, rate_plot
+
+    plot = rate_plot(100.0, 150.0, [120.0, 200.0])
+    assert plot is not None
+    top = 200.0 * 1.15  # the largest figure, measured or predicted, with room past it
+    assert plot["x"] == round(100 / top * BAR_WIDTH, 1)
+    assert plot["width"] == pytest.approx(50 / top * BAR_WIDTH, abs=0.2)
+    assert plot["ticks"] == [round(120 / top * BAR_WIDTH, 1), round(200 / top * BAR_WIDTH, 1)]
+    assert rate_plot(None, 150.0, []) is None  # an open bound is not drawn
+
+
+def test_the_report_plots_a_probed_rate(tmp_path: Path) -> None:
+    from fakplan.plan import compile_plan
+    from fakplan.predict import Verdict
+    from fakplan.report import entry, render_report
+    from fakplan.shape import load_shape
+
+    plan = compile_plan(load_shape(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}")))
+    decode = next(p for p in plan.predictions if p.id == "decode-tps-one")
+    observed = Verdict(status="killed", observed=120.5, source="fakplan probe decode (test)")
+    probed = plan.model_copy(
+        update={
+            "predictions": tuple(
+                p.with_verdict(observed) if p.id == decode.id else p for p in plan.predictions
+            )
+        }
+    )
+    html = render_report([entry("s.yaml", probed)])
+    row = html.split('data-prediction="decode-tps-one"', 1)[1].split("</tr>", 1)[0]
+    assert row.count('class="measured"') == 1 and 'class="predicted"' in row
+    assert "measured 120.5 tokens/s (killed)" in row

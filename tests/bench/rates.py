@@ -3,14 +3,17 @@
 Not a test (rates are the machine's; they live here, not in timed unit tests). Run:
     .venv/bin/python tests/bench/rates.py [--threads 1,2] [--write docs/rates.md]
 
-It writes a random-weight llama GGUF of 1.06 GiB (f16, large enough that a decode step
-is bound by reading it), then for each thread count:
+It writes random-weight llama GGUFs of 1.06 GiB (f16, and f32 with half the layers:
+large enough that a decode step is bound by reading them), then for each (model,
+threads) run:
   1. measures the host's streaming-read bandwidth with that many threads (a bitwise-or
      reduction over 512 MiB split between threads, best of 5: the cheapest read numpy does);
   2. boots the real llama.cpp server (llama-cpp-python) on the model with those threads;
   3. compiles a shape naming that bandwidth (card: {device: cpu, bandwidth: ...}) and runs
-     ``fakplan probe --only decode``: the plan's ``decode-tps-one`` is held or killed;
-  4. runs it again with the bandwidth stated 4x too high: the probe must kill that one.
+     ``fakplan probe --only decode``: the plan's ``decode-tps-one`` is held or killed.
+Each row also reports the share of the measured bandwidth the engine reached: the CPU
+band (fakplan/engines/rate_bands.py) is fitted on the f16 one-thread rows of a run of
+this script. A wrong bandwidth killing the prediction is tests/probes/test_rate_probe.py.
 With ``--write`` the table replaces the measured block of docs/rates.md.
 """
 
@@ -38,12 +41,18 @@ from fakplan.cli import main  # noqa: E402
 from tests.support.realserver import free_port, stop_server, wait_ready  # noqa: E402
 from tests.support.tinymodels import TinyLlama, write_tiny_llama  # noqa: E402
 
-SPEC = TinyLlama(layers=12, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096)
+# 1.06 GiB either way: 12 layers of f16 matrices, or 6 of f32
+SPECS = {
+    "f16": TinyLlama(layers=12, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096),
+    "f32": TinyLlama(layers=6, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096),
+}
 BEGIN, END = "<!-- bench:rates:begin -->", "<!-- bench:rates:end -->"
 
 
-def write_model(path: Path) -> Path:
-    """The tiny llama layout at 1.06 GiB, its matrices in f16 (norms stay f32)."""
+def write_model(path: Path, kind: str) -> Path:
+    """The tiny llama layout at 1.06 GiB, its matrices in ``kind`` (norms stay f32)."""
+    if kind == "f32":
+        return write_tiny_llama(path, SPECS[kind])
     add = gguf.GGUFWriter.add_tensor
 
     def f16_matrices(self: gguf.GGUFWriter, name: str, tensor: np.ndarray, *a, **k):  # type: ignore[no-untyped-def]
@@ -51,24 +60,31 @@ def write_model(path: Path) -> Path:
 
     gguf.GGUFWriter.add_tensor = f16_matrices  # type: ignore[method-assign]
     try:
-        return write_tiny_llama(path, SPEC)
+        return write_tiny_llama(path, SPECS[kind])
     finally:
         gguf.GGUFWriter.add_tensor = add  # type: ignore[method-assign]
 
 
+# numpy's cheapest full reads: a reduction doing one integer op per element
+READS = (np.bitwise_or.reduce, np.maximum.reduce, lambda part: part.view(np.uint8).max())
+
+
 def read_bandwidth(threads: int, size: int = 512 << 20, repeat: int = 5) -> float:
-    """Bytes/s one streaming read over ``size`` bytes reaches with ``threads`` threads."""
+    """Bytes/s a streaming read over ``size`` bytes reaches with ``threads`` threads: the
+    best of ``repeat`` runs of each of numpy's cheapest reductions, one thread per part
+    (numpy releases the GIL in them)."""
     data = np.ones(size // 8, dtype=np.int64)
     parts = np.array_split(data, threads)
     best = 0.0
     for _ in range(repeat):
-        workers = [threading.Thread(target=np.bitwise_or.reduce, args=(part,)) for part in parts]
-        start = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        best = max(best, data.nbytes / (time.perf_counter() - start))
+        for read in READS:
+            workers = [threading.Thread(target=read, args=(part,)) for part in parts]
+            start = time.perf_counter()
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            best = max(best, data.nbytes / (time.perf_counter() - start))
     return best
 
 
@@ -126,25 +142,27 @@ def probe(path: Path, url: str, out: Path) -> dict[str, object]:
     }
 
 
-def run(threads: list[int]) -> list[dict[str, object]]:
+def run(runs: list[tuple[str, int]]) -> list[dict[str, object]]:
+    """Each (model kind, threads): bandwidth, boot, probe at the right and a 4x bandwidth."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        model = write_model(folder / "big.gguf")
-        size = model.stat().st_size
-        for count in threads:
+        models = {kind: write_model(folder / f"{kind}.gguf", kind) for kind in {k for k, _ in runs}}
+        for kind, count in runs:
+            model = models[kind]
+            size = model.stat().st_size
             bandwidth = read_bandwidth(count)
             process, url = boot(model, count, folder)
             try:
-                right = probe(shape(folder, model, bandwidth, f"t{count}"), url, folder / "out")
-                wrong = probe(
-                    shape(folder, model, 4 * bandwidth, f"t{count}-wrong"), url, folder / "out"
-                )
+                name = f"{kind}-t{count}-{len(rows)}"
+                right = probe(shape(folder, model, bandwidth, name), url, folder / "out")
             finally:
                 stop_server(process)
+            measured = right["measured"]
+            efficiency = float(measured) * size / bandwidth if measured else None  # type: ignore[arg-type]
             rows.append(
-                {"threads": count, "model_bytes": size, "bandwidth": bandwidth,
-                 "right": right, "wrong": wrong}
+                {"model": kind, "threads": count, "model_bytes": size, "bandwidth": bandwidth,
+                 "efficiency": efficiency, "right": right}
             )  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -152,17 +170,18 @@ def run(threads: list[int]) -> list[dict[str, object]]:
 
 def table(rows: list[dict[str, object]]) -> str:
     lines = [
-        "| threads | read bandwidth | predicted | measured | verdict | at 4x the bandwidth |",
-        "|---:|---:|---:|---:|---|---|",
+        "| model | threads | read bandwidth | predicted | measured | share of bandwidth "
+        "| verdict |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
-        right, wrong = row["right"], row["wrong"]
-        assert isinstance(right, dict) and isinstance(wrong, dict)
+        right = row["right"]
+        assert isinstance(right, dict)
         lines.append(
-            f"| {row['threads']} | {float(row['bandwidth']) / 1e9:.1f} GB/s "  # type: ignore[arg-type]
+            f"| {row['model']} | {row['threads']} | {float(row['bandwidth']) / 1e9:.1f} GB/s "  # type: ignore[arg-type]
             f"| {right['low']:.1f}..{right['high']:.1f} t/s | {right['measured']:.1f} t/s "
-            f"| {right['status']} | {wrong['low']:.1f}..{wrong['high']:.1f} t/s: "
-            f"{wrong['status']} |"
+            f"| {row['efficiency']:.3f} "
+            f"| {right['status']} |"
         )
     return "\n".join(lines)
 
@@ -172,16 +191,22 @@ def write(doc: Path, rows: list[dict[str, object]]) -> None:
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     stamp = f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, model of "
-    stamp += f"{int(rows[0]['model_bytes']):,} B (f16), `--max-tokens 128 --repeat 3`:"  # type: ignore[call-overload]
+    stamp += f"{int(rows[0]['model_bytes']):,} B, `--max-tokens 128 --repeat 3`:"  # type: ignore[call-overload]
     doc.write_text(f"{head}{BEGIN}\n{stamp}\n\n{table(rows)}\n{END}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", default="1,2")
+    parser.add_argument(
+        "--runs",
+        default=f"f16:1,f16:1,f16:1,f32:1,f32:1,f16:{os.cpu_count()}",
+        help="model kind:threads, comma-separated (default: the CPU band's fit set, f16 on "
+        "one thread three times, then f32 on one thread and f16 on every core)",
+    )
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    measured = run([int(t) for t in args.threads.split(",")])
+    wanted = [(k, int(t)) for k, t in (r.split(":") for r in args.runs.split(","))]
+    measured = run(wanted)
     print(table(measured))
     if args.write:
         write(args.write, measured)
