@@ -271,6 +271,14 @@ def test_the_published_scores_are_generated(doc: str) -> None:
     assert published.strip() == table().strip()
 
 
+def test_the_published_bands_are_the_registrys() -> None:
+    from tests.support.rate_points import BANDS_BEGIN, BANDS_END, bands_table
+
+    text = (ROOT / "docs" / "rates.md").read_text(encoding="utf-8")
+    published = text.split(BANDS_BEGIN, 1)[1].split(BANDS_END, 1)[0]
+    assert published.strip() == bands_table().strip()
+
+
 def test_the_report_draws_a_rate_prediction_to_scale() -> None:
     from fakplan.report import BAR_WIDTH, rate_plot
 

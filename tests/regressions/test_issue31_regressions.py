@@ -129,3 +129,53 @@ def test_a_printed_attention_cache_gives_the_cells_it_printed() -> None:
         checked.append(case["id"])
     # SWA (iSWA: its own line) and recurrent (hybrid: its own line) boots among them
     assert {"llamacpp-101", "llamacpp-102", "llamacpp-108", "llamacpp-109"} <= set(checked)
+
+
+# "Ledgers: a V0-style log whose GPU block line is followed by a CPU block line gives the
+# CPU count (2,048 for 1,952)". The lines below are V0's own format (llm_engine.py, the
+# GPU and CPU block counts the issue quotes) printed on lines of their own.
+V0_APART = (
+    "INFO 02-29 19:21:45 llm_engine.py:338] # GPU blocks: 1952\n"
+    "INFO 02-29 19:21:45 llm_engine.py:339] # CPU blocks: 2048\n"
+)
+# vLLM's CPU backend prints its pool alone (v0.6 cpu_executor.py: "# CPU blocks: %d")
+CPU_BACKEND = "INFO 10-22 11:16:53 cpu_executor.py:211] # CPU blocks: 7281\n"
+
+
+def test_a_cpu_block_line_after_the_gpu_one_is_swap_not_the_pool(tmp_path: Path) -> None:
+    log = tmp_path / "v0.log"
+    log.write_text(V0_APART, encoding="utf-8")
+    doc = json.loads(_run("ledger", str(log), "--json").output)
+    assert doc["num_blocks"] == 1952 and doc["kv_tokens"] == 1952 * 16
+    alone = tmp_path / "cpu.log"
+    alone.write_text(CPU_BACKEND, encoding="utf-8")
+    doc = json.loads(_run("ledger", str(alone), "--json").output)
+    assert doc["num_blocks"] == 7281  # the CPU backend's only blocks line is its pool
+
+
+# "some SGLang releases print max_total_num_tokens in a form the reader skips": before
+# chunked_prefill_size and max_running_requests joined the line, the scheduler printed the
+# summary without them: the first form is sgl-project/sglang at daecfd38057b,
+# python/sglang/srt/managers/controller/tp_worker.py; the others add one field each
+SGLANG_SUMMARIES = (
+    ("[gpu_id=0] max_total_num_tokens=95870, max_prefill_tokens=16384, context_len=8192", None),
+    (
+        "[gpu=0] max_total_num_tokens=95870, max_prefill_tokens=16384, "
+        "max_running_requests=2047, context_len=8192",
+        2047,
+    ),
+    (
+        "max_total_num_tokens=95870, max_prefill_tokens=16384, max_running_requests=2047, "
+        "context_len=8192",
+        2047,
+    ),
+)
+
+
+def test_every_sglang_summary_form_is_read(tmp_path: Path) -> None:
+    for line, running in SGLANG_SUMMARIES:
+        log = tmp_path / "sglang.log"
+        log.write_text(f"[2024-08-01 10:00:00 TP0] {line}\n", encoding="utf-8")
+        doc = json.loads(_run("ledger", str(log), "--json").output)
+        assert doc["kv_tokens"] == 95870, line
+        assert doc["max_running_requests"] == running, line

@@ -34,6 +34,7 @@ from fakplan.rates import DecodeInputs, EfficiencyBand, decode_point
 
 GIB = 1 << 30
 BEGIN, END = "<!-- rates:scored:begin -->", "<!-- rates:scored:end -->"
+BANDS_BEGIN, BANDS_END = "<!-- rates:bands:begin -->", "<!-- rates:bands:end -->"
 _CONCURRENCY = "https://yobitelcomm.github.io/bench/recipes/concurrency-sweep/"
 LLAMA2_7B_KV = 32 * 32 * 128 * 2 * 2  # MHA: 32 layers x 32 KV heads x 128 x (K, V) x f16
 LLAMA3_8B_KV = LLAMA31_8B_KV_PER_TOKEN
@@ -224,11 +225,35 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def bands_table() -> str:
+    """Every engine's bands as the registry holds them, with the fit set each came from."""
+    from fakplan.engines import ENGINES
+
+    lines = ["| engine, device | kind | band | fit set | points |", "|---|---|---|---|---|"]
+    for engine in ENGINES.values():
+        for kind, bands in (("decode", engine.decode_bands), ("prefill", engine.prefill_bands)):
+            for device, band in bands.items():
+                share = "of the bandwidth" if kind == "decode" else "of the bf16 dense peak"
+                borrowed = " (borrowed: see the plan's note)" if engine.borrowed_band else ""
+                lines.append(
+                    f"| {engine.title or engine.name}, {device} | {kind} | "
+                    f"{band.low:.2f}–{band.high:.2f} {share} | {band.source}{borrowed} | "
+                    f"{len(band.fit)} |"
+                )
+    return "\n".join(lines)
+
+
+def _replace(text: str, begin: str, end: str, body: str) -> str:
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
 def write(doc: Path) -> None:
-    text = doc.read_text(encoding="utf-8")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{table()}\n{END}{tail}", encoding="utf-8")
+    text = _replace(doc.read_text(encoding="utf-8"), BEGIN, END, table())
+    if BANDS_BEGIN in text:
+        text = _replace(text, BANDS_BEGIN, BANDS_END, bands_table())
+    doc.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -142,10 +142,14 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "summary",
-        BOTH + " scheduler (TP rank 0)",
+        BOTH + " scheduler (TP rank 0); earlier tp_worker.py forms (daecfd38057b)",
         "max_total_num_tokens=",
-        rf"max_total_num_tokens=(?P<tokens>\d+), chunked_prefill_size=-?\d+, "
-        rf"max_prefill_tokens=-?\d+, max_running_requests=(?P<max_running_requests>\d+), "
+        # every form the scheduler printed: "[gpu_id=0] max_total_num_tokens=N,
+        # max_prefill_tokens=N, context_len=N" (managers/controller/tp_worker.py at
+        # daecfd38057b), then max_running_requests, chunked_prefill_size and
+        # available_gpu_mem joined it; issue 31: the forms without them were skipped
+        rf"max_total_num_tokens=(?P<tokens>\d+), (?:chunked_prefill_size=-?\d+, )?"
+        rf"max_prefill_tokens=-?\d+, (?:max_running_requests=(?P<max_running_requests>\d+), )?"
         rf"context_len=(?P<context_len>\d+)(?:, available_[gc]pu_mem=(?P<free>{_GB}) GB)?",
         (
             fig("max_total_num_tokens", count, "tokens"),

@@ -160,9 +160,24 @@ ROWS: tuple[Row, ...] = (
         "gpu_blocks",
         "vLLM v0.3.3 llm_engine.py, v0.6.6.post1 gpu_executor.py, v0.7.3-v0.8.5 executor_base.py",
         "blocks: ",
-        r"# (?:GPU|cuda|[A-Za-z]+) blocks: (?P<num_blocks>\d+)(?:, # CPU blocks: (?P<cpu_blocks>\d+))?",
+        # a device's blocks, with the CPU swap blocks after a comma; a line of CPU blocks
+        # alone is the next row's (the CPU backend's pool, or swap space printed apart)
+        r"# (?:GPU|cuda|(?!CPU blocks: \d+\s*$)[A-Za-z]+) blocks: (?P<num_blocks>\d+)"
+        r"(?:, # CPU blocks: (?P<cpu_blocks>\d+))?",
         (fig("num_blocks", count), fig("cpu_blocks", count)),
         once=True,
+        defaults=(_BLOCK_16,),
+        phase=3,
+    ),
+    Row(
+        "cpu_blocks_alone",
+        "vLLM v0.4-v0.6 cpu_executor.py ('# CPU blocks: %d', the CPU backend's pool); after "
+        "a device's blocks line, the swap space printed on a line of its own (issue 31)",
+        "# CPU blocks: ",
+        r"# CPU blocks: (?P<num_blocks>\d+)\s*$",
+        # the first statement of a figure stays (ledger/scan.py): after a GPU blocks line
+        # this one is the swap space, never the pool
+        (fig("num_blocks", count),),
         defaults=(_BLOCK_16,),
         phase=3,
     ),
