@@ -179,3 +179,21 @@ def test_every_sglang_summary_form_is_read(tmp_path: Path) -> None:
         doc = json.loads(_run("ledger", str(log), "--json").output)
         assert doc["kv_tokens"] == 95870, line
         assert doc["max_running_requests"] == running, line
+
+
+# "ik_llama.cpp's MLA line (KV self size ... c^KV) is not read, so a partial sum of device
+# lines is reported as the total." The summary as ik_llama.cpp prints it with -mla
+# (ikawrakow/ik_llama.cpp #473, 2025-05-30), beside one device's buffer line of several.
+IK_MLA = (
+    "llama_kv_cache_init:      CUDA0 KV buffer size =  2684.95 MiB\n"
+    "llama_new_context_with_model: KV self size  = 5369.91 MiB, c^KV (f16): 5369.91 MiB, "
+    "kv^T: not used\n"
+)
+
+
+def test_ik_llama_mla_summary_is_the_cache_total(tmp_path: Path) -> None:
+    log = tmp_path / "ik.log"
+    log.write_text(IK_MLA, encoding="utf-8")
+    doc = json.loads(_run("ledger", str(log), "--json").output)
+    assert doc["kv_bytes"] == round(5369.91 * 2**20)
+    assert doc["k_type"] == "f16" and doc["k_bytes"] == round(5369.91 * 2**20)

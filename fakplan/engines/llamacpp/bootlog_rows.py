@@ -262,6 +262,22 @@ ROWS: tuple[Row, ...] = (
         ),
         once=True,
     ),
+    Row(
+        "kv_summary_mla",
+        "ik_llama.cpp llama_new_context_with_model with -mla (ikawrakow/ik_llama.cpp #240, "
+        "#473): the MLA cache is one latent c^KV, and a transposed kv^T or none",
+        "KV self size",
+        rf"KV self size\s*=\s*(?P<size>{_MIB}) MiB, c\^KV \((?P<k_type>\w+)\):\s*(?P<k>{_MIB}) "
+        rf"MiB, kv\^T(?: \((?P<v_type>\w+)\))?:\s*(?:(?P<v>{_MIB}) MiB|not used)",
+        (
+            fig("kv_bytes", IN_MIB, "size"),
+            fig("k_type", text_),
+            fig("k_bytes", IN_MIB, "k"),
+            fig("v_type", text_),
+            fig("v_bytes", IN_MIB, "v"),
+        ),
+        once=True,
+    ),
     _device_buffer(
         "recurrent_buffer", "RS", "recurrent_bytes", NOW + " llama_memory_recurrent", once=True
     ),
