@@ -197,3 +197,27 @@ def test_ik_llama_mla_summary_is_the_cache_total(tmp_path: Path) -> None:
     doc = json.loads(_run("ledger", str(log), "--json").output)
     assert doc["kv_bytes"] == round(5369.91 * 2**20)
     assert doc["k_type"] == "f16" and doc["k_bytes"] == round(5369.91 * 2**20)
+
+
+# "A boot with an MTP draft context reports the draft's 272 MiB cache where the target's
+# 4,352 MiB is the pool." The lines as llama-server prints them (the MTP line is
+# common/speculative.cpp's at llama.cpp 3f545becc; the cache lines llama_kv_cache's), with
+# the figures the issue quotes: the target's 16 layers, then the MTP head's one.
+MTP_BOOT = (
+    "llama_context: n_ctx         = 131072\n"
+    "llama_kv_cache:      CUDA0 KV buffer size =  4352.00 MiB\n"
+    "llama_kv_cache: size = 4352.00 MiB (131072 cells,  16 layers,  4/1 seqs), "
+    "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB\n"
+    "srv    load_model: creating MTP draft context against the target model 'model.gguf'\n"
+    "llama_context: n_ctx         = 131072\n"
+    "llama_kv_cache:      CUDA0 KV buffer size =   272.00 MiB\n"
+    "llama_kv_cache: size =  272.00 MiB (131072 cells,   1 layers,  4/1 seqs), "
+    "K (q8_0):  136.00 MiB, V (q8_0):  136.00 MiB\n"
+)
+
+
+def test_an_mtp_draft_cache_is_not_the_pool(tmp_path: Path) -> None:
+    log = tmp_path / "mtp.log"
+    log.write_text(MTP_BOOT, encoding="utf-8")
+    doc = json.loads(_run("ledger", str(log), "--json").output)
+    assert doc["kv_bytes"] == 4352 * 2**20

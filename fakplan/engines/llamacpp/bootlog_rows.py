@@ -98,9 +98,19 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "draft",
-        "llama-server load_model (wording UNCONFIRMED; llamacpp-001 notes a draft context)",
+        "llama.cpp 3f545becc common/speculative.cpp: \"loading draft model '%s'\"",
         "loading draft model",
         r"loading draft model",
+        second_model=True,
+        server=True,
+    ),
+    Row(
+        "draft",
+        "llama.cpp 3f545becc common/speculative.cpp (MTP, 255582687 #22673): an MTP head's "
+        "draft context on the target model, with a KV cache of its own (issue 31: its size "
+        "was read as the pool)",
+        "creating MTP draft context",
+        r"creating MTP draft context against the target model",
         second_model=True,
         server=True,
     ),
