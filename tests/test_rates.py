@@ -271,10 +271,11 @@ def test_the_published_scores_are_generated(doc: str) -> None:
     assert published.strip() == table().strip()
 
 
-def test_the_published_bands_are_the_registrys() -> None:
+@pytest.mark.parametrize("doc", ["README.md", "docs/rates.md"])
+def test_the_published_bands_are_the_registrys(doc: str) -> None:
     from tests.support.rate_points import BANDS_BEGIN, BANDS_END, bands_table
 
-    text = (ROOT / "docs" / "rates.md").read_text(encoding="utf-8")
+    text = (ROOT / doc).read_text(encoding="utf-8")
     published = text.split(BANDS_BEGIN, 1)[1].split(BANDS_END, 1)[0]
     assert published.strip() == bands_table().strip()
 
