@@ -145,7 +145,7 @@ def _weights_per_step(loaded: LoadedShape, f: Figures) -> tuple[int, str] | None
     if f.model is None or f.model.weight_bytes is None:
         return None
     share = -(-f.model.weight_bytes // tp)
-    return share, f"{human(f.model.weight_bytes, 'GiB', 2)} of weights / {tp} tensor rank(s)"
+    return share, f"{human(f.model.weight_bytes, 'GiB', 2)} / {tp} tensor rank(s)"
 
 
 def _experts(g: Geometry, weights: int, tp: int) -> tuple[Experts | None, str | None]:
@@ -214,6 +214,7 @@ def _decode(
         + f" + KV {float(f.cost.rate) * pp:,.0f} B/token x context x sessions, read at "
         f"{card.source} x {band.text()}"
         + (f"; + 2 all-reduces per layer ({all_reduce.source})" if all_reduce else "")
+        + (f"; {engine.borrowed_band}" if engine.borrowed_band else "")
     )
     return (
         DecodeRecord(

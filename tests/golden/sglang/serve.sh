@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 d475ae32cdb8a47094073e4b5f268d35334596bbd0b1a8f5992e96140a70ce2d
+# Record: plan.json sha256 900203d0a2fe4145f03a413d55f8eb07410d4790eaad4b25bf9c7af802a024c4
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 87e68d0cb37709ea07529c14d1e6023c4fe082c7a50639d702ada1c7e344f5cf
+# Record: plan.json sha256 5ef2b3448cfc30788f54ec8a708e324fc2b5d09b171d92ede61eee8c66e77355
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
