@@ -151,10 +151,12 @@ def _override_bytes(text: str) -> int:
         f"{BUDGET_ENV}: expected a whole number of bytes such as 85899345920, or a byte "
         f'size such as "80 GiB", got {shown!r}'
     )
-    if re.fullmatch(r"\s*[0-9]+\s*", text):
-        if len(text.strip()) > 16:  # 1 PiB has 16 digits: a longer count is no card's
+    # the digits alone: regex \s also takes separators (U+001F) that int() refuses
+    digits = re.fullmatch(r"\s*([0-9]+)\s*", text)
+    if digits:
+        if len(digits.group(1)) > 16:  # 1 PiB has 16 digits: a longer count is no card's
             raise FakplanError(f"{expected} (more than 1 PiB: no card holds that)")
-        value = int(text)
+        value = int(digits.group(1))
         if value > MAX_BYTE_SIZE:
             raise FakplanError(f"{expected} (more than 1 PiB: no card holds that)")
     else:

@@ -155,3 +155,11 @@ def test_budget_for_a_cpu_card_says_so(runner: CliRunner, monkeypatch: pytest.Mo
     assert data["source"] == "host" and data["devices"] == []
     assert "the card is the CPU" in data["sentence"]
     assert data["budget_bytes"] < os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_an_override_padded_with_a_separator_is_its_digits() -> None:
+    """The fuzzer's '0\\x1f' (a unit separator, whitespace to a regex, not to int()): the
+    digits decide, so it is a card of 0 B and refused in words, never a traceback."""
+    with pytest.raises(FakplanError, match="a card of 0 B holds nothing"):
+        probe_budget(env={BUDGET_ENV: "0\x1f"})
+    assert probe_budget(env={BUDGET_ENV: "\x1f1073741824\x1f"}).budget_bytes == 1 << 30
