@@ -176,6 +176,14 @@ def _decode(
         return None, f"decode: {engine.name} has no measured efficiency on a {shape.card.device}"
     if card.bandwidth is None:
         return None, "decode: name the card (card.sku) or state card.bandwidth"
+    every_layer = engine.offload_layers(loaded)
+    offloaded = shape.launch.gpu_layers
+    if every_layer is not None and offloaded is not None and 0 <= offloaded < every_layer:
+        return None, (
+            f"decode: {every_layer - offloaded} of {every_layer} layers stay in host RAM "
+            "(launch.gpu_layers): each step reads them at the host's bandwidth, which the "
+            "card's does not bound"
+        )
     weights = _weights_per_step(loaded, f)
     if weights is None:
         why = f.model.weight_source if f.model is not None else None

@@ -312,3 +312,23 @@ def test_the_report_plots_a_probed_rate(tmp_path: Path) -> None:
     row = html.split('data-prediction="decode-tps-one"', 1)[1].split("</tr>", 1)[0]
     assert row.count('class="measured"') == 1 and 'class="predicted"' in row
     assert "measured 120.5 tokens/s (killed)" in row
+
+
+def test_a_partial_offload_is_not_predicted_from_the_card(tmp_path: Path) -> None:
+    """llama.cpp with -ngl below every layer reads the rest from host RAM each step: the
+    card's bandwidth does not bound that, so no decode rate is claimed."""
+    from tests.support.tinymodels import TinyLlama, write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "m.gguf", TinyLlama())
+    path = tmp_path / "ngl.yaml"
+    base = (
+        f"name: ngl\nengine: llamacpp\nmodel: {json.dumps(str(model))}\n"
+        "card: {total: 1 GiB, sku: RTX-4090}\nbudget: {weights: 64 MiB, kv: 1 MiB}\n"
+        "serving: {max_num_seqs: 1, max_model_len: 1024, kv_cache_dtype: f16}\n"
+    )
+    path.write_text(base + "launch: {gpu_layers: 1}\n", encoding="utf-8")
+    rates = _plan(path)["rates"]
+    assert rates["decode"] is None
+    assert "2 of 3 layers stay in host RAM" in rates["not_predicted"][0]
+    path.write_text(base, encoding="utf-8")
+    assert _plan(path)["rates"]["decode"] is not None
