@@ -332,3 +332,50 @@ def test_a_partial_offload_is_not_predicted_from_the_card(tmp_path: Path) -> Non
     assert "2 of 3 layers stay in host RAM" in rates["not_predicted"][0]
     path.write_text(base, encoding="utf-8")
     assert _plan(path)["rates"]["decode"] is not None
+
+
+def test_fakplan_cards_lists_the_table() -> None:
+    result = CliRunner().invoke(main, ["cards", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["schema"] == "fakplan.cards/1"
+    assert [c["sku"] for c in doc["cards"]] == [c.sku for c in CARDS]
+    h200 = next(c for c in doc["cards"] if c["sku"] == "H200-SXM-141GB")
+    assert h200["bandwidth_bytes_per_s"] == 4_800 * 10**9
+    assert h200["dense_from_sparse"] and h200["sources"][0].startswith("https://www.nvidia.com")
+    text = CliRunner().invoke(main, ["cards"]).output
+    assert "H200-SXM-141GB" in text and "RTX-PRO-6000" in text
+
+
+def test_fit_gives_the_decode_rate_beside_each_point(tmp_path: Path) -> None:
+    shape = _shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}")
+    result = CliRunner().invoke(main, ["fit", str(shape), "--json"])
+    assert result.exit_code == 0, result.output
+    layouts = json.loads(result.output)["layouts"]
+    points = [p for layout in layouts for p in layout["frontier"]]
+    assert points and all(p["decode_tps_per_session"] is not None for p in points)
+    for p in points:
+        slow, fast = p["decode_tps_per_session"]
+        assert 0 < slow <= fast
+        agg_slow, _ = p["decode_tps_aggregate"]
+        assert agg_slow == pytest.approx(slow * p["max_num_seqs"], rel=1e-3)
+
+
+def test_diff_states_what_a_change_costs_in_tokens_per_second(tmp_path: Path) -> None:
+    """fp8 KV halves the KV a step reads: at 16 slots of 8,192 tokens the slow end of the
+    per-session rate moves from weights + 16 x 8,192 x 131,072 B a step to half the KV."""
+    old = _shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}")
+    new = tmp_path / "new.yaml"
+    new.write_text(
+        old.read_text(encoding="utf-8").replace(
+            "max_model_len: 8192}", "max_model_len: 8192, kv_cache_dtype: fp8}"
+        ),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["diff", str(old), str(new)])
+    band = ENGINES["vllm"].decode_bands["gpu"]
+    weights, kv = 16_060_522_496, 16 * 8_192 * 131_072
+    before = 3_350e9 * band.low / (weights + kv)
+    after = 3_350e9 * band.low / (weights + kv // 2)
+    line = next(x for x in result.output.splitlines() if x.strip().startswith("decode per session"))
+    assert f"{before:,.2f} -> {after:,.2f} ({after / before:.2f}x)" in line
