@@ -153,7 +153,10 @@ def _experts(g: Geometry, weights: int, tp: int) -> tuple[Experts | None, str | 
     if not g.num_experts:
         return None, None
     text = json.loads(g.text_config_json) if g.text_config_json else None
-    layout = moe_layout(text, str(text.get("model_type"))) if text else None
+    try:
+        layout = moe_layout(text, str(text.get("model_type"))) if text else None
+    except (KeyError, TypeError, ValueError):
+        layout = None
     if layout is None or not g.experts_per_token or not g.weight_params or not g.weight_bytes:
         return None, (
             "a mixture of experts whose expert tensors are not counted from its config "

@@ -379,3 +379,26 @@ def test_diff_states_what_a_change_costs_in_tokens_per_second(tmp_path: Path) ->
     after = 3_350e9 * band.low / (weights + kv // 2)
     line = next(x for x in result.output.splitlines() if x.strip().startswith("decode per session"))
     assert f"{before:,.2f} -> {after:,.2f} ({after / before:.2f}x)" in line
+
+
+def test_a_mixture_of_experts_reads_its_routed_experts(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B (its published config): 128 experts of 3 x 2,048 x 768 on each of 48
+    layers, 8 routed a token; bf16. One session reads the shared weights and 8 experts a
+    layer; sixteen sessions read at most min(128, 16 x 8) = all 128."""
+    config = ROOT / "tests" / "data" / "public" / "configs" / "Qwen--Qwen3-30B-A3B"
+    (tmp_path / "model").symlink_to(config, target_is_directory=True)
+    path = tmp_path / "moe.yaml"
+    path.write_text(
+        "name: moe\nengine: vllm\nengine_version: 0.19.0\nmodel: model\n"
+        "card: {total: 80 GiB, sku: H100-SXM-80GB}\nbudget: {weights: 60 GiB, kv: 10 GiB}\n"
+        "serving: {max_num_seqs: 16, max_model_len: 4096}\n",
+        encoding="utf-8",
+    )
+    decode = _plan(path)["rates"]["decode"]
+    expert_bytes = 128 * 3 * 2_048 * 768 * 48 * 2
+    assert decode["experts"] == {"count": 128, "per_token": 8, "bytes": expert_bytes}
+    shared = decode["weights_bytes_per_step"] - expert_bytes
+    one = decode["one_session"]["bytes_per_step"]
+    assert one[0] == shared + 8 * expert_bytes // 128  # no KV at the fast end
+    worst = decode["worst_case"]["bytes_per_step"]
+    assert worst[1] == decode["weights_bytes_per_step"] + 16 * 4_096 * decode["kv_bytes_per_token"]
