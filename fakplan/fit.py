@@ -139,6 +139,7 @@ class FitPoint:
 
     def to_json(self) -> dict[str, Any]:
         p = self.plan
+        worst = p.decode_worst_case
         return {
             "max_model_len": p.max_model_len,
             "max_num_seqs": p.max_num_seqs,
@@ -154,12 +155,8 @@ class FitPoint:
             "ceiling_basis": p.ceiling_basis,
             "gates_unknown": [g.id for g in p.gates if g.status == "unknown"],
             # every slot at the window: tokens/s per session and in all, [slow, fast]
-            "decode_tps_per_session": (
-                p.rates.decode.worst_case["per_session_tps"] if p.rates and p.rates.decode else None
-            ),
-            "decode_tps_aggregate": (
-                p.rates.decode.worst_case["aggregate_tps"] if p.rates and p.rates.decode else None
-            ),
+            "decode_tps_per_session": worst["per_session_tps"] if worst else None,
+            "decode_tps_aggregate": worst["aggregate_tps"] if worst else None,
             "least_fraction": None if self.least is None else self.least.to_json(),
             "beyond": {
                 "field": self.beyond.field,

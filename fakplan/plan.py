@@ -191,17 +191,24 @@ class Plan(BaseModel):
     model_seen: tuple[str, ...] = Field(default=(), exclude=True)
 
     @property
+    def decode_worst_case(self) -> dict[str, Any] | None:
+        """Every slot decoding at the full window (rates.decode.worst_case); None where no
+        decode rate is predicted."""
+        decode = self.rates.decode if self.rates else None
+        return None if decode is None else decode.worst_case
+
+    @property
     def decode_tps_at_window(self) -> float | None:
         """The slow end of the decode rate one session sees with every slot at the full
-        window (rates.decode.worst_case): what a change costs in speed, for diff."""
-        decode = self.rates.decode if self.rates else None
-        return None if decode is None else float(decode.worst_case["per_session_tps"][0])
+        window: what a change costs in speed, for diff."""
+        worst = self.decode_worst_case
+        return None if worst is None else float(worst["per_session_tps"][0])
 
     @property
     def decode_tps_aggregate(self) -> float | None:
         """The slow end of all slots' decode together at the full window."""
-        decode = self.rates.decode if self.rates else None
-        return None if decode is None else float(decode.worst_case["aggregate_tps"][0])
+        worst = self.decode_worst_case
+        return None if worst is None else float(worst["aggregate_tps"][0])
 
     @property
     def failed(self) -> bool:

@@ -148,26 +148,37 @@ def _weights_per_step(loaded: LoadedShape, f: Figures) -> tuple[int, str] | None
     return share, f"{human(f.model.weight_bytes, 'GiB', 2)} / {tp} tensor rank(s)"
 
 
-def _experts(g: Geometry, weights: int, tp: int) -> tuple[Experts | None, str | None]:
-    """The routed experts one rank holds, or why they are not counted."""
-    if not g.num_experts:
-        return None, None
+# the reason a mixture of experts gets no rate where its routed experts are not counted
+_EXPERTS_UNCOUNTED = (
+    "a mixture of experts whose expert tensors are not counted from its config "
+    "(decode reads only the routed experts)"
+)
+
+
+def _routed(g: Geometry) -> tuple[int, int, int] | None:
+    """(experts, routed a token, parameters of every routed expert) from the config as
+    transformers builds it (geometry.params.moe_layout); None where it is not counted."""
     text = json.loads(g.text_config_json) if g.text_config_json else None
     try:
         layout = moe_layout(text, str(text.get("model_type"))) if text else None
     except (KeyError, TypeError, ValueError):
-        layout = None
-    if layout is None or not g.experts_per_token or not g.weight_params or not g.weight_bytes:
-        return None, (
-            "a mixture of experts whose expert tensors are not counted from its config "
-            "(decode reads only the routed experts)"
-        )
+        return None
+    if layout is None or not g.experts_per_token:
+        return None
     count, inter, sparse = layout
-    expert_params = count * 3 * g.hidden_size * inter * len(sparse)
-    expert_bytes = expert_params * g.weight_bytes // g.weight_params // tp
-    return Experts(
-        count=count, per_token=g.experts_per_token, bytes=min(expert_bytes, weights)
-    ), None
+    return count, g.experts_per_token, count * 3 * g.hidden_size * inter * len(sparse)
+
+
+def _experts(g: Geometry, weights: int, tp: int) -> tuple[Experts | None, str | None]:
+    """The routed experts one rank holds, or why they are not counted."""
+    if not g.num_experts:
+        return None, None
+    routed = _routed(g)
+    if routed is None or not g.weight_params or not g.weight_bytes:
+        return None, _EXPERTS_UNCOUNTED
+    count, per_token, params = routed
+    expert_bytes = params * g.weight_bytes // g.weight_params // tp
+    return Experts(count=count, per_token=per_token, bytes=min(expert_bytes, weights)), None
 
 
 def _decode(
@@ -204,10 +215,11 @@ def _decode(
                 "all-reduce range for that link (card.sku names the link)"
             )
     pp = shape.parallel.pipeline
+    kv_per_token = float(f.cost.rate) * pp  # pipeline stages hold their layers' share each
     inputs = DecodeInputs(
         weights_bytes=weights[0],
         experts=experts,
-        kv_bytes_per_token=float(f.cost.rate) * pp,
+        kv_bytes_per_token=kv_per_token,
         kv_bytes_per_seq=f.cost.per_seq_bytes * pp,
         bandwidth=card.bandwidth,
         band=band,
@@ -222,7 +234,7 @@ def _decode(
     derivation = (
         f"per step and rank: weights {weights[1]}"
         + (f" (routed experts {experts.per_token} of {experts.count})" if experts else "")
-        + f" + KV {float(f.cost.rate) * pp:,.0f} B/token x context x sessions, read at "
+        + f" + KV {kv_per_token:,.0f} B/token x context x sessions, read at "
         f"{card.source} x {band.text()}"
         + (f"; + 2 all-reduces per layer ({all_reduce.source})" if all_reduce else "")
         + (f"; {engine.borrowed_band}" if engine.borrowed_band else "")
@@ -236,7 +248,7 @@ def _decode(
                 if experts
                 else None
             ),
-            kv_bytes_per_token=float(f.cost.rate) * pp,
+            kv_bytes_per_token=kv_per_token,
             kv_bytes_per_seq=f.cost.per_seq_bytes * pp,
             all_reduce=all_reduce.source if all_reduce else None,
             one_session=one.json(),
@@ -267,16 +279,15 @@ def _compute_dtype(g: Geometry) -> str:
     return "fp8" if (g.quant_method or "").startswith("fp8") else "bf16"
 
 
-def _active_params(g: Geometry, tp: int) -> int | None:
-    if not g.weight_params:
-        return None
-    if not g.num_experts:
+def _active_params(g: Geometry) -> int | None:
+    """Parameters a token passes through: a mixture of experts' routed ones only."""
+    if not g.weight_params or not g.num_experts:
         return g.weight_params
-    experts, why = _experts(g, g.weight_bytes or 0, 1)
-    if experts is None or why or not g.weight_bytes:
+    routed = _routed(g)
+    if routed is None:
         return None
-    expert_params = experts.bytes * g.weight_params // g.weight_bytes
-    return g.weight_params - expert_params + expert_params * experts.per_token // experts.count
+    count, per_token, params = routed
+    return g.weight_params - params + params * per_token // count
 
 
 def _prefill(
@@ -293,7 +304,7 @@ def _prefill(
     peak = card.row.peak_flops(dtype) if card.row is not None else None
     if peak is None:
         return None, f"prefill: the card's dense {dtype} peak is not published (card.sku)"
-    params = _active_params(g, shape.parallel.tensor)
+    params = _active_params(g)
     if params is None:
         return None, "prefill: the parameters are not counted from the checkpoint"
     heads = g.attention or g.sliding

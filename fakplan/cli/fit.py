@@ -313,17 +313,17 @@ def _limits(plans: list[Plan]) -> str:
 
 def _decode(plan: Plan) -> str:
     """Every slot at the window: the predicted decode rate one session sees (rates)."""
-    decode = plan.rates.decode if plan.rates else None
-    if decode is None:
+    worst = plan.decode_worst_case
+    if worst is None:
         return ""
-    low, high = decode.worst_case["per_session_tps"]
+    low, high = worst["per_session_tps"]
     return f"{low:,.1f}..{high:,.1f}"
 
 
 def _frontier_table(fit: LayoutFit) -> Table:
     """Per window the most sessions, the split or least fraction that realises them."""
     sized = any(p.least is not None for p in fit.frontier)
-    rated = any(p.plan.decode_tps_at_window is not None for p in fit.frontier)
+    rated = any(p.plan.decode_worst_case is not None for p in fit.frontier)
     table = Table(title=fit.layout.label(), title_justify="left")
     columns = ["window", "sessions", "weights MiB", "KV pool MiB", "tokens"]
     columns += ["least fraction"] if sized else []

@@ -24,7 +24,7 @@ GIB = 1 << 30
 
 
 @dataclass(frozen=True)
-class RatePoint:
+class MeasuredRun:
     """One public measurement: what ran, where, what it read or computed, how fast."""
 
     id: str
@@ -58,7 +58,7 @@ def _card_peak(sku: str) -> float:
     return flops
 
 
-def band_of(points: tuple[RatePoint, ...], kind: str, what: str) -> EfficiencyBand:
+def band_of(points: tuple[MeasuredRun, ...], kind: str, what: str) -> EfficiencyBand:
     """[min, max] of the points' efficiencies, named by the points it was fitted on."""
     shares = [p.efficiency(kind) for p in points]
     return EfficiencyBand(
@@ -76,7 +76,7 @@ LLAMA3_8B_Q4_K_M = 4.58 * GIB
 # llama.cpp on CUDA, batch 1 (llama-bench tg128/tg512: the context is under 512 tokens,
 # whose KV is under 0.5 % of these weights and left out)
 LLAMACPP_GPU_DECODE = (
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-7b-f16",
         "llama.cpp",
         "RTX-4090",
@@ -85,7 +85,7 @@ LLAMACPP_GPU_DECODE = (
         "https://github.com/ggml-org/llama.cpp/pull/4766",
         "| llama 7B F16 | 12.55 GiB | 6.74 B | CUDA | 99 | tg 128 | 61.03 ± 0.07 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-7b-q8_0",
         "llama.cpp",
         "RTX-4090",
@@ -94,7 +94,7 @@ LLAMACPP_GPU_DECODE = (
         "https://github.com/ggml-org/llama.cpp/pull/4766",
         "| llama 7B Q8_0 | 6.67 GiB | 6.74 B | CUDA | 99 | tg 128 | 98.13 ± 0.07 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-qwen2.5-3b-q4_0",
         "llama.cpp",
         "RTX-4090",
@@ -103,7 +103,7 @@ LLAMACPP_GPU_DECODE = (
         "https://github.com/ggml-org/llama.cpp/pull/12183",
         "| qwen2 3B Q4_0 | 1.86 GiB | 3.40 B | CUDA | 99 | 0 | tg128 | 236.06 ± 3.23 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-llama3-8b-q4_k_m",
         "llama.cpp",
         "RTX-4090",
@@ -112,7 +112,7 @@ LLAMACPP_GPU_DECODE = (
         _XD,
         "| 4090 24GB | 8B Q4_K_M | 130.58 | 127.74 | 119.44 | 110.66 | 7138.99 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-llama3-8b-f16",
         "llama.cpp",
         "RTX-4090",
@@ -121,7 +121,7 @@ LLAMACPP_GPU_DECODE = (
         _XD,
         "|                 | 8B F16     | 54.84   | 54.34    | 52.63    | 50.88    | 9382.00 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-3090-llama3-8b-q4_k_m",
         "llama.cpp",
         "RTX-3090",
@@ -130,7 +130,7 @@ LLAMACPP_GPU_DECODE = (
         _XD,
         "| 3090 24GB | 8B Q4_K_M | 115.42 | 111.74 | 97.31 | 87.49 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-3090-llama3-8b-f16",
         "llama.cpp",
         "RTX-3090",
@@ -148,7 +148,7 @@ _CONCURRENCY = "https://yobitelcomm.github.io/bench/recipes/concurrency-sweep/"
 
 # vLLM on CUDA at one and four sequences (time per output token, so prefill is out)
 VLLM_GPU_DECODE = (
-    RatePoint(
+    MeasuredRun(
         "vllm-h100-llama3.1-8b-c1",
         "vLLM 0.21.0",
         "H100-SXM-80GB",
@@ -157,7 +157,7 @@ VLLM_GPU_DECODE = (
         _CONCURRENCY,
         " 1     122.2                 13.98        14.95        6.48         1.000    7.239",
     ),
-    RatePoint(
+    MeasuredRun(
         "vllm-h100-llama3.1-8b-c4",
         "vLLM 0.21.0",
         "H100-SXM-80GB",
@@ -166,7 +166,7 @@ VLLM_GPU_DECODE = (
         _CONCURRENCY,
         " 4     580.3                 22.75        32.18        6.59         1.000    1.631",
     ),
-    RatePoint(
+    MeasuredRun(
         "vllm-a100-40gb-llama3.1-8b-c1",
         "vLLM 0.23.0",
         "A100-SXM4-40GB",  # 1,555 GB/s: the SXM4 and PCIe 40 GB cards alike
@@ -181,7 +181,7 @@ VLLM_GPU_DECODE = (
 # 2 x 8,030,261,248 parameters (attention at 512 tokens adds under 1 % and is left out)
 LLAMA3_8B_FLOPS_PER_TOKEN = 2 * 8_030_261_248
 LLAMACPP_GPU_PREFILL = (
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-llama3-8b-f16-pp512",
         "llama.cpp",
         "RTX-4090",
@@ -190,7 +190,7 @@ LLAMACPP_GPU_PREFILL = (
         _XD,
         "|                 | 8B F16     | 54.84   | 54.34    | 52.63    | 50.88    | 9382.00 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-3090-llama3-8b-f16-pp512",
         "llama.cpp",
         "RTX-3090",
@@ -199,7 +199,7 @@ LLAMACPP_GPU_PREFILL = (
         _XD,
         "|                 | 8B F16     | 47.40   | 46.51    | 44.79    | 42.62    | 4444.65 |",
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-4090-llama3-8b-q4_k_m-pp512",
         "llama.cpp",
         "RTX-4090",
@@ -216,7 +216,7 @@ LLAMACPP_GPU_PREFILL = (
 # 2026-12-02; the published check (docs/rates.md) is a later run. The spread is the
 # machine's (a shared VM) and f16's conversion cost on one core.
 LLAMACPP_CPU_DECODE = (
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f16-1-thread-run-1",
         "llama-cpp-python 0.3.x",
         "host",
@@ -226,7 +226,7 @@ LLAMACPP_CPU_DECODE = (
         "f16, 1 thread(s): 8.77 t/s (median of 3), streaming read 13.39 GB/s",
         bandwidth=13.39e9,
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f16-1-thread-run-2",
         "llama-cpp-python 0.3.x",
         "host",
@@ -236,7 +236,7 @@ LLAMACPP_CPU_DECODE = (
         "f16, 1 thread(s): 8.23 t/s (median of 3), streaming read 14.41 GB/s",
         bandwidth=14.41e9,
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f16-1-thread-run-3",
         "llama-cpp-python 0.3.x",
         "host",
@@ -246,7 +246,7 @@ LLAMACPP_CPU_DECODE = (
         "f16, 1 thread(s): 8.14 t/s (median of 3), streaming read 14.53 GB/s",
         bandwidth=14.53e9,
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f32-1-thread-run-4",
         "llama-cpp-python 0.3.x",
         "host",
@@ -256,7 +256,7 @@ LLAMACPP_CPU_DECODE = (
         "f32, 1 thread(s): 10.32 t/s (median of 3), streaming read 14.63 GB/s",
         bandwidth=14.63e9,
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f32-1-thread-run-5",
         "llama-cpp-python 0.3.x",
         "host",
@@ -266,7 +266,7 @@ LLAMACPP_CPU_DECODE = (
         "f32, 1 thread(s): 8.77 t/s (median of 3), streaming read 14.15 GB/s",
         bandwidth=14.15e9,
     ),
-    RatePoint(
+    MeasuredRun(
         "llamacpp-cpu-f16-2-thread-run-6",
         "llama-cpp-python 0.3.x",
         "host",

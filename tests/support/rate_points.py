@@ -27,7 +27,7 @@ from fakplan.engines.rate_bands import (
     LLAMA31_8B_KV_PER_TOKEN,
     LLAMACPP_GPU_DECODE,
     VLLM_GPU_DECODE,
-    RatePoint,
+    MeasuredRun,
     band_of,
 )
 from fakplan.rates import DecodeInputs, EfficiencyBand, decode_point
@@ -178,7 +178,7 @@ def _verdict(measured: float, interval: tuple[float, float]) -> str:
     return "held"
 
 
-def _left_out(point: RatePoint, points: tuple[RatePoint, ...]) -> tuple[str, ...]:
+def _left_out(point: MeasuredRun, points: tuple[MeasuredRun, ...]) -> tuple[str, ...]:
     others = tuple(p for p in points if p.id != point.id)
     band = band_of(others, "decode", "the others")
     row = card_sku(point.card)
