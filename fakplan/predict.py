@@ -41,10 +41,12 @@ MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
 # rates before boot (fakplan.rate_plan): one session as the decode probe runs it, and a
 # window-sized prompt as the prefill probe sends it
 DECODE_TPS_ONE = "decode-tps-one"
+# every slot decoding at once near the full window, as the decode-load probe runs them
+DECODE_TPS = "decode-tps"
 PREFILL_TPS = "prefill-tps"
 
 VerdictStatus = Literal["held", "killed", "unverifiable", "inside noise"]
-ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe prefill"]
+ClosedBy = Literal["ledger", "probe boundary", "probe decode", "probe decode-load", "probe prefill"]
 
 
 class PredictionVerdict(BaseModel):
@@ -490,16 +492,33 @@ def _rate_predictions(path: str, f: Figures, rates: RatesRecord | None) -> list[
     if decode is not None:
         low, high = (round(v, 2) for v in decode.one_session["per_session_tps"])
         worst = decode.worst_case
+        loaded = decode.at_window
+        load_low, load_high = (round(v, 2) for v in loaded["per_session_tps"])
+        made.append(
+            Prediction(
+                id=DECODE_TPS,
+                claim=(
+                    f"with all {worst['sessions']} slots decoding at once near "
+                    f"{worst['context']:,} tokens, each session gets "
+                    f"{_tps(load_low, load_high)} ({_tps(*loaded['aggregate_tps'])} in all; "
+                    f"at the full window {_tps(*worst['per_session_tps'])} a session); "
+                    "decode alone: prefills the engine runs in the same steps slow it further"
+                ),
+                value=None,
+                low=load_low,
+                high=load_high,
+                unit="tokens/s",
+                derivation=decode.derivation,
+                closed_by="probe decode-load",
+                command=f"fakplan probe {path} --url URL --only decode-load",
+            )
+        )
         made.append(
             Prediction(
                 id=DECODE_TPS_ONE,
                 claim=(
                     f"one session decodes at {_tps(low, high)} (the decode probe's run, "
-                    f"context up to {decode.one_session['context']:,} tokens); with all "
-                    f"{worst['sessions']} slots at {worst['context']:,} tokens each session "
-                    f"gets {_tps(*worst['per_session_tps'])}, "
-                    f"{_tps(*worst['aggregate_tps'])} in all (decode alone: prefills the "
-                    "engine runs in the same steps slow it further)"
+                    f"context up to {decode.one_session['context']:,} tokens)"
                 ),
                 value=None,
                 low=low,

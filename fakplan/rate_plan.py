@@ -38,6 +38,8 @@ from fakplan.units import human
 
 # the decode probe's run: one session, a prompt of a few hundred tokens and 512 generated
 PROBE_CONTEXT = 1024
+# the decode-load probe's run: every slot from window - 512 - 16 tokens to the window
+LOAD_GENERATED = 512 + 16
 # the prefill probe's prompt: the window less the tokens it asks for (probes/prefill_rate)
 PREFILL_PROBE_GEN = 16
 
@@ -75,6 +77,8 @@ class DecodeRecord(BaseModel):
     all_reduce: str | None
     one_session: dict[str, Any]  # at the decode probe's context: what the probe closes
     worst_case: dict[str, Any]  # every slot at the full window
+    # every slot over the decode-load probe's run, its context growing to the window
+    at_window: dict[str, Any]
     curve: tuple[dict[str, Any], ...]
     derivation: str
 
@@ -231,6 +235,7 @@ def _decode(
     window, slots = f.max_model_len, f.max_num_seqs
     one = _one_session(inputs, window)
     worst = decode_point(inputs, slots, window)
+    loaded_run = _spanned(inputs, slots, max(0, window - LOAD_GENERATED), window)
     derivation = (
         f"per step and rank: weights {weights[1]}"
         + (f" (routed experts {experts.per_token} of {experts.count})" if experts else "")
@@ -253,6 +258,7 @@ def _decode(
             all_reduce=all_reduce.source if all_reduce else None,
             one_session=one.json(),
             worst_case=worst.json(),
+            at_window=loaded_run.json(),
             curve=tuple(p.json() for p in decode_curve(inputs, slots, window)),
             derivation=derivation,
         ),
@@ -263,11 +269,17 @@ def _decode(
 def _one_session(inputs: DecodeInputs, window: int) -> RatePoint:
     """One session as the decode probe runs it: its context grows from a short prompt to
     ``PROBE_CONTEXT`` tokens, so the slow end is read there and the fast end at none."""
-    far = decode_point(inputs, 1, min(PROBE_CONTEXT, window))
-    near = decode_point(inputs, 1, 0)
+    return _spanned(inputs, 1, 0, min(PROBE_CONTEXT, window))
+
+
+def _spanned(inputs: DecodeInputs, sessions: int, start: int, end: int) -> RatePoint:
+    """``sessions`` whose context grows from ``start`` to ``end`` tokens while they decode:
+    the slow end read at ``end``, the fast end at ``start``."""
+    far = decode_point(inputs, sessions, end)
+    near = decode_point(inputs, sessions, start)
     return RatePoint(
-        sessions=1,
-        context=min(PROBE_CONTEXT, window),
+        sessions=sessions,
+        context=end,
         bytes_per_step=(near.bytes_per_step[0], far.bytes_per_step[1]),
         per_session=(far.per_session[0], near.per_session[1]),
         aggregate=(far.aggregate[0], near.aggregate[1]),

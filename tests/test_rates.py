@@ -205,6 +205,13 @@ def test_plan_predicts_decode_from_the_named_card(tmp_path: Path) -> None:
     step = weights + 16 * 8_192 * 131_072
     assert worst["per_session_tps"][0] == pytest.approx(3_350e9 * band.low / step, abs=0.01)
     assert worst["aggregate_tps"][1] == pytest.approx(16 * 3_350e9 * band.high / step, abs=0.01)
+    # every slot at once as the decode-load probe runs them: contexts from the window
+    # less 528 tokens (512 generated + 16 slack) to the window
+    every = next(p for p in plan["predictions"] if p["id"] == "decode-tps")
+    slow = 3_350e9 * band.low / (weights + 16 * 8_192 * 131_072)
+    fast = 3_350e9 * band.high / (weights + 16 * (8_192 - 528) * 131_072)
+    assert (every["low"], every["high"]) == (round(slow, 2), round(fast, 2))
+    assert every["closed_by"] == "probe decode-load"
     # vLLM has no prefill band: said, not guessed
     assert rates["prefill"] is None
     assert any("prefill" in reason for reason in rates["not_predicted"])

@@ -193,6 +193,9 @@ def probe(
                how many repeat the marker at their head is reported (model quality)
     decode     tokens/s over --max-tokens, streamed and not (closes "decode-tps-one",
                the rate predicted from the card, and decode expectations)
+    decode-load
+               every slot decoding --max-tokens at once, each from a prompt that
+               fills its window: tokens/s per session (closes "decode-tps")
     prefill    tokens/s of a cold window-sized prompt (closes "prefill-tps" and
                prefill expectations)
 
@@ -260,7 +263,7 @@ def _checked(
     """Every input refused before a request is sent: the probes, the shape, the URL, the key."""
     selected = _only(only)
     loaded = load_shape(shape)
-    if "decode" in selected and max_tokens < MIN_DECODE_TOKENS:
+    if {"decode", "decode-load"} & set(selected) and max_tokens < MIN_DECODE_TOKENS:
         raise ProbeError(
             f"--max-tokens {max_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} "
             "generated tokens; at 8-9 tokens the inter-token time is first-token noise. "

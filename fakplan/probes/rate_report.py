@@ -24,7 +24,7 @@ class RateResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    probe: Literal["decode", "prefill"]
+    probe: Literal["decode", "decode-load", "prefill"]
     figure: float | None  # tokens/s, the median of the basis
     basis: str  # which measurement the figure is
     noise_pct: float
@@ -79,7 +79,7 @@ def stream_once(
 
 
 def report(
-    probe: Literal["decode", "prefill"],
+    probe: Literal["decode", "decode-load", "prefill"],
     basis: Basis,
     figures: dict[str, Summary | None],
     *,

@@ -25,6 +25,7 @@ from fakplan.probes.api import Server
 from fakplan.probes.boundary import AsyncClientFactory, BoundaryResult, boundary, chat_overhead
 from fakplan.probes.calibrate import Calibration, Method, Sizer, calibrate
 from fakplan.probes.capacity import capacity
+from fakplan.probes.decode_load import decode_load
 from fakplan.probes.detect import detect
 from fakplan.probes.http import Deadline, Endpoint, ProbeFault
 from fakplan.probes.outcomes import RUN_SCHEMA, ProbeOutcome, ProbeRun, Result, redacted
@@ -53,7 +54,7 @@ __all__ = [
     "verdicts_for",
 ]
 
-PROBES = ("kv", "calibrate", "boundary", "decode", "prefill")
+PROBES = ("kv", "calibrate", "boundary", "decode", "decode-load", "prefill")
 DETECT_TIMEOUT_S = 30.0
 
 
@@ -237,7 +238,7 @@ class _Session:
         only = self.options.only
         if "kv" in only:
             self._attempt("kv", 1, lambda d: capacity(self.endpoint, self.server, d))
-        if "calibrate" in only or "boundary" in only or "prefill" in only:
+        if "calibrate" in only or {"boundary", "prefill", "decode-load"} & set(only):
             self._calibrate(requested="calibrate" in only)
         if "boundary" in only:
             found = self._attempt("boundary", 1, self._boundary)
@@ -245,6 +246,8 @@ class _Session:
                 self.overhead = found.chat_overhead_tokens
         if "decode" in only:
             self._attempt("decode", 2 * self.options.repeat, self._decode)
+        if "decode-load" in only:
+            self._attempt("decode-load", 1, self._decode_load)
         if "prefill" in only:
             self._attempt("prefill", self.options.repeat, self._prefill)
 
@@ -312,6 +315,18 @@ class _Session:
             deadline=deadline,
             window=self.window,
             progress=lambda text: self.show.step("decode", text),
+        )
+
+    def _decode_load(self, deadline: Deadline) -> RateResult:
+        return decode_load(
+            self.endpoint,
+            self.server,
+            self._sizer(deadline),
+            slots=self.loaded.shape.serving.max_num_seqs,
+            window=self.window,
+            max_tokens=self.options.max_tokens,
+            deadline=deadline,
+            progress=lambda text: self.show.step("decode-load", text),
         )
 
     def _prefill(self, deadline: Deadline) -> RateResult:

@@ -77,3 +77,38 @@ def test_a_wrong_bandwidth_kills_the_decode_prediction(
     record = json.loads((out / "rate" / "plan.json").read_text(encoding="utf-8"))
     (recorded,) = next(p for p in record["predictions"] if p["id"] == "decode-tps-one")["verdicts"]
     assert recorded["status"] == "killed"
+
+
+def test_decode_load_closes_the_every_slot_prediction(
+    llama_server: RunningServer, tmp_path: Path
+) -> None:
+    """Every slot (here the one) decoding from a prompt that fills its window: the probe's
+    per-session figure closes "decode-tps", killed by the wrong bandwidth as above."""
+    shape = _shape(tmp_path, llama_server, "1 KB/s")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+    result = CliRunner().invoke(
+        main,
+        [
+            "probe",
+            str(shape),
+            "--url",
+            llama_server.url + "/v1",
+            "--out",
+            str(out),
+            "--only",
+            "decode-load",
+            "--max-tokens",
+            "128",
+            "--json",
+        ],
+    )
+    doc = json.loads(result.stdout)
+    measured = doc["probes"]["decode-load"]["result"]
+    assert measured["figure"] is not None and measured["figure"] > 0
+    (session,) = measured["reps"]
+    # the prompt filled the window but for the answer and its slack
+    assert session["prompt_tokens"] >= N_CTX - 128 - 16 - 64
+    verdict = doc["verdicts"]["decode-tps"]
+    assert verdict["observed"] == measured["figure"] and verdict["status"] == "killed"
+    assert "decode-tps-one" not in doc["verdicts"]  # the one-session probe did not run

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 900203d0a2fe4145f03a413d55f8eb07410d4790eaad4b25bf9c7af802a024c4
+# Record: plan.json sha256 bf388155bcfa91794830790a9068d4cdd5ef7f3f9d2efa7a725500e9236ff876
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #
@@ -44,7 +44,10 @@
 #   unclaimed: the pair (67,584 MiB) fits under the ceiling the boot ledger measures, 6,144 MiB unclaimed by the shape's ceiling
 #     closed by ledger: fakplan verify shapes/qwen3-32b-sglang.yaml --ledger BOOT.log
 #     verdict: open
-#   decode-tps-one: one session decodes at 68.1..76.9 tokens/s (the decode probe's run, context up to 1,024 tokens); with all 12 slots at 40,960 tokens each session gets 35.7..39.2 tokens/s, 428..470 tokens/s in all (decode alone: prefills the engine runs in the same steps slow it further)
+#   decode-tps: with all 12 slots decoding at once near 40,960 tokens, each session gets 35.7..39.4 tokens/s (428..473 tokens/s in all; at the full window 35.7..39.2 tokens/s a session); decode alone: prefills the engine runs in the same steps slow it further
+#     closed by probe decode-load: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only decode-load
+#     verdict: open
+#   decode-tps-one: one session decodes at 68.1..76.9 tokens/s (the decode probe's run, context up to 1,024 tokens)
 #     closed by probe decode: fakplan probe shapes/qwen3-32b-sglang.yaml --url URL --only decode
 #     verdict: open
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 5ef2b3448cfc30788f54ec8a708e324fc2b5d09b171d92ede61eee8c66e77355
+# Record: plan.json sha256 768d21f38b06a76c83f19e15e701b8411c3c15c54399cc9483a6d18b146ee450
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
@@ -40,7 +40,10 @@
 #   unclaimed: the pair (21,504 MiB) fits under the ceiling the boot ledger measures, 1,024 MiB unclaimed by the shape's ceiling
 #     closed by ledger: fakplan verify shapes/example.yaml --ledger BOOT.log
 #     verdict: open
-#   decode-tps-one: one session decodes at 13.8..14.6 tokens/s (the decode probe's run, context up to 1,024 tokens); with all 2 slots at 16,384 tokens each session gets 11.0..11.5 tokens/s, 22.0..23.1 tokens/s in all (decode alone: prefills the engine runs in the same steps slow it further)
+#   decode-tps: with all 2 slots decoding at once near 16,384 tokens, each session gets 11.0..11.6 tokens/s (22.0..23.2 tokens/s in all; at the full window 11.0..11.5 tokens/s a session); decode alone: prefills the engine runs in the same steps slow it further
+#     closed by probe decode-load: fakplan probe shapes/example.yaml --url URL --only decode-load
+#     verdict: open
+#   decode-tps-one: one session decodes at 13.8..14.6 tokens/s (the decode probe's run, context up to 1,024 tokens)
 #     closed by probe decode: fakplan probe shapes/example.yaml --url URL --only decode
 #     verdict: open
 #
