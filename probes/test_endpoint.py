@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from fakplan.probes import PROBES
+from fakplan.probes import DEFAULT_PROBES
 
 
-@pytest.mark.parametrize("probe", PROBES)
+@pytest.mark.parametrize("probe", DEFAULT_PROBES)
 def test_probe_ran(probed: Any, probe: str) -> None:
     outcome = probed.run.probes[probe]
     assert outcome.status == "ok", f"{probe}: {outcome.error}"

@@ -24,6 +24,7 @@ from fakplan.fit import proven_plan
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Verdict
 from fakplan.probes import (
+    DEFAULT_PROBES,
     MIN_DECODE_TOKENS,
     PROBES,
     BoundaryResult,
@@ -126,9 +127,9 @@ class _Lines:
 )
 @click.option(
     "--only",
-    default=",".join(PROBES),
+    default=",".join(DEFAULT_PROBES),
     show_default=True,
-    help="Probes to run, comma-separated.",
+    help="Probes to run, comma-separated; decode-load runs only when named.",
 )
 @click.option(
     "--api-key-env",
@@ -195,7 +196,8 @@ def probe(
                the rate predicted from the card, and decode expectations)
     decode-load
                every slot decoding --max-tokens at once, each from a prompt that
-               fills its window: tokens/s per session (closes "decode-tps")
+               fills its window: tokens/s per session (closes "decode-tps", the
+               worst case the plan predicts); a full load, so run only when named
     prefill    tokens/s of a cold window-sized prompt (closes "prefill-tps" and
                prefill expectations)
 

@@ -30,6 +30,7 @@ from fakplan.probes.http import AsyncEndpoint, Deadline, Endpoint, ProbeFault
 from fakplan.probes.rates import MIN_DECODE_TOKENS, RateResult, decode, prefill
 from fakplan.probes.refusals import Refusal, parse_refusal
 from fakplan.probes.run import (
+    DEFAULT_PROBES,
     PROBES,
     RUN_SCHEMA,
     ProbeOptions,
@@ -42,6 +43,7 @@ from fakplan.probes.run import (
 from fakplan.probes.stats import NOISE_FLOOR_PCT, Summary, judge_band, summarize, trend
 
 __all__ = [
+    "DEFAULT_PROBES",
     "MIN_DECODE_TOKENS",
     "NOISE_FLOOR_PCT",
     "PROBES",

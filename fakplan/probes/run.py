@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # the run's names, wherever they are defined now: callers import them from here
 __all__ = [
     "CAPACITY_CLOSES",
+    "DEFAULT_PROBES",
     "DETECT_TIMEOUT_S",
     "PROBES",
     "RUN_SCHEMA",
@@ -55,6 +56,9 @@ __all__ = [
 ]
 
 PROBES = ("kv", "calibrate", "boundary", "decode", "decode-load", "prefill")
+# what a plain ``fakplan probe`` runs: decode-load fills every slot's window at once, a
+# load an operator asks for by name (--only decode-load), not one a routine check sends
+DEFAULT_PROBES = tuple(name for name in PROBES if name != "decode-load")
 DETECT_TIMEOUT_S = 30.0
 
 
@@ -81,7 +85,7 @@ class Quiet:
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    only: tuple[str, ...] = PROBES
+    only: tuple[str, ...] = DEFAULT_PROBES
     # probe an endpoint whose engine or served model is not the shape's (a renaming proxy):
     # the mismatch is then a note instead of a refusal
     any_endpoint: bool = False

@@ -4,16 +4,18 @@ Not a test (rates are the machine's; they live here, not in timed unit tests). R
     .venv/bin/python tests/bench/rates.py [--threads 1,2] [--write docs/rates.md]
 
 It writes random-weight llama GGUFs of 1.06 GiB (f16, and f32 with half the layers:
-large enough that a decode step is bound by reading them), then for each (model,
-threads) run:
+large enough that a decode step is bound by reading them), and for the ``vllm-f32``
+kind the same float32 geometry as a Hugging Face folder (written by the vLLM CPU
+tier's environment, tests/support/realvllm.py), then for each (model, threads) run:
   1. measures the host's streaming-read bandwidth with that many threads (a bitwise-or
      reduction over 512 MiB split between threads, best of 5: the cheapest read numpy does);
-  2. boots the real llama.cpp server (llama-cpp-python) on the model with those threads;
+  2. boots the real server on the model with those threads: llama.cpp (llama-cpp-python),
+     or vLLM's CPU build from the serve.sh fakplan renders (OpenMP bound to those cores);
   3. compiles a shape naming that bandwidth (card: {device: cpu, bandwidth: ...}) and runs
      ``fakplan probe --only decode``: the plan's ``decode-tps-one`` is held or killed.
 Each row also reports the share of the measured bandwidth the engine reached: the CPU
-band (fakplan/engines/rate_bands.py) is fitted on the f16 one-thread rows of a run of
-this script. A wrong bandwidth killing the prediction is tests/probes/test_rate_probe.py.
+bands (fakplan/engines/rate_bands.py) are fitted on rows of a run of this script. A
+wrong bandwidth killing the prediction is tests/probes/test_rate_probe.py.
 With ``--write`` the table replaces the measured block of docs/rates.md.
 """
 
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from click.testing import CliRunner  # noqa: E402
 
 from fakplan.cli import main  # noqa: E402
+from tests.support import realvllm  # noqa: E402
 from tests.support.realserver import free_port, stop_server, wait_ready  # noqa: E402
 from tests.support.tinymodels import TinyLlama, write_tiny_llama  # noqa: E402
 
@@ -46,6 +49,8 @@ SPECS = {
     "f16": TinyLlama(layers=12, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096),
     "f32": TinyLlama(layers=6, embd=2048, heads=16, kv_heads=8, ff=5632, ctx=4096),
 }
+# the f32 geometry as a Hugging Face llama for vLLM (tests/support/vllm_tiny_model.py)
+VLLM_GEOMETRY = ("--layers", "6", "--hidden", "2048", "--ff", "5632")
 BEGIN, END = "<!-- bench:rates:begin -->", "<!-- bench:rates:end -->"
 
 
@@ -121,6 +126,44 @@ launch: {{binary: llama-cpp-python}}
     return path
 
 
+def write_vllm_model(folder: Path) -> Path:
+    """The f32 geometry as a Hugging Face folder, written by the vLLM environment."""
+    python = realvllm.ensure_environment()
+    subprocess.run(
+        [str(python), str(realvllm.TINY_MODEL_SCRIPT), str(folder), *VLLM_GEOMETRY], check=True
+    )
+    return folder
+
+
+def vllm_shape(folder: Path, model: Path, bandwidth: float, name: str, port: int) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(
+        f"""\
+name: {name}
+engine: vllm
+engine_version: {realvllm.VLLM_SPEC.split("==")[1]}
+model: {json.dumps(str(model))}
+card: {{device: cpu, total: auto, bandwidth: {int(bandwidth)} B/s}}
+budget: {{weights: 1200 MiB, kv: 1 GiB}}
+serving: {{max_num_seqs: 1, max_model_len: 2048, dtype: float32}}
+launch: {{binary: vllm-api-server, host: 127.0.0.1, port: {port}, extra_args: [--enforce-eager]}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def boot_vllm(path: Path, threads: int, folder: Path) -> subprocess.Popen[bytes]:
+    """vLLM's CPU build from the serve.sh fakplan renders, OpenMP bound to ``threads`` cores."""
+    serve = realvllm.compile_serve_sh(path, folder / "serve")
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
+    try:
+        python = realvllm.ensure_environment()
+        return realvllm.run_serve_sh(serve, python, folder / f"{path.stem}.log")
+    finally:
+        del os.environ["VLLM_CPU_OMP_THREADS_BIND"]
+
+
 def probe(path: Path, url: str, out: Path) -> dict[str, object]:
     runner = CliRunner()
     compiled = runner.invoke(main, ["compile", str(path), "-o", str(out)])
@@ -132,12 +175,17 @@ def probe(path: Path, url: str, out: Path) -> dict[str, object]:
     )  # fmt: skip
     doc = json.loads(result.stdout)
     plan = json.loads((out / path.stem / "plan.json").read_text(encoding="utf-8"))
-    predicted = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
+    predicted = next((p for p in plan["predictions"] if p["id"] == "decode-tps-one"), None)
+    measured = doc["probes"]["decode"]["result"]["figure"]
+    if predicted is None:  # an engine with no band for the host: measured, not judged
+        why = plan["rates"]["not_predicted"] if plan.get("rates") else ["no rates"]
+        return {"low": None, "high": None, "measured": measured, "status": f"no band: {why}"}
     verdict = doc["verdicts"]["decode-tps-one"]
+    assert verdict["observed"] == measured
     return {
         "low": predicted["low"],
         "high": predicted["high"],
-        "measured": verdict["observed"],
+        "measured": measured,
         "status": verdict["status"],
     }
 
@@ -147,15 +195,30 @@ def run(runs: list[tuple[str, int]]) -> list[dict[str, object]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        models = {kind: write_model(folder / f"{kind}.gguf", kind) for kind in {k for k, _ in runs}}
+        models = {
+            kind: write_vllm_model(folder / kind)
+            if kind == "vllm-f32"
+            else write_model(folder / f"{kind}.gguf", kind)
+            for kind in {k for k, _ in runs}
+        }
         for kind, count in runs:
             model = models[kind]
-            size = model.stat().st_size
+            size = (
+                sum(p.stat().st_size for p in model.glob("*.safetensors")) or model.stat().st_size
+            )
             bandwidth = read_bandwidth(count)
-            process, url = boot(model, count, folder)
+            name = f"{kind}-t{count}-{len(rows)}"
+            if kind == "vllm-f32":
+                port = free_port()
+                path = vllm_shape(folder, model, bandwidth, name, port)
+                process = boot_vllm(path, count, folder)
+                url = f"http://127.0.0.1:{port}"
+                realvllm.wait_ready(url, process, folder / f"{name}.log")
+            else:
+                path = shape(folder, model, bandwidth, name)
+                process, url = boot(model, count, folder)
             try:
-                name = f"{kind}-t{count}-{len(rows)}"
-                right = probe(shape(folder, model, bandwidth, name), url, folder / "out")
+                right = probe(path, url, folder / "out")
             finally:
                 stop_server(process)
             measured = right["measured"]
@@ -179,7 +242,8 @@ def table(rows: list[dict[str, object]]) -> str:
         assert isinstance(right, dict)
         lines.append(
             f"| {row['model']} | {row['threads']} | {float(row['bandwidth']) / 1e9:.1f} GB/s "  # type: ignore[arg-type]
-            f"| {right['low']:.1f}..{right['high']:.1f} t/s | {right['measured']:.1f} t/s "
+            + (f"| {right['low']:.1f}..{right['high']:.1f} t/s " if right["low"] else "| — ")
+            + f"| {right['measured']:.1f} t/s "
             f"| {row['efficiency']:.3f} "
             f"| {right['status']} |"
         )

@@ -32,6 +32,7 @@ def test_public_api_is_pinned() -> None:
         [
             "MIN_DECODE_TOKENS",
             "NOISE_FLOOR_PCT",
+            "DEFAULT_PROBES",
             "PROBES",
             "RUN_SCHEMA",
             "AsyncEndpoint",
