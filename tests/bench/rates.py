@@ -52,6 +52,7 @@ SPECS = {
 # the f32 geometry as a Hugging Face llama for vLLM (tests/support/vllm_tiny_model.py)
 VLLM_GEOMETRY = ("--layers", "6", "--hidden", "2048", "--ff", "5632")
 BEGIN, END = "<!-- bench:rates:begin -->", "<!-- bench:rates:end -->"
+VLLM_BEGIN, VLLM_END = "<!-- bench:rates:vllm:begin -->", "<!-- bench:rates:vllm:end -->"
 
 
 def write_model(path: Path, kind: str) -> Path:
@@ -155,7 +156,7 @@ launch: {{binary: vllm-api-server, host: 127.0.0.1, port: {port}, extra_args: [-
 
 def boot_vllm(path: Path, threads: int, folder: Path) -> subprocess.Popen[bytes]:
     """vLLM's CPU build from the serve.sh fakplan renders, OpenMP bound to ``threads`` cores."""
-    serve = realvllm.compile_serve_sh(path, folder / "serve")
+    serve = realvllm.compile_serve_sh(path, folder / "serve" / path.stem)
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
     try:
         python = realvllm.ensure_environment()
@@ -251,12 +252,21 @@ def table(rows: list[dict[str, object]]) -> str:
 
 
 def write(doc: Path, rows: list[dict[str, object]]) -> None:
+    """Each engine's rows into its own measured block (llama.cpp's ``bench:rates``, vLLM's
+    ``bench:rates:vllm``), so a run of one engine leaves the other's table as it was."""
     text = doc.read_text(encoding="utf-8")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    stamp = f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, model of "
-    stamp += f"{int(rows[0]['model_bytes']):,} B, `--max-tokens 128 --repeat 3`:"  # type: ignore[call-overload]
-    doc.write_text(f"{head}{BEGIN}\n{stamp}\n\n{table(rows)}\n{END}{tail}", encoding="utf-8")
+    for begin, end, engine_rows in (
+        (BEGIN, END, [r for r in rows if not str(r["model"]).startswith("vllm")]),
+        (VLLM_BEGIN, VLLM_END, [r for r in rows if str(r["model"]).startswith("vllm")]),
+    ):
+        if not engine_rows:
+            continue
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        stamp = f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, model of "
+        stamp += f"{int(engine_rows[0]['model_bytes']):,} B, `--max-tokens 128 --repeat 3`:"  # type: ignore[call-overload]
+        text = f"{head}{begin}\n{stamp}\n\n{table(engine_rows)}\n{end}{tail}"
+    doc.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from fakplan.dtypes import element_type
 from fakplan.engines.alerting import AlertFacts, AlertRule
 from fakplan.engines.base import ModelledEngine, PoolReport
 from fakplan.engines.choices import check_choice, check_dtypes, unsized
-from fakplan.engines.rate_bands import CUSTOM_ALL_REDUCE, VLLM_DECODE
+from fakplan.engines.rate_bands import CUSTOM_ALL_REDUCE, SGLANG_DECODE
 from fakplan.engines.releases import newer_note, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.sglang import cluster, sizing
@@ -145,7 +145,7 @@ class SglangEngine(ModelledEngine):
     shm_bytes = SHM_BYTES
     auto_downcast = DOWNCAST
     sizing_field = "mem_fraction_static"
-    decode_bands = VLLM_DECODE
+    decode_bands = SGLANG_DECODE
     all_reduce = CUSTOM_ALL_REDUCE
     borrowed_band = (
         "no public SGLang decode timings were found: the band is vLLM's on the same cards "
