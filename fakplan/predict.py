@@ -483,6 +483,23 @@ def _tps(low: float, high: float) -> str:
     return f"{_sig(low)}..{_sig(high)} tokens/s"
 
 
+def _probed_rate(
+    id: str, claim: str, band: tuple[float, float], derivation: str, closed_by: ClosedBy, path: str
+) -> Prediction:
+    """A rate predicted before boot as an interval of tokens/s, closed by a probe."""
+    return Prediction(
+        id=id,
+        claim=claim,
+        value=None,
+        low=band[0],
+        high=band[1],
+        unit="tokens/s",
+        derivation=derivation,
+        closed_by=closed_by,
+        command=f"fakplan probe {path} --url URL --only {closed_by.removeprefix('probe ')}",
+    )
+
+
 def _rate_predictions(path: str, f: Figures, rates: RatesRecord | None) -> list[Prediction]:
     """The decode and prefill rates predicted before boot, each closed by its probe."""
     if rates is None:
@@ -490,63 +507,48 @@ def _rate_predictions(path: str, f: Figures, rates: RatesRecord | None) -> list[
     made = []
     decode = rates.decode
     if decode is not None:
-        low, high = (round(v, 2) for v in decode.one_session["per_session_tps"])
+        one = tuple(round(v, 2) for v in decode.one_session["per_session_tps"])
         worst = decode.worst_case
         loaded = decode.at_window
-        load_low, load_high = (round(v, 2) for v in loaded["per_session_tps"])
+        every = tuple(round(v, 2) for v in loaded["per_session_tps"])
         made.append(
-            Prediction(
-                id=DECODE_TPS,
-                claim=(
-                    f"with all {worst['sessions']} slots decoding at once near "
-                    f"{worst['context']:,} tokens, each session gets "
-                    f"{_tps(load_low, load_high)} ({_tps(*loaded['aggregate_tps'])} in all; "
-                    f"at the full window {_tps(*worst['per_session_tps'])} a session); "
-                    "decode alone: prefills the engine runs in the same steps slow it further"
-                ),
-                value=None,
-                low=load_low,
-                high=load_high,
-                unit="tokens/s",
-                derivation=decode.derivation,
-                closed_by="probe decode-load",
-                command=f"fakplan probe {path} --url URL --only decode-load",
+            _probed_rate(
+                DECODE_TPS,
+                f"with all {worst['sessions']} slots decoding at once near "
+                f"{worst['context']:,} tokens, each session gets "
+                f"{_tps(*every)} ({_tps(*loaded['aggregate_tps'])} in all; "
+                f"at the full window {_tps(*worst['per_session_tps'])} a session); "
+                "decode alone: prefills the engine runs in the same steps slow it further",
+                (every[0], every[1]),
+                decode.derivation,
+                "probe decode-load",
+                path,
             )
         )
         made.append(
-            Prediction(
-                id=DECODE_TPS_ONE,
-                claim=(
-                    f"one session decodes at {_tps(low, high)} (the decode probe's run, "
-                    f"context up to {decode.one_session['context']:,} tokens)"
-                ),
-                value=None,
-                low=low,
-                high=high,
-                unit="tokens/s",
-                derivation=decode.derivation,
-                closed_by="probe decode",
-                command=f"fakplan probe {path} --url URL --only decode",
+            _probed_rate(
+                DECODE_TPS_ONE,
+                f"one session decodes at {_tps(*one)} (the decode probe's run, "
+                f"context up to {decode.one_session['context']:,} tokens)",
+                (one[0], one[1]),
+                decode.derivation,
+                "probe decode",
+                path,
             )
         )
     prefill = rates.prefill
     if prefill is not None:
-        low, high = prefill.prefill_tps
         ttft_low, ttft_high = prefill.ttft_s
         made.append(
-            Prediction(
-                id=PREFILL_TPS,
-                claim=(
-                    f"a prompt of {prefill.prompt_tokens:,} tokens prefills at "
-                    f"{_tps(low, high)}: first token after {ttft_low:.3g}..{ttft_high:.3g} s"
-                ),
-                value=None,
-                low=low,
-                high=high,
-                unit="tokens/s",
-                derivation=prefill.derivation,
-                closed_by="probe prefill",
-                command=f"fakplan probe {path} --url URL --only prefill",
+            _probed_rate(
+                PREFILL_TPS,
+                f"a prompt of {prefill.prompt_tokens:,} tokens prefills at "
+                f"{_tps(*prefill.prefill_tps)}: first token after "
+                f"{ttft_low:.3g}..{ttft_high:.3g} s",
+                prefill.prefill_tps,
+                prefill.derivation,
+                "probe prefill",
+                path,
             )
         )
     return made
