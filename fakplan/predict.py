@@ -38,6 +38,7 @@ ACTIVATION_PEAK = "activation-peak"
 NON_TORCH = "non-torch"
 NON_KV = "non-kv"
 MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
+CUDA_GRAPHS = "cuda-graphs"  # vLLM 0.20+: the graph estimate subtracted from the pool
 # rates before boot (fakplan.rate_plan): one session as the decode probe runs it, and a
 # window-sized prompt as the prefill probe sends it
 DECODE_TPS_ONE = "decode-tps-one"

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 class SizedTerm:
     """One term between the requested memory and the pool, as a range of bytes."""
 
-    id: str  # the prediction: weights, activation-peak, non-torch, non-kv, memory-in-use
+    id: str  # the prediction: weights, activation-peak, non-torch, cuda-graphs, non-kv, ...
+
     what: str  # in words, for the claim
     low: int
     high: int

@@ -23,6 +23,7 @@ from fakplan.ledger.model import spread
 from fakplan.plan import Plan
 from fakplan.predict import (
     ACTIVATION_PEAK,
+    CUDA_GRAPHS,
     KV_POOL,
     KV_TOKENS,
     MEMORY_IN_USE,
@@ -230,6 +231,10 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
     return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
 
 
+def _cuda_graphs(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    return _printed_bytes(ledger, "graph_estimate_bytes", "CUDA-graph estimate")
+
+
 def _memory_in_use(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     """What was in use before the weights loaded: the total the plan sized from less what
     SGLang found free then (printed, or the free after the weights plus their usage)."""
@@ -270,6 +275,7 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     NON_TORCH: _non_torch,
     NON_KV: _non_kv,
     MEMORY_IN_USE: _memory_in_use,
+    CUDA_GRAPHS: _cuda_graphs,
 }
 
 

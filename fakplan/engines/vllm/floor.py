@@ -1,16 +1,19 @@
 """What a vLLM rank spends before its KV pool, and the pool --gpu-memory-utilization leaves.
 
-Issue 17's model, as far as it is read (research notes: docs/vllm-memory.md). For the
-releases whose every term fakplan has read — 0.17 to 0.19 — on one PP stage:
+Issue 17's and issue 31's model, as far as it is read (research notes: docs/vllm-memory.md),
+on one PP stage, for 0.17 to 0.26:
 
     requested = ceil(CUDA total x utilization)            v1/worker/utils.py:408 (0.19.0)
-    pool      = requested - (weights + activation peak + non-torch)     gpu_worker.py:435
-    (the CUDA-graph estimate is printed but subtracted only with
-     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, off by default until 0.20: envs.py)
+    pool      = requested - (weights + activation peak + non-torch) - CUDA graphs
+                                                          gpu_worker.py:424 (0.20.0)
 
+- the CUDA-graph estimate G is printed from 0.18 and subtracted from 0.20
+  (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 there, envs.py), where graphs are
+  captured (cudagraph_mode != NONE) and the runner measures them: the V2 model runner
+  returns 0 until 0.29 (``runner``), and which runner a model gets is each release's rule;
 - weights: ``weights.vllm_rank_weights`` (the plain decoders only), as CUDA's caching
   allocator counts the blocks holding them (``torch_allocator``);
-- activation peak: the profiling run's sampler phase (derived term by term in
+- activation peak, V1 runner: the profiling run's sampler phase (derived term by term in
   gpu_model_runner.py _dummy_sampler_run, sampler.py:90, topk_topp_sampler.py:112 and
   topk_topp_triton.py:1017 at 0.19.0), with Rs = min(max_num_seqs, max_num_batched_tokens)
   rows of the vocabulary V:
@@ -19,13 +22,24 @@ releases whose every term fakplan has read — 0.17 to 0.19 — on one PP stage:
       SMs) x V, + the hidden states 2 x Tb x H and two Rs x H row copies, + the cuBLAS
       workspace (32 MiB, PyTorch's sm90 default 4096 KiB x 8: inferred, not in vLLM);
       a mixture of experts adds its fused_moe workspaces Tb x top-k x (max(N/2, H) +
-      max(N, H)) x 2 B, N = 2 x moe_intermediate / TP (experts/triton_moe.py);
-- non-torch memory: not derivable from any config (NCCL buffers, CUDA modules); the
-  figures measured in public 0.19.0 boots on H100 (tests/data/public/profiler), by
-  parallelism, with their spread.
+      max(N, H)) x 2 B, N = 2 x moe_intermediate / TP (experts/triton_moe.py). From 0.21
+      the sampler runs a second time on forward_native with a generator; with Triton
+      present that pass takes the same Triton top-k/top-p path (topk_topp_sampler.py
+      apply_top_k_top_p), so the peak is the first pass's;
+- activation peak, V2 runner: its dummy sampler has no request to process and no top-k or
+  top-p (v1/worker/gpu/model_runner.py _dummy_sampler_run, sample/sampler.py, 0.29.0), so
+  the sampler phase is the 16-bit logits 2 x Rs x V beside the hidden states; the forward
+  may peak higher, which fakplan estimates (the MLP at max_num_batched_tokens), not derives:
+  the term is the interval between the two;
+- non-torch memory and the graph estimate: not derivable from any config (NCCL buffers,
+  CUDA modules; the captured graphs' pool); the figures measured in public 0.19.0 boots on
+  H100 (tests/data/public/profiler), by parallelism, with their spread. 0.19's estimator
+  is the V1 runner's from 0.18 to 0.28 (gpu_model_runner.py profile_cudagraph_memory).
 
-Anything else is unknown, with the reason: another release, a quantized or multimodal
-checkpoint, an architecture whose weights are not counted, PP > 1, a 32-bit served dtype.
+Anything else is unknown, with the reason: 0.27 on (their non-KV memory is C + H, the
+memory consumed since the init snapshot, runner buffers and allocator slack with it, which
+no sourced public boot measures yet), a quantized or multimodal checkpoint, an
+architecture whose weights are not counted, PP > 1, a 32-bit served dtype.
 """
 
 from __future__ import annotations
@@ -37,6 +51,12 @@ from typing import Any
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import DOWNCAST
+from fakplan.engines.vllm.runner import (
+    ModelTraits,
+    RunnerChoice,
+    default_runner,
+    graphs_estimated,
+)
 from fakplan.engines.weights import vllm_rank_weights, weights_unknown
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
@@ -73,7 +93,22 @@ GRAPHS_MEASURED = {
 # vLLM's own margin where it suggests a --kv-cache-memory-bytes that fills the card
 # (gpu_worker.py compile_or_warm_up_model, 0.19.0: redundancy_buffer_memory = 150 MiB)
 REDUNDANCY = 150 << 20
-READ = ((0, 17), (0, 19))  # the releases whose terms were all read
+# The CUDA-graph estimate (V1 runner, gpu_model_runner.py profile_cudagraph_memory, 0.18 to
+# 0.28): per mode it captures the largest graph, then the next, and charges
+#     G = the largest first capture over the modes + sum over modes (graphs - 1) x per-graph
+# (checked against every 0.19.0 boot below: 260 + 50 x 6 + 50 x 6 MiB = 0.84 GiB). The
+# first capture and the per-graph costs are no config's figures: measured in the DEBUG
+# lines "Estimated FULL|PIECEWISE CUDA graph memory: X MiB first-capture + (n-1) x Y MiB
+# per-graph" of the 0.19.0 H100 boots of tests/data/public/profiler (the fit set), by TP,
+# in MiB: (first low, first high, FULL per-graph low, high, PIECEWISE per-graph low, high)
+GRAPH_ESTIMATE_MEASURED = {
+    "tp1": (112, 522, 6, 10, 6, 12),  # prof-001, -005..-007, -011, -012, -014, -015
+    "tp2": (128, 268, 6, 14, 6, 26),  # prof-002, -008, -010, -013
+    "tp4": (84, 142, 4, 14, 6, 18),  # prof-003, -009
+}
+MIB = 1 << 20
+READ = ((0, 17), (0, 26))  # the releases whose terms were all read
+GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 (envs.py)
 
 
 @dataclass(frozen=True)
@@ -88,10 +123,20 @@ class VllmFloor:
 
     requested: Term
     weights: Term
-    activation: Term
+    activation: Term  # its low end where it is a range (``activation_span``)
     non_torch: tuple[int, int]  # measured range
-    pool: tuple[int, int]  # the range the non-torch spread leaves
-    cuda_graph: None = None  # not subtracted by these releases
+    pool: tuple[int, int]  # the range the measured terms leave
+    # the CUDA-graph estimate the release subtracts, as a range; None where it subtracts
+    # none (before 0.20, eager, or a V2 runner before 0.29)
+    cuda_graph: tuple[int, int] | None = None
+    graph_derivation: str = ""
+    activation_high: int | None = None  # the V2 runner's forward estimate, where higher
+    runner: str = "v1"
+    runner_rule: str = ""
+
+    @property
+    def activation_span(self) -> tuple[int, int]:
+        return self.activation.bytes, self.activation_high or self.activation.bytes
 
 
 @dataclass(frozen=True)
@@ -103,9 +148,52 @@ def _release_read(version: str) -> str | None:
     wanted = parse_version(version)[:2]
     if READ[0] <= wanted <= READ[1]:
         return None
+    if wanted > READ[1]:
+        return (
+            f"vllm {version}: from 0.27 the non-KV memory is C + H, the memory consumed "
+            "since the init snapshot (runner buffers and allocator slack with it), which no "
+            "sourced public boot measures yet; fakplan reads 0.17-0.26 (docs/vllm-memory.md)"
+        )
     return (
-        f"vllm {version}: fakplan has read the memory profiler of 0.17-0.19 only "
+        f"vllm {version}: fakplan has read the memory profiler of 0.17-0.26 only "
         "(docs/vllm-memory.md)"
+    )
+
+
+def capture_sizes(max_num_seqs: int, batched_tokens: int) -> tuple[int, int]:
+    """How many graphs vLLM captures by default without a draft, (PIECEWISE, FULL). The
+    sizes run up to min(max_num_seqs x 2, 512, max_num_batched_tokens): 1, 2, 4, then steps
+    of 8 below 256 and of 16 from 256 (config/vllm.py _set_cudagraph_sizes, 0.20.0); FULL
+    decode graphs take the sizes up to max_num_seqs (v1/cudagraph_dispatcher.py, 0.32.0)."""
+    largest = min(max_num_seqs * 2, 512, batched_tokens)
+    sizes = {i for i in (1, 2, 4) if i <= largest}
+    if largest >= 8:
+        sizes.update(range(8, min(largest + 1, 256), 8))
+    if largest >= 256:
+        sizes.update(range(256, largest + 1, 16))
+    full = [x for x in sizes if x <= min(max_num_seqs, batched_tokens)]
+    return len(sizes), len(full)
+
+
+def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | None:
+    """The V1 runner's CUDA-graph estimate for (PIECEWISE, FULL) graph counts, as a range."""
+    measured = GRAPH_ESTIMATE_MEASURED.get(f"tp{tp}")
+    if measured is None:
+        return None
+    first_low, first_high, full_low, full_high, pw_low, pw_high = measured
+    piecewise, full = graphs
+    low = (first_low + (piecewise - 1) * pw_low + max(full - 1, 0) * full_low) * MIB
+    high = (first_high + (piecewise - 1) * pw_high + max(full - 1, 0) * full_high) * MIB
+    return (
+        low,
+        high,
+        (
+            f"the largest first capture {first_low}..{first_high} MiB + ({piecewise} PIECEWISE "
+            f"graphs - 1) x {pw_low}..{pw_high} MiB + ({full} FULL graphs - 1) x "
+            f"{full_low}..{full_high} MiB = {low:,}..{high:,} B (first capture and per-graph "
+            f"costs measured in the 0.19.0 H100 boots' estimate lines at TP {tp}; the graph "
+            "counts are the default capture sizes' for max_num_seqs and max_num_batched_tokens)"
+        ),
     )
 
 
@@ -175,6 +263,52 @@ def _outside_measured(text: dict[str, Any], tp: int, batched_tokens: int, sample
     )
 
 
+def _forward_estimate(
+    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None
+) -> tuple[int, str]:
+    """The profiling forward's peak as fakplan estimates it (Inductor decides what coexists):
+    the MLP's gate_up and its activation at max_num_batched_tokens beside two hidden
+    states, or a mixture's fused_moe workspaces beside them."""
+    hidden = int(text["hidden_size"])
+    states = 2 * 2 * batched_tokens * hidden
+    if moe is not None:
+        return states + moe.bytes, (
+            f"2 hidden states 2 x 2 x {batched_tokens:,} x {hidden:,} = {states:,} B + "
+            f"{moe.derivation}"
+        )
+    inter = int(text.get("intermediate_size") or 0) // tp
+    mlp = batched_tokens * 3 * inter * 2
+    return states + mlp, (
+        f"2 hidden states 2 x 2 x {batched_tokens:,} x {hidden:,} = {states:,} B + the MLP "
+        f"gate_up and activation {batched_tokens:,} x 3 x {inter:,} x 2 B = {mlp:,} B"
+    )
+
+
+def activation_peak_v2(
+    text: dict[str, Any], model_type: str, *, tp: int, batched_tokens: int, max_num_seqs: int
+) -> tuple[Term, int]:
+    """The V2 runner's profiling peak as a range: its sampler phase (derived) to the
+    forward's estimate, where that is higher."""
+    vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
+    rows = min(max_num_seqs, batched_tokens)
+    logits = 2 * rows * vocab
+    states = 2 * batched_tokens * hidden + 2 * rows * hidden
+    moe = _moe_workspace(text, model_type, tp, batched_tokens)
+    low = logits + states + CUBLAS_WORKSPACE + (moe.bytes if moe else 0)
+    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe)
+    high = max(low, forward + CUBLAS_WORKSPACE)
+    derivation = (
+        f"V2 runner: sampler phase 16-bit logits {rows:,} x {vocab:,} x 2 B = {logits:,} B + "
+        f"hidden states 2 x {batched_tokens:,} x {hidden:,} + 2 x {rows:,} x {hidden:,} = "
+        f"{states:,} B + cuBLAS workspace {CUBLAS_WORKSPACE:,} B"
+        + (f" + {moe.derivation}" if moe else "")
+        + f" = {low:,} B, up to the forward's estimate ({forward_text}, + cuBLAS) = "
+        f"{high:,} B (the dummy sampler has no request to process and no top-k/top-p: "
+        "v1/worker/gpu/model_runner.py _dummy_sampler_run, sample/sampler.py)"
+    )
+    return Term(low, derivation), high
+
+
 def vllm_floor(
     text: dict[str, Any],
     model_type: str,
@@ -189,6 +323,8 @@ def vllm_floor(
     sms: int,
     served: str = "bf16",
     quantization: str | None = None,
+    hybrid: bool = False,
+    spec_tokens: int = 0,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say."""
     unread = _release_read(version)
@@ -198,6 +334,10 @@ def vllm_floor(
         return Unknown("PP > 1: only stage 0 prints its pool, and a stage's peak is not read")
     if served not in {"bf16", "fp16"}:
         return Unknown(f"a {served} served model: its sampler peak is not read")
+    if spec_tokens:
+        return Unknown(
+            "a speculative draft: its weights, its profile and its graphs are not counted"
+        )
     key = f"tp{tp}"
     if key not in NON_TORCH_MEASURED:
         return Unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there")
@@ -211,20 +351,56 @@ def vllm_floor(
             f"{model_type}: weights counted ({weights.bytes:,} B per rank), but the activation "
             "peak of a model with a vision tower (the profiling run of its encoder) is not read"
         )
+    release = parse_version(version)[:2]
+    traits = ModelTraits(
+        architectures=tuple(str(a) for a in text.get("architectures") or ()),
+        moe=model_type in MOE_FAMILIES,
+        hybrid=hybrid,
+        quantized="quantization_config" in text,
+    )
+    choice = (
+        default_runner(version, traits)
+        if release >= GRAPHS_SUBTRACTED
+        else RunnerChoice("v1", "V1 before 0.20 (VLLM_USE_V2_MODEL_RUNNER unset)")
+    )
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
-    activation = activation_peak(
-        text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-        sms=sms,
-    )  # fmt: skip
+    activation_high = None
+    if choice.runner == "v2":
+        activation, activation_high = activation_peak_v2(
+            text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs
+        )
+    else:
+        activation = activation_peak(
+            text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
+            sms=sms,
+        )  # fmt: skip
+    graphs: tuple[int, int] | None = None
+    graph_text = "not subtracted before 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)"
+    if release >= GRAPHS_SUBTRACTED:
+        if not graphs_estimated(version, choice.runner):
+            graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
+        else:
+            count = capture_sizes(max_num_seqs, batched_tokens)
+            found = graph_estimate(tp, count)
+            if found is None:
+                return Unknown(f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate")
+            graphs, graph_text = (found[0], found[1]), found[2]
     low, high = NON_TORCH_MEASURED[key]
-    base = requested - weights.bytes - activation.bytes
+    a_low, a_high = activation.bytes, activation_high or activation.bytes
+    g_low, g_high = graphs or (0, 0)
+    base = requested - weights.bytes
     return VllmFloor(
         requested=request,
         weights=Term(weights.bytes, weights.derivation),
         activation=activation,
         non_torch=(low, high),
-        pool=(base - high, base - low),
+        pool=(base - a_high - high - g_high, base - a_low - low - g_low),
+        cuda_graph=graphs,
+        graph_derivation=graph_text,
+        activation_high=activation_high,
+        runner=choice.runner,
+        runner_rule=choice.why,
     )
 
 
@@ -247,7 +423,7 @@ def floor_for(
     if g.text_config is None:
         return Unknown(f"{g.source}: no config.json to count the weights from")
     if query.engine_version is None:
-        return Unknown("state --engine-version: the memory profiler is read for 0.17-0.19")
+        return Unknown("state --engine-version: the memory profiler is read for 0.17-0.26")
     tokens, seqs = serve_defaults(card_total)
     served, _ = served_dtype(query, DOWNCAST)
     return vllm_floor(
@@ -263,4 +439,6 @@ def floor_for(
         sms=sms,
         served=served,
         quantization=query.quantization,
+        hybrid=g.is_hybrid,
+        spec_tokens=query.spec_tokens,
     )

@@ -1,7 +1,8 @@
 """A shape's pool as vLLM sizes it from --gpu-memory-utilization: the floor, as predictions.
 
-On a GPU (0.17-0.19, ``floor.vllm_floor``): requested = ceil(CUDA total x fraction);
-pool = requested - (weights + the profiling run's activation peak + non-torch memory).
+On a GPU (0.17-0.26, ``floor.vllm_floor``): requested = ceil(CUDA total x fraction);
+pool = requested - (weights + the profiling run's activation peak + non-torch memory),
+and from 0.20 the CUDA-graph estimate where the release's runner measures one.
 
 On the CPU build (cpu_worker.py, v0.20.0 to v0.33.0): requested = ceil(MemTotal of the
 worker's NUMA node x fraction) at init; after warm-up the pool is requested - the worker
@@ -168,14 +169,16 @@ def _gpu_sizing(
     if isinstance(found, Unknown):
         raise _unknown(loaded, found.reason)
     low, high = found.non_torch
+    a_low, a_high = found.activation_span
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
                   found.weights.bytes, found.weights.derivation),
-        SizedTerm("activation-peak", "the profiling run's torch peak", found.activation.bytes,
-                  found.activation.bytes, found.activation.derivation),
+        SizedTerm("activation-peak", "the profiling run's torch peak", a_low, a_high,
+                  found.activation.derivation),
         SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
                   f"measured in public vLLM 0.19.0 boots on H100 at TP {shape.parallel.tensor}: "
                   f"{low:,}..{high:,} B (no config gives it)", measured=True),
+        *_graph_terms(found),
     )  # fmt: skip
     return EngineSizing(
         flag=FLAG,
@@ -189,6 +192,17 @@ def _gpu_sizing(
         terms=terms,
         weights_bytes=found.weights.bytes,
     )
+
+
+def _graph_terms(found: VllmFloor) -> tuple[SizedTerm, ...]:
+    """The CUDA-graph estimate the release subtracts from the pool, where it does."""
+    if found.cuda_graph is None:
+        return ()
+    low, high = found.cuda_graph
+    return (
+        SizedTerm("cuda-graphs", "the CUDA-graph estimate subtracted from the pool", low, high,
+                  found.graph_derivation, measured=True),
+    )  # fmt: skip
 
 
 def _cpu_sizing(
@@ -274,11 +288,15 @@ class PoolReport:
                 "weights_bytes": f.weights.bytes,
                 "weights_derivation": f.weights.derivation,
                 "activation_bytes": f.activation.bytes,
+                "activation_range": list(f.activation_span),
                 "activation_derivation": f.activation.derivation,
                 "non_torch_bytes": list(f.non_torch),
                 "non_torch_derivation": "measured in public vLLM 0.19.0 boots on H100 "
                 "(NCCL and CUDA modules; no config gives it)",
-                "cuda_graph_bytes": None,
+                "cuda_graph_bytes": None if f.cuda_graph is None else list(f.cuda_graph),
+                "cuda_graph_derivation": f.graph_derivation,
+                "runner": f.runner,
+                "runner_rule": f.runner_rule,
             },
         }
 
@@ -291,7 +309,9 @@ class PoolReport:
             f"weights {f.weights.derivation}",
             f"activation peak {f.activation.derivation}",
             f"non-torch {f.non_torch[0]:,}..{f.non_torch[1]:,} B (measured, vLLM 0.19.0, H100)",
-            f"pool {self.low:,}..{self.high:,} B (CUDA graphs not subtracted before 0.20)",
+            f"CUDA graphs {f.graph_derivation}",
+            f"runner {f.runner_rule}",
+            f"pool {self.low:,}..{self.high:,} B",
             *(
                 [
                     f"{REFUSAL}: the requested memory does not cover the weights, activation "

@@ -231,7 +231,7 @@ def test_a_release_whose_profiler_is_not_read_is_refused_at_the_fraction(
         for i, text in enumerate(shape.read_text().splitlines(), 1)
         if "gpu_memory_utilization" in text
     )
-    assert f"{shape}:{number}:" in line and "0.17-0.19" in line, line
+    assert f"{shape}:{number}:" in line and "0.17-0.26" in line, line
 
 
 def test_a_fraction_that_leaves_no_pool_is_refused(tmp_path: Path, runner: CliRunner) -> None:

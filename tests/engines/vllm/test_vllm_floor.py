@@ -102,7 +102,8 @@ def test_the_activation_peak_by_hand() -> None:
 @pytest.mark.parametrize(
     ("kw", "reason"),
     [
-        ({"version": "0.24.0"}, "0.17-0.19 only"),
+        ({"version": "0.27.0"}, "C + H"),
+        ({"version": "0.16.0"}, "0.17-0.26 only"),
         ({"pp": 2}, "PP > 1"),
         ({"tp": 8}, "TP 8"),
         ({"served": "fp32"}, "fp32 served"),

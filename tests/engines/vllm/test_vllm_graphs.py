@@ -1,0 +1,206 @@
+"""vLLM 0.20-0.26 size their pool with the CUDA-graph estimate subtracted, by the runner
+each release gives the model: the estimate's form against the fit set's own prints, its
+measured range against boots the fit did not see, and a pool derived by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from fakplan.engines.vllm.floor import (
+    GRAPH_ESTIMATE_MEASURED,
+    NON_TORCH_MEASURED,
+    Unknown,
+    VllmFloor,
+    capture_sizes,
+    graph_estimate,
+    vllm_floor,
+)
+from fakplan.engines.vllm.runner import ModelTraits, default_runner
+from fakplan.units import GIB, printed_interval
+from tests.support.graph_corpus import (
+    GRAPHS,
+    PROFILER,
+    TOTAL,
+    check_rows,
+    fit_modes,
+    graph_table,
+    printed_counts,
+)
+from tests.support.paths import PUBLIC, ROOT
+
+MIB = 1 << 20
+FIT = sorted(PROFILER.glob("prof-0*.log"))
+
+
+def _config(name: str) -> dict[str, Any]:
+    return json.loads((PUBLIC / "configs" / name / "config.json").read_text())
+
+
+@pytest.mark.parametrize("log", [p for p in FIT if fit_modes(p)], ids=lambda p: p.stem)
+def test_the_estimate_is_the_largest_first_capture_and_each_modes_graphs(log: Any) -> None:
+    """vLLM's own total against its own per-mode lines: max(first) + sum((n - 1) x per)."""
+    modes = fit_modes(log)
+    total = max(first for first, _, _ in modes.values()) + sum(
+        (n - 1) * per for _, n, per in modes.values()
+    )
+    printed = TOTAL.search(log.read_text(encoding="utf-8"))
+    assert printed is not None
+    assert abs(total / 1024 - float(printed[1])) <= 0.005
+
+
+def test_the_default_capture_sizes_are_the_graphs_the_boots_profile() -> None:
+    # the fit set: vllm serve's defaults on an H100, 1,024 sequences and 8,192 tokens
+    assert printed_counts((PROFILER / "prof-001.log").read_text()) == (51, 51)
+    assert capture_sizes(1024, 8192) == (51, 51)
+    derived = [(r.derived, r.counts) for r in check_rows() if r.derived is not None]
+    assert len(derived) == 2  # graphs-001 (256 x 2,048, the defaults), graphs-002 (2 seqs)
+    assert all(ours == printed for ours, printed in derived)
+    # by hand: 1, 2, 4, 8..248 by 8 (31), 256 -> 35 sizes; FULL up to 128: 3 + 16 = 19
+    assert capture_sizes(128, 8192) == (35, 19)
+
+
+def test_the_fit_set_lies_inside_its_own_range() -> None:
+    """A check of the fit only (the range is the fit set's min-max): every 0.19.0 boot's
+    printed estimate is inside the range for its TP and graph counts."""
+    seen = 0
+    for log in FIT:
+        text = log.read_text(encoding="utf-8")
+        printed = TOTAL.search(text)
+        if printed is None or "pipeline_parallel_size=1" not in text:
+            continue
+        tp = int(text.split("tensor_parallel_size=")[1].split(",")[0])
+        found = graph_estimate(tp, printed_counts(text))
+        assert found is not None
+        p_low, _, p_high = printed_interval(f"{printed[1]} GiB")
+        assert found[0] <= p_high and p_low <= found[1], log.stem
+        seen += 1
+    assert seen == 14
+
+
+def test_the_check_set_is_scored_in_the_docs() -> None:
+    rows = check_rows()
+    assert [r.case["id"] for r in rows] == [f"graphs-00{i}" for i in range(1, 6)]
+    # graphs-003's hybrid printed 0.48 GiB, below the 112 + 50 x 6 + 18 x 6 MiB the fit's
+    # smallest costs give 51 PIECEWISE and 19 FULL graphs: the range is killed there
+    killed = [r.case["id"] for r in rows if not r.held]
+    assert killed == ["graphs-003"]
+    assert rows[2].low == (112 + 50 * 6 + 18 * 6) * MIB
+    docs = (ROOT / "docs" / "vllm-memory.md").read_text(encoding="utf-8")
+    assert graph_table() in docs
+    assert (GRAPHS / "SOURCES.md").is_file()
+
+
+@pytest.mark.parametrize(
+    ("version", "archs", "moe", "hybrid", "quantized", "runner"),
+    [
+        ("0.21.0", ("LlamaForCausalLM",), False, False, False, "v1"),
+        ("0.22.0", ("Qwen3ForCausalLM",), False, False, False, "v2"),
+        ("0.22.0", ("LlamaForCausalLM",), False, False, False, "v1"),
+        ("0.23.0", ("LlamaForCausalLM",), False, False, False, "v2"),
+        ("0.23.0", ("LlamaForCausalLM",), False, False, True, "v1"),
+        ("0.24.0", ("LlamaForCausalLM",), False, False, True, "v2"),
+        ("0.24.0", ("Qwen2ForCausalLM",), False, False, False, "v1"),
+        ("0.25.0", ("Qwen2ForCausalLM",), False, False, False, "v2"),
+        ("0.25.0", ("Qwen3MoeForCausalLM",), True, False, False, "v1"),
+        ("0.25.0", ("Qwen2MoeForCausalLM",), True, False, False, "v2"),
+        ("0.26.0", ("Qwen3NextForCausalLM",), True, True, False, "v1"),
+        ("0.28.0", ("DeepseekV4ForCausalLM",), True, True, False, "v2"),
+        ("0.29.0", ("Qwen3MoeForCausalLM",), True, True, True, "v2"),
+    ],
+)
+def test_each_release_gives_the_model_its_runner(
+    version: str, archs: tuple[str, ...], moe: bool, hybrid: bool, quantized: bool, runner: str
+) -> None:
+    """config/vllm.py _is_default_v2_model_runner_model as each PyPI wheel has it."""
+    choice = default_runner(version, ModelTraits(archs, moe, hybrid, quantized))
+    assert choice.runner == runner, choice.why
+
+
+def _llama(version: str, total: int, utilization: float = 0.92) -> VllmFloor | Unknown:
+    return vllm_floor(
+        _config("meta-llama--Llama-3.1-8B-Instruct"), "llama", version=version, tp=1, pp=1,
+        card_total=total, utilization=utilization, batched_tokens=8192, max_num_seqs=1024,
+        sms=132,
+    )  # fmt: skip
+
+
+def test_a_020_pool_subtracts_the_graph_estimate_by_hand() -> None:
+    """Llama-3.1-8B on an H100 (CUDA total 79.19 GiB) at 0.20.0's default 0.92."""
+    total = 85_030_000_000
+    found = _llama("0.20.0", total)
+    assert isinstance(found, VllmFloor)
+    requested = math.ceil(total * 0.92)
+    weights = 16_094_076_928  # "Model loading took 14.99 GiB" (prof-001, test_vllm_floor)
+    vocab, hidden = 128_256, 4_096
+    activation = 14 * 1024 * vocab + 4 * 132 * vocab + 2 * 8192 * hidden + 4 * 1024 * hidden
+    activation += 32 * MIB
+    nt_low, nt_high = NON_TORCH_MEASURED["tp1"]
+    # 51 PIECEWISE and 51 FULL graphs at the fit's smallest and largest costs
+    g_low = (112 + 50 * 6 + 50 * 6) * MIB
+    g_high = (522 + 50 * 12 + 50 * 10) * MIB
+    assert found.cuda_graph == (g_low, g_high)
+    base = requested - weights - activation
+    assert found.pool == (base - nt_high - g_high, base - nt_low - g_low)
+    # 0.19 computes the same estimate and does not subtract it
+    before = _llama("0.19.0", total)
+    assert isinstance(before, VllmFloor) and before.cuda_graph is None
+    assert before.pool == (base - nt_high, base - nt_low)
+
+
+def test_a_dense_llama_on_023_runs_v2_with_no_graph_term() -> None:
+    found = _llama("0.23.0", 85_030_000_000)
+    assert isinstance(found, VllmFloor)
+    assert found.runner == "v2" and found.cuda_graph is None
+    # the V2 dummy sampler: 16-bit logits beside the hidden states and the cuBLAS workspace
+    low = 2 * 1024 * 128_256 + 2 * 8192 * 4096 + 2 * 1024 * 4096 + 32 * MIB
+    # the forward's estimate: two hidden states and the MLP's gate_up with its activation
+    high = 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + 32 * MIB
+    assert found.activation_span == (low, high)
+
+
+def test_027_on_is_refused_with_what_is_missing() -> None:
+    found = _llama("0.27.0", 85_030_000_000)
+    assert isinstance(found, Unknown) and "C + H" in found.reason
+    assert set(GRAPH_ESTIMATE_MEASURED) == set(NON_TORCH_MEASURED)
+
+
+def test_the_kv_command_prints_the_graph_term(runner: Any) -> None:
+    from fakplan.cli import main
+
+    args = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.20.0",
+        "--gpu-memory-utilization", "0.92", "--card-total", "79.19 GiB",
+        "--max-model-len", "8192", "--json",
+    ]  # fmt: skip
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    floor = json.loads(result.output)["floor"]
+    assert floor["runner"] == "v1"
+    low, high = floor["cuda_graph_bytes"]
+    assert (low, high) == ((112 + 600) * MIB, (522 + 600 + 500) * MIB)
+    assert high > GIB
+
+
+def test_verify_closes_the_graph_estimate_with_the_line_that_prints_it(tmp_path: Any) -> None:
+    """The wiring: a 0.20 shape predicts the estimate (51 and 51 graphs at 1,024 sequences:
+    712..1,622 MiB) and the boot's "Estimated CUDA graph memory" line closes it. The logs
+    are two real 0.2x boots of other models, read for that one line: 0.79 GiB falls inside,
+    0.26 GiB below."""
+    from fakplan.engines import parse_ledger
+    from fakplan.plan import compile_plan
+    from fakplan.predict import CUDA_GRAPHS
+    from fakplan.shape import load_shape
+    from fakplan.verify import ledger_verdicts
+    from tests.engines.vllm.test_engine_sized_pool import _llama as llama_shape
+
+    plan = compile_plan(load_shape(llama_shape(tmp_path, fraction=0.92, version="0.20.0")))
+    graphs = next(p for p in plan.predictions if p.id == CUDA_GRAPHS)
+    assert (graphs.low, graphs.high) == (712 * MIB, 1622 * MIB)
+    held = ledger_verdicts(plan, parse_ledger(GRAPHS / "graphs-001.log", "vllm"))
+    killed = ledger_verdicts(plan, parse_ledger(GRAPHS / "graphs-002.log", "vllm"))
+    assert held[CUDA_GRAPHS].status == "held"
+    assert killed[CUDA_GRAPHS].status == "killed"
