@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from fakplan.cli import main
 from tests.support.realserver import N_CTX, RunningServer
@@ -37,34 +38,27 @@ launch: {{binary: llama-cpp-python}}
     return path
 
 
+def _compile_and_probe(
+    shape: Path, server: RunningServer, out: Path, probe: str, *extra: str
+) -> tuple[Result, dict[str, Any]]:
+    """Compile the shape into ``out``, then run one probe against the real server (JSON)."""
+    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+    args = ["probe", str(shape), "--url", server.url + "/v1", "--out", str(out)]
+    result = CliRunner().invoke(
+        main, [*args, "--only", probe, "--max-tokens", "128", *extra, "--json"]
+    )
+    return result, json.loads(result.stdout)
+
+
 @pytest.mark.parametrize(("bandwidth", "side"), [("1 KB/s", "above"), ("1000 TB/s", "below")])
 def test_a_wrong_bandwidth_kills_the_decode_prediction(
     llama_server: RunningServer, tmp_path: Path, bandwidth: str, side: str
 ) -> None:
     shape = _shape(tmp_path, llama_server, bandwidth)
     out = tmp_path / "out"
-    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
+    result, doc = _compile_and_probe(shape, llama_server, out, "decode", "--repeat", "1")
     plan = json.loads((out / "rate" / "plan.json").read_text(encoding="utf-8"))
     predicted = next(p for p in plan["predictions"] if p["id"] == "decode-tps-one")
-    result = CliRunner().invoke(
-        main,
-        [
-            "probe",
-            str(shape),
-            "--url",
-            llama_server.url + "/v1",
-            "--out",
-            str(out),
-            "--only",
-            "decode",
-            "--max-tokens",
-            "128",
-            "--repeat",
-            "1",
-            "--json",
-        ],
-    )
-    doc = json.loads(result.stdout)
     verdict = doc["verdicts"]["decode-tps-one"]
     measured = doc["probes"]["decode"]["result"]["figure"]
     assert verdict["observed"] == measured
@@ -96,25 +90,7 @@ def test_decode_load_closes_the_every_slot_prediction(
     """Every slot (here the one) decoding from a prompt that fills its window: the probe's
     per-session figure closes "decode-tps", killed by the wrong bandwidth as above."""
     shape = _shape(tmp_path, llama_server, "1 KB/s")
-    out = tmp_path / "out"
-    assert CliRunner().invoke(main, ["compile", str(shape), "-o", str(out)]).exit_code == 0
-    result = CliRunner().invoke(
-        main,
-        [
-            "probe",
-            str(shape),
-            "--url",
-            llama_server.url + "/v1",
-            "--out",
-            str(out),
-            "--only",
-            "decode-load",
-            "--max-tokens",
-            "128",
-            "--json",
-        ],
-    )
-    doc = json.loads(result.stdout)
+    _, doc = _compile_and_probe(shape, llama_server, tmp_path / "out", "decode-load")
     outcome = doc["probes"]["decode-load"]
     if outcome["status"] != "ok" and _wrapper_out_of_cells(llama_server):
         # llama-cpp-python 0.3.36 leaves KV cells of earlier requests taken, so a prompt near

@@ -30,8 +30,8 @@ Runner = Literal["v1", "v2"]
 
 _V2_022 = frozenset({"Qwen3ForCausalLM"})
 _V2_023 = _V2_022 | {"LlamaForCausalLM", "MistralForCausalLM"}
-_V2_024 = _V2_023 | {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
 _V2_MOE_025 = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
+_V2_024 = _V2_023 | _V2_MOE_025
 _V2_MOE_026 = _V2_MOE_025 | {
     "InklingForCausalLM",
     "InklingForConditionalGeneration",

@@ -63,6 +63,25 @@ def test_the_default_capture_sizes_are_the_graphs_the_boots_profile() -> None:
     assert capture_sizes(128, 8192) == (35, 19)
 
 
+def test_the_measured_costs_are_the_fit_sets_prints() -> None:
+    """GRAPH_ESTIMATE_MEASURED, transcribed by hand, against the fit boots' own DEBUG lines:
+    per TP (PP 1), the min-max of the largest first capture and of each mode's per-graph."""
+    found: dict[str, list[tuple[float, float, float]]] = {}
+    for log in FIT:
+        text = log.read_text(encoding="utf-8")
+        modes = fit_modes(log)
+        if not modes or "pipeline_parallel_size=1" not in text:
+            continue
+        tp = text.split("tensor_parallel_size=")[1].split(",")[0]
+        first = max(first for first, _, _ in modes.values())
+        found.setdefault(f"tp{tp}", []).append((first, modes["FULL"][2], modes["PIECEWISE"][2]))
+    spans = {
+        key: tuple(f(v[i] for v in rows) for i in range(3) for f in (min, max))
+        for key, rows in found.items()
+    }
+    assert spans == {key: tuple(map(float, v)) for key, v in GRAPH_ESTIMATE_MEASURED.items()}
+
+
 def test_the_fit_set_lies_inside_its_own_range() -> None:
     """A check of the fit only (the range is the fit set's min-max): every 0.19.0 boot's
     printed estimate is inside the range for its TP and graph counts."""
