@@ -14,7 +14,11 @@ mixtures), vLLM's parallel layers shard them so (v0.19.0 model_executor/layers):
 - one rotary cos/sin cache per process: max_position × rotary_dim in the model dtype
   (rotary_embedding/base.py:59, shared through ``_ROPE_DICT``).
 
-A quantized checkpoint, or any other architecture, has no count here (None).
+DeepSeek's multi-head latent attention (deepseek_v2, deepseek_v3 and kimi_k2, vLLM
+models/deepseek_v2.py v0.19.0) has its own layer (``_mla_layer_tensors``). Checkpoints in
+8-bit (compressed-tensors W8A8; fp8 per tensor or in blocks) are counted as vLLM creates
+their tensors (``checkpoint_storage``); other quantized checkpoints and architectures have
+no count here (None), with the reason ``weights_unknown`` gives.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from typing import Any
 from fakplan.dtypes import element_type
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
+
+# DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (one class in vLLM); Kimi K2 publishes
+# model_type kimi_k2 with architectures DeepseekV3ForCausalLM
+MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
 
@@ -46,13 +54,16 @@ def stage_shares(layers: int, pp: int) -> list[int]:
 @dataclass(frozen=True)
 class Tensor:
     """One parameter a rank creates: its elements; for a linear layer's weight (what a
-    quantization method stores its own way), its output rows on the rank and the logical
-    widths fused into it (q/k/v: 3, gate/up: 2)."""
+    quantization method stores its own way), its output rows on the rank, the logical
+    widths fused into it (q/k/v: 3, gate/up: 2) and, for a fused MoE's weight, the experts
+    stacked in it; ``element_bytes``: a parameter kept in its own dtype (0: the model's)."""
 
     elements: int
     linear: bool = False
     rows: int = 0
     widths: int = 1
+    experts: int = 1
+    element_bytes: int = 0
 
 
 Tensors = list[Tensor]
@@ -70,17 +81,28 @@ class LinearStorage:
     scale: str = "none"
     blocks: bool = True
     text: str = ""
+    block: tuple[int, int] = (0, 0)
 
     def weight_bytes(self, t: Tensor, size: int) -> int:
         if not t.linear or self.bits is None:
-            return t.elements * size
+            return t.elements * (t.element_bytes or size)
         return t.elements * self.bits // 8
 
     def scale_bytes(self, t: Tensor) -> int:
         """float32 scales (vLLM's ChannelQuantScaleParameter / PerTensorScaleParameter,
-        compressed_tensors_w8a8_fp8.py and _int8.py, v0.19.0)."""
+        compressed_tensors_w8a8_fp8.py and _int8.py; BlockQuantScaleParameter,
+        fp8_utils.py create_fp8_scale_parameter, one per block_n x block_k block of a
+        linear layer's rank; a fused MoE's per expert and per width, Fp8MoEMethod
+        create_weights, fp8.py; v0.19.0)."""
         if not t.linear:
             return 0
+        if self.scale == "block":
+            n, k = self.block
+            columns = -(-(t.elements // t.rows) // k)
+            if t.experts > 1:
+                per_width = t.rows // t.experts // t.widths
+                return FP8_SCALE_BYTES * t.experts * t.widths * -(-per_width // n) * columns
+            return FP8_SCALE_BYTES * -(-t.rows // n) * columns
         return (
             FP8_SCALE_BYTES
             * {"none": 0, "layer": 1, "channel": t.rows, "tensor": t.widths}[self.scale]
@@ -116,8 +138,8 @@ def _layer_tensors(
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
         share = moe_inter // tp
         experts: Tensors = [
-            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2),
-            Tensor(count * hidden * share, True, count * hidden),
+            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
+            Tensor(count * hidden * share, True, count * hidden, 1, count),
         ]
         router = Tensor(hidden * count)  # replicated and unquantized
         # MixtralMoE builds its gate before FusedMoE; Qwen3MoeSparseMoeBlock after
@@ -129,6 +151,97 @@ def _layer_tensors(
             Tensor(hidden * share, True, hidden),
         ]
     return attention, [*out, Tensor(hidden), Tensor(hidden)]  # input, post-attention norms
+
+
+def deepseek_sparse(text: dict[str, Any]) -> frozenset[int]:
+    """The layers DeepseekV2DecoderLayer gives a DeepseekV2MoE: routed experts configured,
+    from ``first_k_dense_replace`` on, every ``moe_layer_freq``-th (deepseek_v2.py v0.19.0)."""
+    if text.get("n_routed_experts") is None:
+        return frozenset()
+    first = int(text.get("first_k_dense_replace") or 0)
+    freq = int(text.get("moe_layer_freq") or 1)
+    layers = int(text["num_hidden_layers"])
+    return frozenset(i for i in range(first, layers) if i % freq == 0)
+
+
+def _mla_layer_tensors(text: dict[str, Any], tp: int, sparse: bool) -> tuple[Tensors, Tensors]:
+    """One DeepSeek decoder layer on a rank, in creation order (deepseek_v2.py v0.19.0):
+
+    - DeepseekV2MLAAttention: with a q LoRA, fused_qkv_a_proj (q_a and kv_a_with_mqa fused,
+      ``disable_tp``: whole on every rank), q_a_layernorm, q_b_proj (column-parallel);
+      without, kv_a_proj_with_mqa (replicated) and q_proj (column-parallel); then
+      kv_a_layernorm, kv_b_proj (column-parallel), o_proj (row-parallel);
+    - the MLP: DeepseekV2MLP (gate/up, down) on a dense layer; on a sparse one the router
+      (GateLinear, unquantized), its float32 e_score_correction_bias with ``noaux_tc``,
+      the shared experts' MLP (n_shared x moe_intermediate) and the fused routed experts;
+    - two norms."""
+    hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
+    nope, rope = int(text["qk_nope_head_dim"]), int(text["qk_rope_head_dim"])
+    value, latent = int(text["v_head_dim"]), int(text["kv_lora_rank"])
+    q_lora = text.get("q_lora_rank")
+    local = heads // tp
+    out: Tensors = []
+    if q_lora:
+        q_lora = int(q_lora)
+        width = q_lora + latent + rope
+        out += [Tensor(hidden * width, True, width, 2), Tensor(q_lora)]
+        out.append(Tensor(q_lora * local * (nope + rope), True, local * (nope + rope)))
+    else:
+        out.append(Tensor(hidden * (latent + rope), True, latent + rope))
+        out.append(Tensor(hidden * local * (nope + rope), True, local * (nope + rope)))
+    out.append(Tensor(latent))  # kv_a_layernorm
+    out.append(Tensor(latent * local * (nope + value), True, local * (nope + value)))
+    out.append(Tensor(local * value * hidden, True, hidden))  # o_proj
+    attention, out = out, []
+    if sparse:
+        count = int(text["n_routed_experts"])
+        share = int(text["moe_intermediate_size"]) // tp
+        out.append(Tensor(hidden * count))  # the router
+        if text.get("topk_method") == "noaux_tc":
+            out.append(Tensor(count, element_bytes=4))  # e_score_correction_bias
+        shared = int(text.get("n_shared_experts") or 0) * int(text["moe_intermediate_size"])
+        if shared:
+            out += [
+                Tensor(2 * (shared // tp) * hidden, True, 2 * (shared // tp), 2),
+                Tensor(hidden * (shared // tp), True, hidden),
+            ]
+        out += [
+            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
+            Tensor(count * hidden * share, True, count * hidden, 1, count),
+        ]
+    else:
+        inter = int(text["intermediate_size"]) // tp
+        out += [
+            Tensor(2 * inter * hidden, True, 2 * inter, 2),
+            Tensor(hidden * inter, True, hidden),
+        ]
+    return attention, [*out, Tensor(hidden), Tensor(hidden)]
+
+
+def _mla_rope(text: dict[str, Any]) -> tuple[int, int, str]:
+    """(positions, rotary_dim, kind) of the one rotary cache the MLA layers share: with yarn
+    scaling DeepseekScalingRotaryEmbedding caches original_max_position x factor positions
+    (rotary_embedding/__init__.py get_rope, deepseek_scaling_rope.py, v0.19.0), in the
+    model dtype where the custom ops are off (vLLM's default under Inductor)."""
+    rope = int(text["qk_rope_head_dim"])
+    found = text.get("rope_scaling") or text.get("rope_parameters")
+    scaling: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
+    if kind == "yarn":
+        original = int(scaling["original_max_position_embeddings"])
+        factor = float(scaling["factor"])
+        return int(original * factor), rope, f"deepseek_yarn {original:,} x {factor:g}"
+    return int(text["max_position_embeddings"]), rope, kind
+
+
+def _mla_dequantized(text: dict[str, Any], tp: int, size: int) -> int:
+    """The 16-bit copy of kv_b_proj that MLAAttention.process_weights_after_loading keeps
+    per layer when kv_b_proj is quantized (W_UK_T and W_UV are views of
+    get_and_maybe_dequant_weights' new tensor; an unquantized weight is viewed, not copied:
+    layers/attention/mla_attention.py, quantization/utils/quant_utils.py, v0.19.0)."""
+    local = int(text["num_attention_heads"]) // tp
+    width = int(text["qk_nope_head_dim"]) + int(text["v_head_dim"])
+    return int(text["kv_lora_rank"]) * local * width * size
 
 
 # --quantization fp8 on a 16-bit checkpoint (quantization/fp8.py Fp8OnlineLinearMethod,
@@ -171,6 +284,9 @@ def vllm_rank_weights(
         return None  # longrope keeps a long and a short cache: not read
     if "vision_config" in text:
         return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
+    mla = model_type in MLA_FAMILIES
+    if mla and rope_bytes is not None:
+        return None  # another engine's DeepSeek layers: not read
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
         return None
@@ -181,7 +297,9 @@ def vllm_rank_weights(
     size = element_type(dtype).block_bytes
     layers = int(text["num_hidden_layers"])
     sparse: frozenset[int] = frozenset()
-    if model_type in MOE_FAMILIES:
+    if mla:
+        sparse = deepseek_sparse(text)
+    elif model_type in MOE_FAMILIES:
         found = moe_layout(text, model_type)
         if found is None:
             return None
@@ -197,46 +315,70 @@ def vllm_rank_weights(
     # model's last (lm_head ties to it); a separate lm_head on an untied model's last
     leading, trailing = stage == 0 or (last and tied), last and not tied
     embeds = leading + trailing
-    layers_own = [_layer_tensors(text, model_type, tp, i in sparse) for i in own]
+    layers_own = [
+        _mla_layer_tensors(text, tp, i in sparse) if mla else
+        _layer_tensors(text, model_type, tp, i in sparse)
+        for i in own
+    ]  # fmt: skip
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
     linear = sum(t.elements for t in tensors if t.linear)
+    own_dtype = [t for t in tensors if t.element_bytes and not t.linear]
     params = embeds * rows * hidden + sum(t.elements for t in tensors)
     params += hidden if last else 0
-    heads = int(text["num_attention_heads"])
-    head_dim = int(text.get("head_dim") or hidden // heads)
-    rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
-    positions = int(text["max_position_embeddings"])
+    if mla:
+        positions, rotary, rope_kind = _mla_rope(text)
+    else:
+        heads = int(text["num_attention_heads"])
+        head_dim = int(text.get("head_dim") or hidden // heads)
+        rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
+        positions, rope_kind = int(text["max_position_embeddings"]), ""
     rope_size = rope_bytes or size
     rope = positions * rotary * rope_size
     head = (
         f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
-    tail = f"rotary cache {positions:,} x {rotary} x {rope_size} B"
+    tail = f"rotary cache {positions:,}{f' ({rope_kind})' if rope_kind else ''} x {rotary} x "
+    tail += f"{rope_size} B"
+    wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
+    if own_dtype:
+        tail += (
+            f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra "
+            f"{wider:,} B (e_score_correction_bias)"
+        )
     if storage.bits is None:
-        total = params * size + rope
+        total = params * size + rope + wider
         derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
     else:
         scales = sum(storage.scale_bytes(t) for t in tensors)
         rest = params - linear
-        total = linear * storage.bits // 8 + scales + rest * size + rope
+        copies = len(own) * _mla_dequantized(text, tp, size) if mla else 0
+        total = linear * storage.bits // 8 + scales + rest * size + rope + wider + copies
         count = sum(1 for t in tensors if t.linear)
         scale_text = (
             f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales"
-            if storage.scale == "layer"
+            if storage.scale == "layer" and not mla
             else f"{scales:,} B of float32 scales ({storage.scale}: {count} linear layers)"
         )
+        copy_text = (
+            f" + {len(own)} x kv_b_proj dequantized to {size} B ({copies:,} B, W_UK_T/W_UV)"
+            if copies
+            else ""
+        )
         derivation = (
-            f"{head}, of them {linear:,} in linear layers x {storage.bits // 8} B "
-            f"({storage.text}) + {scale_text} + {rest:,} x {size} B ({dtype}) + {tail} = "
-            f"{total:,} B"
+            f"{head}, of them {linear:,} in linear layers x {storage.bits / 8:g} B "
+            f"({storage.text}) + {scale_text} + {rest:,} x {size} B ({dtype}) + {tail}"
+            f"{copy_text} = {total:,} B"
         )
     if not cuda_blocks or not storage.blocks:
         return RankWeights(total, derivation)
-    blocks = allocated_bytes(
-        _creation_order(layers_own, size, storage, rows * hidden * size, hidden * size, rope,
-                        leading=leading, trailing=trailing, last=last)
+    order = _creation_order(
+        layers_own, size, storage, rows * hidden * size, hidden * size, rope,
+        leading=leading, trailing=trailing, last=last,
     )  # fmt: skip
+    if mla and storage.bits is not None:
+        order += [_mla_dequantized(text, tp, size)] * len(own)  # after the load
+    blocks = allocated_bytes(order)
     return RankWeights(
         blocks,
         f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
@@ -391,23 +533,61 @@ def linear_storage(
 ) -> LinearStorage | str:
     """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
     or why fakplan does not count them."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES):
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES):
         return f"{model_type}: its weights per rank are not counted from a config"
+    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES)
     scheme = text.get("quantization_config")
     if scheme is None:
         if quantization is None:
             return LinearStorage()
-        if quantization == "fp8" and model_type not in MOE_FAMILIES:
+        if quantization == "fp8" and not experts:
             return LinearStorage(8, "layer", blocks=False, text="fp8, --quantization fp8")
         return f"{model_type} under --quantization {quantization}: not counted"
     found = checkpoint_storage(scheme)
     if isinstance(found, str):
         return found
-    if model_type in MOE_FAMILIES:
+    if experts and found.scale != "block":
         return f"a {found.text} mixture of experts: its fused experts' scales are not counted"
-    if quantization not in (None, "compressed-tensors"):
-        return f"--quantization {quantization} over a compressed-tensors checkpoint"
+    method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
+    if quantization not in (None, method):
+        return f"--quantization {quantization} over a {method} checkpoint"
     return found
+
+
+# what an fp8 checkpoint may leave unquantized that vLLM never quantizes anyway (the
+# router, norms, the vocab matrices): Qwen3's FP8 checkpoints list lm_head, the norms and
+# mlp.gate of every layer in modules_to_not_convert
+_NEVER_QUANTIZED = ("lm_head", "embed_tokens", "norm", "layernorm", "mlp.gate")
+
+
+def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
+    """An fp8 checkpoint (quant_method fp8) as vLLM's Fp8LinearMethod and Fp8MoEMethod
+    create it (quantization/fp8.py v0.19.0): float8 weights (1 B) and, with
+    ``weight_block_size`` [n, k], one float32 ``weight_scale_inv`` per n x k block of a
+    rank's weight (a fused MoE's per expert and per width); without, one float32 scale
+    per logical width, requantized to the largest at load (one per layer). On cards
+    without fp8 kernels (before SM 8.9) vLLM repacks the weights for Marlin, and
+    DeepGEMM or FlashInfer may lay the scales out their own way: neither is counted."""
+    scheme_name = str(scheme.get("activation_scheme") or "")
+    if scheme_name != "dynamic":
+        return (
+            f"an fp8 checkpoint with {scheme_name or 'unnamed'} activations: its input scales "
+            "are not counted"
+        )
+    ignored = scheme.get("ignored_layers") or scheme.get("modules_to_not_convert") or ()
+    kept = [str(n) for n in ignored if not str(n).endswith(_NEVER_QUANTIZED)]
+    if kept:
+        return (
+            "an fp8 checkpoint that leaves some linear layers unquantized "
+            f"({', '.join(kept[:3])}): not counted"
+        )
+    block = scheme.get("weight_block_size")
+    if block is None:
+        return LinearStorage(8, "layer", text="fp8 checkpoint, per-tensor scales")
+    if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) for b in block)):
+        return f"an fp8 checkpoint whose weight_block_size is {block!r}, not [n, k]"
+    n, k = block
+    return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k))
 
 
 def checkpoint_storage(scheme: Any) -> LinearStorage | str:
@@ -423,6 +603,8 @@ def checkpoint_storage(scheme: Any) -> LinearStorage | str:
     if not isinstance(scheme, dict):
         return "a quantization_config that is not a JSON object"
     method = str(scheme.get("quant_method") or "unnamed")
+    if method == "fp8":
+        return _fp8_storage(scheme)
     if method != "compressed-tensors":
         return f"a {method} checkpoint: its weights are not counted"
     groups = scheme.get("config_groups")

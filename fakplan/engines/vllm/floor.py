@@ -57,7 +57,7 @@ from fakplan.engines.vllm.runner import (
     default_runner,
     graphs_estimated,
 )
-from fakplan.engines.weights import vllm_rank_weights, weights_unknown
+from fakplan.engines.weights import MLA_FAMILIES, vllm_rank_weights, weights_unknown
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
 
@@ -215,6 +215,23 @@ def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) 
     )
 
 
+def _peak_unread(text: dict[str, Any], model_type: str) -> str:
+    """Why the profiling run's peak is not derived for this model ('' where it is)."""
+    if model_type in MLA_FAMILIES:
+        return (
+            "the activation peak of multi-head latent attention (its chunked-prefill "
+            "workspace and the DeepSeek MoE's shared experts) is not read"
+        )
+    scheme = text.get("quantization_config")
+    if model_type in MOE_FAMILIES and isinstance(scheme, dict):
+        return (
+            f"the fused-MoE workspaces of a {scheme.get('quant_method')} mixture of experts "
+            "depend on the kernel vLLM picks for the card (Triton, DeepGEMM, CUTLASS, "
+            "FlashInfer) and are not read"
+        )
+    return ""
+
+
 def activation_peak(
     text: dict[str, Any],
     model_type: str,
@@ -350,6 +367,11 @@ def vllm_floor(
         return Unknown(
             f"{model_type}: weights counted ({weights.bytes:,} B per rank), but the activation "
             "peak of a model with a vision tower (the profiling run of its encoder) is not read"
+        )
+    unread_peak = _peak_unread(text, model_type)
+    if unread_peak:
+        return Unknown(
+            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but {unread_peak}"
         )
     release = parse_version(version)[:2]
     traits = ModelTraits(

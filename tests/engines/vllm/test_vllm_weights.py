@@ -78,7 +78,9 @@ def test_what_the_config_cannot_give_is_none() -> None:
     config = json.loads(
         (PUBLIC / "configs" / "Qwen--Qwen3-235B-A22B-FP8" / "config.json").read_text()
     )
-    assert vllm_rank_weights(config, "qwen3_moe") is None  # quantized
+    static = {**config["quantization_config"], "activation_scheme": "static"}
+    # input scales not counted
+    assert vllm_rank_weights({**config, "quantization_config": static}, "qwen3_moe") is None
     gemma = json.loads((PUBLIC / "configs" / "google--gemma-3-27b-it" / "config.json").read_text())
     gemma["text_config"]["rope_scaling"] = {"rope_type": "yarn", "factor": 8.0}
     text = {**gemma["text_config"], "vision_config": gemma["vision_config"]}
@@ -288,3 +290,87 @@ def test_what_the_w8a8_count_does_not_cover_is_none() -> None:
     assert vllm_rank_weights(tower, "llama") is None
     gemma = _gemma3_text("google--gemma-3-4b-it")
     assert vllm_rank_weights(gemma, "gemma3_text", rope_bytes=4) is None
+
+
+def _catalog(model_id: str) -> dict[str, Any]:
+    from fakplan.geometry.catalog import entries
+
+    config: dict[str, Any] = entries()[model_id]["config"]
+    return config
+
+
+def test_deepseek_v2_lite_by_hand() -> None:
+    """DeepSeek-V2-Lite (multi-head latent attention, no q LoRA) at TP 1, bf16:
+
+    - embedding and lm_head 2 x 102,400 x 2,048 = 419,430,400; final norm 2,048;
+    - per layer: q_proj 2,048 x 16 x 192, kv_a_proj_with_mqa 2,048 x (512 + 64),
+      kv_a_layernorm 512, kv_b_proj 512 x 16 x (128 + 128), o_proj 16 x 128 x 2,048,
+      two norms of 2,048: 13,767,168, x 27;
+    - layer 0 dense (first_k_dense_replace 1): 3 x 2,048 x 10,944 = 67,239,936;
+    - 26 MoE layers: router 2,048 x 64, 2 shared experts 3 x 2,048 x 2,816, 64 routed
+      experts 3 x 2,048 x 1,408: 571,080,704 each;
+    - 15,706,484,224 parameters x 2 B, and the yarn rotary cache 4,096 x 40 positions x 64
+      x 2 B = 20,971,520 B."""
+    params = 419_430_400 + 2_048 + 27 * 13_767_168 + 67_239_936 + 26 * 571_080_704
+    assert params == 15_706_484_224
+    assert _weights("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2") == params * 2 + 20_971_520
+
+
+def test_deepseek_v2_lite_against_vllm_print() -> None:
+    """vLLM 0.5.0.post1 printed "Loading model weights took 29.3010 GB" (GiB) for
+    DeepSeek-V2-Lite at TP 1 (weights/SOURCES.md); the allocator's count is inside its
+    rounding, the plain sum is not."""
+    log = (PUBLIC / "weights" / "deepseek-v2-lite-v0.5.0.post1.log").read_text()
+    assert "Loading model weights took 29.3010 GB" in log
+    low, _, high = printed_interval("29.3010 GiB")
+    assert _weights("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2") < low
+    assert low <= _weights("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2", cuda_blocks=True) <= high
+
+
+def test_fp8_blocks_by_hand() -> None:
+    """Qwen/Qwen3-30B-A3B-FP8 (fp8, 128 x 128 blocks) at TP 1: float8 linear weights and a
+    float32 scale per block (a fused expert's per expert and per width); the vocab
+    matrices, router and norms in bf16. Per layer:
+
+    - qkv 5,120 x 2,048 (40 x 16 blocks), o 2,048 x 4,096 (16 x 32),
+      w13 128 x 1,536 x 2,048 (128 x 2 x 6 x 16), w2 128 x 2,048 x 768 (128 x 16 x 6):
+      622,854,144 B of weights, 38,016 scales;
+    - router 2,048 x 128, q/k norms 2 x 128, two norms of 2,048 in bf16;
+
+    x 48, with embedding and lm_head 2 x 151,936 x 2,048, the final norm and the rotary
+    cache 40,960 x 128 x 2 B."""
+    config = _catalog("Qwen/Qwen3-30B-A3B-FP8")
+    bf16 = 2 * 151_936 * 2_048 + 48 * (2_048 * 128 + 2 * 128 + 2 * 2_048) + 2_048
+    total = 48 * (622_854_144 + 38_016 * 4) + bf16 * 2 + 40_960 * 128 * 2
+    found = vllm_rank_weights(config, "qwen3_moe")
+    assert found is not None and found.bytes == total == 31_185_031_168
+    assert "128x128 blocks" in found.derivation
+
+
+def test_deepseek_v3_fp8_tp8_by_hand() -> None:
+    """deepseek-ai/DeepSeek-V3 (fp8 128 x 128 blocks, q LoRA 1,536, kv LoRA 512) on one
+    of 8 ranks: 16 of 128 heads, vocab 129,280 / 8 = 16,160 rows. Weights float8 (1 B), a
+    float32 scale per block, the rest bf16:
+
+    - attention: fused_qkv_a 2,112 x 7,168 (whole on every rank; 17 x 56 blocks),
+      q_a_layernorm 1,536, q_b 3,072 x 1,536 (24 x 12), kv_a_layernorm 512,
+      kv_b 4,096 x 512 (32 x 4), o 7,168 x 2,048 (56 x 16); and, as kv_b is quantized,
+      its bf16 copy 512 x 16 x 256 x 2 B that the MLA layer keeps (W_UK_T, W_UV);
+    - 3 dense layers: gate_up 4,608 x 7,168 (36 x 56), down 7,168 x 2,304 (56 x 18);
+    - 58 MoE layers: router 7,168 x 256 (bf16), e_score_correction_bias 256 float32,
+      a shared expert (gate_up 512 x 7,168, 4 x 56; down 7,168 x 256, 56 x 2),
+      256 routed experts (w13 256 x 512 x 7,168, 256 x 2 x 2 x 56; w2 256 x 7,168 x 256,
+      256 x 56 x 2);
+    - two norms a layer, the final norm, embedding and lm_head, the yarn rotary cache
+      4,096 x 40 x 64 x 2 B."""
+    attention = 15_138_816 + 4_718_592 + 2_097_152 + 14_680_064
+    attention += 4 * (952 + 288 + 128 + 896) + 2 * (1_536 + 512) + 512 * 16 * 256 * 2
+    dense = 33_030_144 + 16_515_072 + 4 * (2_016 + 1_008)
+    shared = 3_670_016 + 1_835_008 + 4 * (224 + 112)
+    routed = 939_524_096 + 469_762_048 + 4 * (57_344 + 28_672)
+    moe = 7_168 * 256 * 2 + 256 * 4 + shared + routed
+    norms = 2 * 7_168 * 2
+    total = 61 * (attention + norms) + 3 * dense + 58 * moe
+    total += 2 * 16_160 * 7_168 * 2 + 7_168 * 2 + 163_840 * 64 * 2
+    found = vllm_rank_weights(_catalog("deepseek-ai/DeepSeek-V3"), "deepseek_v3", tp=8)
+    assert found is not None and found.bytes == total
