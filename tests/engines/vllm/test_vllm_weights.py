@@ -393,8 +393,8 @@ NOT_COUNTED = {
 def test_the_catalog_architectures_counted() -> None:
     """Every catalog model's weights per rank are counted at TP 1, or it is one of the
     architectures listed above, with a reason."""
-    from fakplan.geometry.catalog import catalog_ids, lookup
     from fakplan.engines.weights import weights_unknown
+    from fakplan.geometry.catalog import catalog_ids, lookup
 
     missing: dict[str, str] = {}
     for model_id in catalog_ids():
