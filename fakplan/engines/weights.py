@@ -33,6 +33,8 @@ from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMIL
 # DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (one class in vLLM); Kimi K2 publishes
 # model_type kimi_k2 with architectures DeepseekV3ForCausalLM
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+# Qwen3NextForCausalLM: Gated DeltaNet layers between gated full-attention ones
+GDN_FAMILIES = ("qwen3_next",)
 
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
 
@@ -218,6 +220,82 @@ def _mla_layer_tensors(text: dict[str, Any], tp: int, sparse: bool) -> tuple[Ten
     return attention, [*out, Tensor(hidden), Tensor(hidden)]
 
 
+def qwen3_next_layer_types(text: dict[str, Any]) -> list[str]:
+    """Each layer's kind: the config's ``layer_types``, else every
+    ``full_attention_interval``-th layer full attention (transformers Qwen3NextConfig)."""
+    stated = text.get("layer_types")
+    layers = int(text["num_hidden_layers"])
+    if isinstance(stated, list) and len(stated) == layers:
+        return [str(kind) for kind in stated]
+    interval = int(text.get("full_attention_interval") or 4)
+    return [
+        "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)
+    ]
+
+
+def _gdn_layer_tensors(
+    text: dict[str, Any], tp: int, kind: str, sparse: bool
+) -> tuple[Tensors, Tensors]:
+    """One Qwen3-Next decoder layer on a rank, in creation order (models/qwen3_next.py,
+    layers/mamba/gdn_linear_attn.py, v0.19.0):
+
+    - a Gated DeltaNet layer: conv1d (conv_dim x kernel, column-parallel, unquantized),
+      in_proj_qkvz (2 key + 2 value widths), in_proj_ba (2 x value heads), dt_bias (model
+      dtype), A_log (float32), the gated norm of one value head, out_proj (row-parallel);
+    - a full-attention layer: qkv_proj with the output gate (2 x heads x head_dim + k, v),
+      o_proj, then its q/k norms (the rotary cache comes between);
+    - the MoE block: router, shared_expert_gate (hidden x 1), the shared expert's MLP, the
+      fused experts; or a dense MLP; then two norms."""
+    hidden = int(text["hidden_size"])
+    attention: Tensors
+    out: Tensors = []
+    if kind == "linear_attention":
+        k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+        k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+        key, value = k_heads * k_dim, v_heads * v_dim
+        conv = (2 * key + value) // tp
+        qkvz = (2 * key + 2 * value) // tp
+        attention = [
+            Tensor(conv * int(text["linear_conv_kernel_dim"])),
+            Tensor(hidden * qkvz, True, qkvz, 4),
+            Tensor(hidden * 2 * v_heads // tp, True, 2 * v_heads // tp, 2),
+            Tensor(v_heads // tp),  # dt_bias
+            Tensor(v_heads // tp, element_bytes=4),  # A_log
+            Tensor(v_dim),  # the gated norm
+            Tensor(value // tp * hidden, True, hidden),  # out_proj
+        ]
+    else:
+        heads, kv = int(text["num_attention_heads"]), int(text["num_key_value_heads"])
+        head_dim = int(text.get("head_dim") or hidden // heads)
+        gate = 2 if text.get("attn_output_gate", True) else 1
+        q, kv_rank = gate * heads // tp * head_dim, max(1, kv // tp) * head_dim
+        attention = [
+            Tensor(hidden * (q + 2 * kv_rank), True, q + 2 * kv_rank, 3),
+            Tensor(heads // tp * head_dim * hidden, True, hidden),
+        ]
+        out += [Tensor(head_dim), Tensor(head_dim)]  # q_norm, k_norm
+    if sparse:
+        count, share = int(text["num_experts"]), int(text["moe_intermediate_size"]) // tp
+        shared = int(text.get("shared_expert_intermediate_size") or 0) // tp
+        out += [Tensor(hidden * count), Tensor(hidden)]  # router, shared_expert_gate
+        if shared:
+            out += [
+                Tensor(2 * shared * hidden, True, 2 * shared, 2),
+                Tensor(hidden * shared, True, hidden),
+            ]
+        out += [
+            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
+            Tensor(count * hidden * share, True, count * hidden, 1, count),
+        ]
+    else:
+        inter = int(text["intermediate_size"]) // tp
+        out += [
+            Tensor(2 * inter * hidden, True, 2 * inter, 2),
+            Tensor(hidden * inter, True, hidden),
+        ]
+    return attention, [*out, Tensor(hidden), Tensor(hidden)]
+
+
 def _mla_rope(text: dict[str, Any]) -> tuple[int, int, str]:
     """(positions, rotary_dim, kind) of the one rotary cache the MLA layers share: with yarn
     scaling DeepseekScalingRotaryEmbedding caches original_max_position x factor positions
@@ -284,9 +362,9 @@ def vllm_rank_weights(
         return None  # longrope keeps a long and a short cache: not read
     if "vision_config" in text:
         return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
-    mla = model_type in MLA_FAMILIES
-    if mla and rope_bytes is not None:
-        return None  # another engine's DeepSeek layers: not read
+    mla, gdn = model_type in MLA_FAMILIES, model_type in GDN_FAMILIES
+    if (mla or gdn) and rope_bytes is not None:
+        return None  # another engine's DeepSeek or Qwen3-Next layers: not read
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
         return None
@@ -299,7 +377,7 @@ def vllm_rank_weights(
     sparse: frozenset[int] = frozenset()
     if mla:
         sparse = deepseek_sparse(text)
-    elif model_type in MOE_FAMILIES:
+    elif model_type in (*MOE_FAMILIES, *GDN_FAMILIES):
         found = moe_layout(text, model_type)
         if found is None:
             return None
@@ -315,11 +393,15 @@ def vllm_rank_weights(
     # model's last (lm_head ties to it); a separate lm_head on an untied model's last
     leading, trailing = stage == 0 or (last and tied), last and not tied
     embeds = leading + trailing
+    kinds = qwen3_next_layer_types(text) if gdn else ["full_attention"] * layers
     layers_own = [
         _mla_layer_tensors(text, tp, i in sparse) if mla else
+        _gdn_layer_tensors(text, tp, kinds[i], i in sparse) if gdn else
         _layer_tensors(text, model_type, tp, i in sparse)
         for i in own
     ]  # fmt: skip
+    # the rotary cache comes with the first full-attention layer the stage builds
+    rope_layer = next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), -1)
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
     linear = sum(t.elements for t in tensors if t.linear)
     own_dtype = [t for t in tensors if t.element_bytes and not t.linear]
@@ -333,7 +415,7 @@ def vllm_rank_weights(
         rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
         positions, rope_kind = int(text["max_position_embeddings"]), ""
     rope_size = rope_bytes or size
-    rope = positions * rotary * rope_size
+    rope = positions * rotary * rope_size if rope_layer >= 0 else 0
     head = (
         f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
@@ -342,10 +424,7 @@ def vllm_rank_weights(
     tail += f"{rope_size} B"
     wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
     if own_dtype:
-        tail += (
-            f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra "
-            f"{wider:,} B (e_score_correction_bias)"
-        )
+        tail += f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra {wider:,} B"
     if storage.bits is None:
         total = params * size + rope + wider
         derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
@@ -374,7 +453,7 @@ def vllm_rank_weights(
         return RankWeights(total, derivation)
     order = _creation_order(
         layers_own, size, storage, rows * hidden * size, hidden * size, rope,
-        leading=leading, trailing=trailing, last=last,
+        leading=leading, trailing=trailing, last=last, rope_layer=rope_layer,
     )  # fmt: skip
     if mla and storage.bits is not None:
         order += [_mla_dequantized(text, tp, size)] * len(own)  # after the load
@@ -533,9 +612,10 @@ def linear_storage(
 ) -> LinearStorage | str:
     """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
     or why fakplan does not count them."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES):
+    counted = (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES)
+    if model_type not in counted:
         return f"{model_type}: its weights per rank are not counted from a config"
-    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES)
+    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES)
     scheme = text.get("quantization_config")
     if scheme is None:
         if quantization is None:
@@ -680,6 +760,7 @@ def _creation_order(
     leading: bool,
     trailing: bool,
     last: bool,
+    rope_layer: int = 0,
 ) -> list[int]:
     """The rank's tensors in bytes, in the order vLLM's model constructor creates them: a
     leading vocab matrix (embed_tokens), each layer (the first one's attention builds the
@@ -697,7 +778,7 @@ def _creation_order(
     out = [vocab_matrix] if leading else []
     for index, (attention, rest) in enumerate(layers):
         out += allocations(attention)
-        out += [rope] if index == 0 else []
+        out += [rope] if index == rope_layer else []
         out += allocations(rest)
     out += [norm] if last else []
     return out + ([vocab_matrix] if trailing else [])

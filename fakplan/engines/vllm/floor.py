@@ -57,7 +57,12 @@ from fakplan.engines.vllm.runner import (
     default_runner,
     graphs_estimated,
 )
-from fakplan.engines.weights import MLA_FAMILIES, vllm_rank_weights, weights_unknown
+from fakplan.engines.weights import (
+    GDN_FAMILIES,
+    MLA_FAMILIES,
+    vllm_rank_weights,
+    weights_unknown,
+)
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
 
@@ -221,6 +226,11 @@ def _peak_unread(text: dict[str, Any], model_type: str) -> str:
         return (
             "the activation peak of multi-head latent attention (its chunked-prefill "
             "workspace and the DeepSeek MoE's shared experts) is not read"
+        )
+    if model_type in GDN_FAMILIES:
+        return (
+            "the activation peak of Gated DeltaNet layers (their chunked-scan workspaces "
+            "and the hybrid's MoE) is not read"
         )
     scheme = text.get("quantization_config")
     if model_type in MOE_FAMILIES and isinstance(scheme, dict):

@@ -386,7 +386,6 @@ NOT_COUNTED = {
     "nemotron_h",
     "qwen3_5_moe_text",
     "qwen3_5_text",
-    "qwen3_next",
 }
 
 
@@ -405,3 +404,26 @@ def test_the_catalog_architectures_counted() -> None:
             missing[family] = weights_unknown(text, family, None)
     assert set(missing) == NOT_COUNTED
     assert all(reason for reason in missing.values())
+
+
+def test_qwen3_next_tp4_by_hand() -> None:
+    """Qwen/Qwen3-Next-80B-A3B-Instruct on one of 4 ranks, bf16: 36 Gated DeltaNet layers
+    and 12 full-attention ones (every 4th), each with a 512-expert MoE block:
+
+    - Gated DeltaNet: conv1d (2 x 2,048 + 4,096) / 4 x 4, in_proj_qkvz 3,072 x 2,048,
+      in_proj_ba 16 x 2,048, dt_bias 8, A_log 8 (float32), the gated norm 128,
+      out_proj 1,024 x 2,048: 8,429,712 parameters;
+    - full attention with its output gate: qkv (2 x 4 x 256 + 2 x 256) x 2,048 (2 KV heads
+      on 4 ranks: one replicated), o 1,024 x 2,048, q/k norms 2 x 256: 7,340,544;
+    - MoE: router 2,048 x 512, shared_expert_gate 2,048, the shared expert 3 x 128 x
+      2,048, the experts 512 x 3 x 128 x 2,048: 404,490,240; two norms 4,096;
+    - embedding and lm_head 2 x 37,984 x 2,048, the final norm; the rotary cache
+      262,144 positions x 64 (a quarter of 256) x 2 B; A_log's 36 x 8 extra 2 B."""
+    linear_layer = 8_429_712 + 404_490_240 + 4_096
+    full_layer = 7_340_544 + 404_490_240 + 4_096
+    params = 36 * linear_layer + 12 * full_layer + 2 * 37_984 * 2_048 + 2_048
+    assert params == 19_962_868_800
+    total = params * 2 + 36 * 8 * 2 + 262_144 * 64 * 2
+    config = _catalog("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    found = vllm_rank_weights(config, "qwen3_next", tp=4)
+    assert found is not None and found.bytes == total
