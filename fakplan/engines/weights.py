@@ -111,6 +111,20 @@ class LinearStorage:
         )
 
 
+def _mlp(hidden: int, inter: int) -> Tensors:
+    """A gated MLP on a rank: gate/up fused (column-parallel), down (row-parallel);
+    ``inter`` is the rank's share of the intermediate size."""
+    return [Tensor(2 * inter * hidden, True, 2 * inter, 2), Tensor(hidden * inter, True, hidden)]
+
+
+def _experts(count: int, share: int, hidden: int) -> Tensors:
+    """A fused MoE's w13 and w2 on a rank: ``count`` experts of ``share`` intermediate."""
+    return [
+        Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
+        Tensor(count * hidden * share, True, count * hidden, 1, count),
+    ]
+
+
 def _layer_tensors(
     text: dict[str, Any], model_type: str, tp: int, sparse: bool
 ) -> tuple[Tensors, Tensors]:
@@ -139,19 +153,12 @@ def _layer_tensors(
     if sparse:
         count, moe_inter, _ = moe_layout(text, model_type)  # type: ignore[misc]
         share = moe_inter // tp
-        experts: Tensors = [
-            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
-            Tensor(count * hidden * share, True, count * hidden, 1, count),
-        ]
+        experts = _experts(count, share, hidden)
         router = Tensor(hidden * count)  # replicated and unquantized
         # MixtralMoE builds its gate before FusedMoE; Qwen3MoeSparseMoeBlock after
         out += [router, *experts] if model_type == "mixtral" else [*experts, router]
     else:
-        share = int(text["intermediate_size"]) // tp
-        out += [
-            Tensor(2 * share * hidden, True, 2 * share, 2),
-            Tensor(hidden * share, True, hidden),
-        ]
+        out += _mlp(hidden, int(text["intermediate_size"]) // tp)
     return attention, [*out, Tensor(hidden), Tensor(hidden)]  # input, post-attention norms
 
 
@@ -202,21 +209,10 @@ def _mla_layer_tensors(text: dict[str, Any], tp: int, sparse: bool) -> tuple[Ten
         if text.get("topk_method") == "noaux_tc":
             out.append(Tensor(count, element_bytes=4))  # e_score_correction_bias
         shared = int(text.get("n_shared_experts") or 0) * int(text["moe_intermediate_size"])
-        if shared:
-            out += [
-                Tensor(2 * (shared // tp) * hidden, True, 2 * (shared // tp), 2),
-                Tensor(hidden * (shared // tp), True, hidden),
-            ]
-        out += [
-            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
-            Tensor(count * hidden * share, True, count * hidden, 1, count),
-        ]
+        out += _mlp(hidden, shared // tp) if shared else []
+        out += _experts(count, share, hidden)
     else:
-        inter = int(text["intermediate_size"]) // tp
-        out += [
-            Tensor(2 * inter * hidden, True, 2 * inter, 2),
-            Tensor(hidden * inter, True, hidden),
-        ]
+        out += _mlp(hidden, int(text["intermediate_size"]) // tp)
     return attention, [*out, Tensor(hidden), Tensor(hidden)]
 
 
@@ -278,21 +274,10 @@ def _gdn_layer_tensors(
         count, share = int(text["num_experts"]), int(text["moe_intermediate_size"]) // tp
         shared = int(text.get("shared_expert_intermediate_size") or 0) // tp
         out += [Tensor(hidden * count), Tensor(hidden)]  # router, shared_expert_gate
-        if shared:
-            out += [
-                Tensor(2 * shared * hidden, True, 2 * shared, 2),
-                Tensor(hidden * shared, True, hidden),
-            ]
-        out += [
-            Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
-            Tensor(count * hidden * share, True, count * hidden, 1, count),
-        ]
+        out += _mlp(hidden, shared) if shared else []
+        out += _experts(count, share, hidden)
     else:
-        inter = int(text["intermediate_size"]) // tp
-        out += [
-            Tensor(2 * inter * hidden, True, 2 * inter, 2),
-            Tensor(hidden * inter, True, hidden),
-        ]
+        out += _mlp(hidden, int(text["intermediate_size"]) // tp)
     return attention, [*out, Tensor(hidden), Tensor(hidden)]
 
 
