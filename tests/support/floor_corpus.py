@@ -141,13 +141,27 @@ def floor_table() -> str:
         "pool": [],
     }
     groups: dict[tuple[str, int], list[float]] = {}
+    coverage: dict[str, list[int]] = {}  # release: boots, weights counted, pool answered
     for row in rows():
         c, p, f = row.case, row.printed, row.found
         tp = (c.get("launch") or {}).get("tp", 1)
-        head = f"| {c['id']} | {c['model']} | {str(c['engine_version']).split()[0]} | {tp} "
+        release = str(c["engine_version"]).split()[0]
+        seen = coverage.setdefault(_release(release), [0, 0, 0])
+        seen[0] += 1
+        head = f"| {c['id']} | {c['model']} | {release} | {tp} "
         if isinstance(f, Unknown):
-            lines.append(head + f"| {_gib(p['weights'])} / unknown: {f.reason} | | | | |")
+            if f.weights is not None:
+                seen[1] += 1
+                e = _err(f.weights, p["weights"])
+                if e is not None:
+                    errors["weights"].append(abs(e))
+            counted = "unknown" if f.weights is None else _gib(f.weights)
+            lines.append(
+                head + f"| {_gib(p['weights'])} / {counted} | pool unknown: {f.reason} | | | |"
+            )
             continue
+        seen[1] += 1
+        seen[2] += 1
         pool = (f.pool[0] + f.pool[1]) // 2
         for name, value in (("weights", f.weights.bytes), ("activation", f.activation.bytes)):
             e = _err(value, p[name])
@@ -183,4 +197,48 @@ def floor_table() -> str:
         lines.append(
             f"| {kind}, TP {tp} | {len(found)} | {sum(found) / len(found):.2f} % | {max(found):.2f} % |"
         )
+    return "\n".join([*lines, "", coverage_table(coverage)])
+
+
+def _release(version: str) -> str:
+    """The release a boot ran, as major.minor (0.6.5.dev: 0.6)."""
+    return ".".join(version.split(".")[:2])
+
+
+def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
+    """Per release: the boots seen, those whose weights fakplan counts, those whose pool it
+    predicts (a row without a prediction counts against coverage), and the predicted
+    pools' mean absolute error against the printed ones."""
+    tally: dict[str, list[int]] = {}
+    errors: dict[str, list[float]] = {}
+    for row in rows():
+        release = _release(str(row.case["engine_version"]).split()[0])
+        seen = tally.setdefault(release, [0, 0, 0])
+        f = row.found
+        seen[0] += 1
+        seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
+        if isinstance(f, Unknown):
+            continue
+        seen[2] += 1
+        e = _err((f.pool[0] + f.pool[1]) // 2, row.printed["pool"])
+        if e is not None:
+            errors.setdefault(release, []).append(abs(e))
+    if coverage is not None:
+        assert {r: v[:3] for r, v in coverage.items()} == tally  # one count, two tables
+    lines = [
+        "| release | boots seen | weights counted | pool predicted | pool mean abs. error |",
+        "|---|---|---|---|---|",
+    ]
+    order = sorted(tally, key=lambda r: tuple(int(x) for x in r.split(".") if x.isdigit()))
+    every: list[float] = []
+    totals = [0, 0, 0]
+    for release in order:
+        n, w, pool = tally[release]
+        found = errors.get(release, [])
+        every += found
+        totals = [totals[0] + n, totals[1] + w, totals[2] + pool]
+        mean = f"{sum(found) / len(found):.2f} %" if found else "—"
+        lines.append(f"| {release} | {n} | {w} | {pool} | {mean} |")
+    mean = f"{sum(every) / len(every):.2f} %" if every else "—"
+    lines.append(f"| all | {totals[0]} | {totals[1]} | {totals[2]} | {mean} |")
     return "\n".join(lines)

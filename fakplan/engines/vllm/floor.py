@@ -146,7 +146,11 @@ class VllmFloor:
 
 @dataclass(frozen=True)
 class Unknown:
+    """Why the pool is not predicted; ``weights``: the rank's weights where they were
+    counted before another term stopped the prediction."""
+
     reason: str
+    weights: int | None = None
 
 
 def _release_read(version: str) -> str | None:
@@ -359,29 +363,34 @@ def vllm_floor(
         return Unknown(unread)
     if pp != 1:
         return Unknown("PP > 1: only stage 0 prints its pool, and a stage's peak is not read")
-    if served not in {"bf16", "fp16"}:
-        return Unknown(f"a {served} served model: its sampler peak is not read")
-    if spec_tokens:
-        return Unknown(
-            "a speculative draft: its weights, its profile and its graphs are not counted"
-        )
-    key = f"tp{tp}"
-    if key not in NON_TORCH_MEASURED:
-        return Unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there")
     weights = vllm_rank_weights(
         text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
     )
     if weights is None:
         return Unknown(weights_unknown(text, model_type, quantization))
+    if served not in {"bf16", "fp16"}:
+        return Unknown(f"a {served} served model: its sampler peak is not read", weights.bytes)
+    if spec_tokens:
+        return Unknown(
+            "a speculative draft: its weights, its profile and its graphs are not counted",
+            weights.bytes,
+        )
+    key = f"tp{tp}"
+    if key not in NON_TORCH_MEASURED:
+        return Unknown(
+            f"TP {tp}: no public boot measures vLLM's non-torch memory there", weights.bytes
+        )
     if "vision_config" in text or "vocab_size" not in text:
         return Unknown(
             f"{model_type}: weights counted ({weights.bytes:,} B per rank), but the activation "
-            "peak of a model with a vision tower (the profiling run of its encoder) is not read"
+            "peak of a model with a vision tower (the profiling run of its encoder) is not read",
+            weights.bytes,
         )
     unread_peak = _peak_unread(text, model_type)
     if unread_peak:
         return Unknown(
-            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but {unread_peak}"
+            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but {unread_peak}",
+            weights.bytes,
         )
     release = parse_version(version)[:2]
     traits = ModelTraits(

@@ -277,7 +277,8 @@ class PoolReport:
     def json(self) -> dict[str, Any]:
         f = self.found
         if isinstance(f, Unknown):
-            return {"sizing": {"unknown": f.reason}, "floor": None}
+            counted = {} if f.weights is None else {"weights_bytes": f.weights}
+            return {"sizing": {"unknown": f.reason, **counted}, "floor": None}
         return {
             "sizing": {
                 "pool_range": [self.low, self.high],
@@ -303,7 +304,8 @@ class PoolReport:
     def lines(self) -> list[str]:
         f = self.found
         if isinstance(f, Unknown):
-            return [f"engine-sized pool: unknown ({f.reason})"]
+            counted = [] if f.weights is None else [f"weights per rank: {f.weights:,} B (counted)"]
+            return [f"engine-sized pool: unknown ({f.reason})", *counted]
         return [
             f"requested {f.requested.derivation}",
             f"weights {f.weights.derivation}",
