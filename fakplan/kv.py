@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from fakplan.contract import KvCost
 from fakplan.geometry import Geometry
 
+# speculative methods (vLLM --speculative-config's spelling) whose draft is a model of its
+# own, with attention layers: the query carries its geometry
+DRAFT_MODEL_METHODS = ("eagle", "eagle3", "draft_model")
+
 
 @dataclass(frozen=True)
 class KvQuery:
@@ -34,6 +38,7 @@ class KvQuery:
     prefix_caching: bool | None = None  # None: the engine's default
     spec_tokens: int = 0
     spec_method: str | None = None  # vLLM --speculative-config method; None: mtp
+    draft: Geometry | None = None  # a separate draft model's (eagle, eagle3, draft_model)
     async_scheduling: bool | None = None  # vLLM; None: the release's default (on from 0.26)
     kv_unified: bool | None = None  # llama.cpp
     flash_attn: bool = True  # llama.cpp

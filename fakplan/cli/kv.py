@@ -24,7 +24,7 @@ from fakplan.engines import (
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry.catalog import catalog_ids
 from fakplan.geometry.resolve import resolve_model
-from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
 from fakplan.kv_report import kv_contract, kv_json
 from fakplan.plan import ComponentRecord, unstated_release
 from fakplan.units import printed_interval
@@ -98,7 +98,23 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     help="vLLM prefix caching (hybrid state pages); default: the release's own (on, but "
     "off for hybrid models before 0.28).",
 )
-@click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--spec-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Speculative tokens per step: an MTP draft's layers join the pool (the method "
+    "comes from --speculative-config; unset: the checkpoint's own MTP layers).",
+)
+@click.option(
+    "--speculative-config",
+    "speculative",
+    default=None,
+    metavar="JSON",
+    help='vLLM\'s --speculative-config, e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\' '
+    'or \'{"method": "eagle3", "model": "org/draft", "num_speculative_tokens": 3}\': sets '
+    "--spec-tokens; an MTP draft's or an EAGLE head's attention layers join the pool.",
+)
 @click.option(
     "--dtype",
     "model_dtype",
@@ -204,6 +220,9 @@ def kv(
             "catalog id)"
         )
     geometry, source = resolve_model(model, revision=revision)
+    spec = _speculative(query.pop("speculative"), query["spec_tokens"])
+    if spec is not None:
+        query.update(spec)
     kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)
     notices = (
@@ -264,6 +283,39 @@ def kv(
                 click.echo(f"  {line}")
         for note in [*notices, *source.notes, *source.seen]:
             click.echo(f"  note: {note}")
+
+
+def _speculative(text: str | None, spec_tokens: int) -> dict[str, Any] | None:
+    """--speculative-config as vLLM takes it: the method, the tokens per step and, for a
+    draft with attention layers of its own, its model (resolved as MODEL is)."""
+    if text is None:
+        return None
+    hint = "'--speculative-config'"
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc.msg} at {exc.pos})", param_hint=hint) from None
+    if not isinstance(found, dict):
+        raise click.BadParameter('a JSON object, e.g. {"method": "mtp", ...}', param_hint=hint)
+    method, tokens, draft = (
+        found.get("method"),
+        found.get("num_speculative_tokens"),
+        found.get("model"),
+    )
+    if not isinstance(method, str) or not method:
+        raise click.BadParameter('"method": a string (mtp, eagle3, ngram, ...)', param_hint=hint)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise click.BadParameter('"num_speculative_tokens": an integer >= 1', param_hint=hint)
+    if spec_tokens and spec_tokens != tokens:
+        raise click.UsageError(
+            f"--spec-tokens {spec_tokens} and num_speculative_tokens {tokens} differ: give one"
+        )
+    if draft is not None and not isinstance(draft, str):
+        raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
+    geometry = None
+    if draft is not None and method in DRAFT_MODEL_METHODS:
+        geometry = resolve_model(draft)[0]
+    return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
 
 
 def _option(field: str) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from fakplan.errors import GeometryError
 from fakplan.geometry import Geometry
 from fakplan.geometry.resolve import ModelSource, resolve_model
-from fakplan.kv import KvQuery
+from fakplan.kv import DRAFT_MODEL_METHODS, KvQuery
 
 if TYPE_CHECKING:
     from fakplan.shape import LoadedShape
@@ -72,6 +72,19 @@ def _once(loaded: LoadedShape, key: str, build: Callable[[LoadedShape], T]) -> T
     return found
 
 
+def _draft(loaded: LoadedShape) -> Geometry | None:
+    """The draft model's geometry where the shape names one (launch.speculative.model) for
+    a method whose draft keeps attention layers in the pool (an EAGLE head, a draft model),
+    resolved as the target is: a path beside the shape, a Hub id, a catalog id."""
+    spec = loaded.shape.launch.speculative
+    if spec is None or spec.model is None or spec.method not in DRAFT_MODEL_METHODS:
+        return None
+    try:
+        return resolve_model(spec.model, base=loaded.path.parent)[0]
+    except GeometryError as exc:
+        raise loaded.error(str(exc), "launch", "speculative", "model") from None
+
+
 def _query(loaded: LoadedShape) -> KvQuery:
     shape = loaded.shape
     serving = shape.serving
@@ -92,6 +105,7 @@ def _query(loaded: LoadedShape) -> KvQuery:
         prefix_caching=serving.prefix_caching,
         spec_tokens=serving.spec_tokens,
         spec_method=shape.launch.speculative.method if shape.launch.speculative else None,
+        draft=_draft(loaded) if serving.spec_tokens else None,
         kv_unified=serving.kv_unified,
         gpu_layers=shape.launch.gpu_layers,
     )

@@ -196,6 +196,19 @@ def test_a_draft_model_inside_vllms_speculative_json_runs_from_the_shapes_folder
     own: the script still runs from the shape's folder, where ``draft/`` is."""
     shapes = tmp_path / "shapes"
     (shapes / "draft").mkdir(parents=True)
+    # an EAGLE head of one layer with the target's attention (its layer joins the pool)
+    head = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    }
+    (shapes / "draft" / "config.json").write_text(json.dumps(head))
     shape = shapes / "spec.yaml"
     shape.write_text(
         (SHAPES / "example.yaml")

@@ -29,7 +29,7 @@ from fakplan.engines.vllm.rules import (
 from fakplan.engines.weights import stage_shares
 from fakplan.errors import RuleError
 from fakplan.geometry import Geometry, LayerKind
-from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
 
 
 def _checkpoint_kv(query: KvQuery) -> tuple[str, str] | None:
@@ -490,20 +490,61 @@ def count_pool(query: KvQuery, layout: StageLayout, pool_bytes: int) -> PoolResu
     )
 
 
-def _with_mtp(query: KvQuery, stages: list[tuple[LayerKind, ...]]) -> list[tuple[LayerKind, ...]]:
-    """An MTP draft (the checkpoint's own nextn layers) caches in the same pool: each of
-    its layers is one more attention layer of the model's kind, on the last PP stage
-    (vLLM registers the draft's attention layers in the one KV cache config)."""
-    g = query.geometry
-    method = query.spec_method
-    if not query.spec_tokens or not g.num_nextn_layers or (method and "mtp" not in method):
+# EAGLE heads and a separate draft model register their attention layers in the target's KV
+# cache config (v1/spec_decode/eagle.py load_model, v0.19.0); ngram, suffix, medusa and
+# mlp_speculator keep no KV
+NO_KV_METHODS = ("ngram", "suffix", "medusa", "mlp_speculator")
+
+
+def _with_draft(query: KvQuery, stages: list[tuple[LayerKind, ...]]) -> list[tuple[LayerKind, ...]]:
+    """A speculative draft's attention layers cache in the same pool, on the last PP stage
+    (vLLM registers them in the one KV cache config):
+
+    - an MTP draft (method unset or ``*mtp``): the checkpoint's own nextn layers, each one
+      more layer of the model's attention kind;
+    - an EAGLE head or a separate draft model: its own decoder layers, one more layer each
+      where their attention is the target's (same KV heads and head size: the same KV
+      spec, so the same group); a draft whose attention differs, or a target without
+      full-attention layers, makes a group of its own, which fakplan does not read."""
+    g, method = query.geometry, query.spec_method
+    if not query.spec_tokens or (method or "mtp") in NO_KV_METHODS:
         return stages
-    kind = LayerKind.MLA if LayerKind.MLA in g.layer_kinds else LayerKind.FULL
-    return [*stages[:-1], stages[-1] + (kind,) * g.num_nextn_layers]
+    if method is None or "mtp" in method:
+        if not g.num_nextn_layers:
+            return stages
+        kind = LayerKind.MLA if LayerKind.MLA in g.layer_kinds else LayerKind.FULL
+        return [*stages[:-1], stages[-1] + (kind,) * g.num_nextn_layers]
+    if method not in DRAFT_MODEL_METHODS:
+        raise RuleError(
+            f"speculative method {method!r}: which layers its draft keeps in the KV pool is "
+            f"not read (read: mtp, {', '.join(DRAFT_MODEL_METHODS)}, and {', '.join(NO_KV_METHODS)}, "
+            "which keep none)",
+            "launch",
+            "speculative",
+            "method",
+        )
+    draft = query.draft
+    if draft is None:
+        raise RuleError(
+            f"a {method} draft's attention layers share the KV pool: name the draft model "
+            "(launch.speculative.model, or model in --speculative-config) to count them",
+            "launch",
+            "speculative",
+        )
+    if set(draft.layer_kinds) != {LayerKind.FULL} or draft.attention != g.attention:
+        raise RuleError(
+            f"the {method} draft {draft.source} caches its attention in a KV group of its own "
+            f"(its layers {sorted(set(draft.layer_kinds))}, heads {draft.attention}; the "
+            f"target's {g.attention}): not read",
+            "launch",
+            "speculative",
+            "model",
+        )
+    return [*stages[:-1], stages[-1] + (LayerKind.FULL,) * draft.num_layers]
 
 
 def heaviest_stage(query: KvQuery) -> tuple[int, StageLayout]:
-    stages = _with_mtp(query, _stage_layers(query.geometry, query.pp))
+    stages = _with_draft(query, _stage_layers(query.geometry, query.pp))
     layouts = [_layout(query, stage) for stage in stages]
     # every worker sizes its own pool; the engine keeps the minimum (get_kv_cache_configs)
     index = max(range(len(layouts)), key=lambda i: layouts[i].bytes_per_block)

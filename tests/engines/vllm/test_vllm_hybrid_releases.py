@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from fakplan.cli import main
 from fakplan.engines import kv_breakdown, pool_tokens
+from fakplan.errors import RuleError
 from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery
 from tests.support.paths import PUBLIC, ROOT
@@ -156,9 +157,10 @@ def test_an_mtp_draft_caches_in_the_same_pool() -> None:
     assert kv_breakdown(q).page_tokens == 1600
     r = pool_tokens(q, 10 * 2**30)
     assert (r.num_blocks, r.tokens, r.extra["blocks_per_request"]) == (385, 573_440, 176)
-    # an EAGLE draft is a model of its own, not the checkpoint's nextn layer
-    eagle = pool_tokens(replace(q, spec_method="eagle3"), 10 * 2**30)
-    assert eagle.num_blocks == 10 * 2**30 // (16 * 1_638_400)
+    # an EAGLE draft is a model of its own, not the checkpoint's nextn layer: without it
+    # named, its layers cannot be counted
+    with pytest.raises(RuleError, match="name the draft model"):
+        pool_tokens(replace(q, spec_method="eagle3"), 10 * 2**30)
 
 
 @pytest.mark.parametrize(
