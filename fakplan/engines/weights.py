@@ -35,6 +35,8 @@ from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMIL
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 # Qwen3NextForCausalLM: Gated DeltaNet layers between gated full-attention ones
 GDN_FAMILIES = ("qwen3_next",)
+# NemotronHForCausalLM: Mamba-2, attention, MLP and MoE layers by hybrid_override_pattern
+MAMBA_FAMILIES = ("nemotron_h",)
 
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
 
@@ -281,6 +283,72 @@ def _gdn_layer_tensors(
     return attention, [*out, Tensor(hidden), Tensor(hidden)]
 
 
+def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple[Tensors, Tensors]:
+    """One Nemotron-H layer on a rank, by its ``hybrid_override_pattern`` letter, in creation
+    order (models/nemotron_h.py, layers/mamba/mamba_mixer2.py, v0.19.0); every layer then
+    one norm:
+
+    - ``M``, MambaMixer2: conv1d ((I + 2 g S) / t x kernel, unquantized, with its bias),
+      in_proj ((2 I + 2 g S + heads) / t x H), A (float32), D and dt_bias (heads / t),
+      out_proj (row-parallel), the gated norm (I / t); I = mamba heads x head size, g the
+      groups, raised to t where they do not divide it (extra_groups_for_head_shards);
+    - ``*``, attention without rotary embedding: q/k/v, o (no biases);
+    - ``-``, a non-gated MLP (up, down; relu2);
+    - ``E``, the MoE: the router (GateLinear: bf16 on SM 9.0 and 10.x, float32 elsewhere,
+      where force_fp32_compute has no kernel), its float32 e_score_correction_bias, the
+      shared experts' non-gated MLP, the latent projections where moe_latent_size is set,
+      the non-gated fused experts (w13 of one width)."""
+    hidden = int(text["hidden_size"])
+    out: Tensors
+    if kind == "M":
+        heads, head = int(text["mamba_num_heads"]), int(text["mamba_head_dim"])
+        inner, state = heads * head, int(text["ssm_state_size"])
+        groups = int(text.get("n_groups") or 1)
+        groups += 0 if groups % tp == 0 else tp - groups
+        conv = inner + 2 * groups * state
+        bias = bool(text.get("use_bias"))
+        proj = (2 * inner + 2 * groups * state + heads) // tp
+        out = [Tensor(conv // tp * int(text["conv_kernel"]))]
+        out += [Tensor(conv // tp)] if text.get("use_conv_bias", True) else []
+        out.append(Tensor(hidden * proj, True, proj, 5))
+        out += [Tensor(proj)] if bias else []
+        out += [Tensor(heads // tp, element_bytes=4), Tensor(heads // tp), Tensor(heads // tp)]
+        out.append(Tensor(inner // tp * hidden, True, hidden))
+        out += [Tensor(hidden)] if bias else []
+        out.append(Tensor(inner // tp))  # the gated norm
+    elif kind == "*":
+        heads, kv = int(text["num_attention_heads"]), int(text["num_key_value_heads"])
+        head_dim = int(text.get("head_dim") or hidden // heads)
+        q, kv_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
+        out = [
+            Tensor(hidden * (q + 2 * kv_rank), True, q + 2 * kv_rank, 3),
+            Tensor(q * hidden, True, hidden),
+        ]
+    elif kind == "-":
+        inter = int(text["intermediate_size"]) // tp
+        out = [Tensor(inter * hidden, True, inter), Tensor(hidden * inter, True, hidden)]
+    elif kind == "E":
+        count, share = int(text["n_routed_experts"]), int(text["moe_intermediate_size"]) // tp
+        width = int(text.get("moe_latent_size") or hidden)
+        out = [Tensor(hidden * count), Tensor(count, element_bytes=4)]
+        shared = int(text.get("n_shared_experts") or 0)
+        shared *= int(text.get("moe_shared_expert_intermediate_size") or 0)
+        if shared:
+            out += [
+                Tensor(shared // tp * hidden, True, shared // tp),
+                Tensor(hidden * (shared // tp), True, hidden),
+            ]
+        if text.get("moe_latent_size"):
+            out += [Tensor(width * hidden, True, width), Tensor(hidden * width, True, hidden)]
+        out += [
+            Tensor(count * share * width, True, count * share, 1, count),
+            Tensor(count * width * share, True, count * width, 1, count),
+        ]
+    else:
+        raise ValueError(f"hybrid_override_pattern letter {kind!r}")
+    return out, [Tensor(hidden)]
+
+
 def _mla_rope(text: dict[str, Any]) -> tuple[int, int, str]:
     """(positions, rotary_dim, kind) of the one rotary cache the MLA layers share: with yarn
     scaling DeepseekScalingRotaryEmbedding caches original_max_position x factor positions
@@ -348,7 +416,8 @@ def vllm_rank_weights(
     if "vision_config" in text:
         return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
     mla, gdn = model_type in MLA_FAMILIES, model_type in GDN_FAMILIES
-    if (mla or gdn) and rope_bytes is not None:
+    mamba = model_type in MAMBA_FAMILIES
+    if (mla or gdn or mamba) and rope_bytes is not None:
         return None  # another engine's DeepSeek or Qwen3-Next layers: not read
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
@@ -379,14 +448,21 @@ def vllm_rank_weights(
     leading, trailing = stage == 0 or (last and tied), last and not tied
     embeds = leading + trailing
     kinds = qwen3_next_layer_types(text) if gdn else ["full_attention"] * layers
+    pattern = str(text.get("hybrid_override_pattern") or "")
+    if mamba and (len(pattern) != layers or set(pattern) - set("M*-E")):
+        return None
     layers_own = [
         _mla_layer_tensors(text, tp, i in sparse) if mla else
         _gdn_layer_tensors(text, tp, kinds[i], i in sparse) if gdn else
+        _nemotron_h_layer_tensors(text, tp, pattern[i]) if mamba else
         _layer_tensors(text, model_type, tp, i in sparse)
         for i in own
     ]  # fmt: skip
-    # the rotary cache comes with the first full-attention layer the stage builds
-    rope_layer = next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), -1)
+    # the rotary cache comes with the first full-attention layer the stage builds; none
+    # in Nemotron-H, whose attention has no rotary embedding
+    rope_layer = (
+        -1 if mamba else next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), -1)
+    )
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
     linear = sum(t.elements for t in tensors if t.linear)
     own_dtype = [t for t in tensors if t.element_bytes and not t.linear]
@@ -405,8 +481,11 @@ def vllm_rank_weights(
         f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
-    tail = f"rotary cache {positions:,}{f' ({rope_kind})' if rope_kind else ''} x {rotary} x "
-    tail += f"{rope_size} B"
+    if rope:
+        tail = f"rotary cache {positions:,}{f' ({rope_kind})' if rope_kind else ''} x {rotary} x "
+        tail += f"{rope_size} B"
+    else:
+        tail = "no rotary cache"
     wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
     if own_dtype:
         tail += f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra {wider:,} B"
@@ -597,10 +676,13 @@ def linear_storage(
 ) -> LinearStorage | str:
     """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
     or why fakplan does not count them."""
-    counted = (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES)
+    counted = (
+        *DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES,
+        *MAMBA_FAMILIES,
+    )  # fmt: skip
     if model_type not in counted:
         return f"{model_type}: its weights per rank are not counted from a config"
-    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES)
+    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES)
     scheme = text.get("quantization_config")
     if scheme is None:
         if quantization is None:

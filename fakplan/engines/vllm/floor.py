@@ -59,6 +59,7 @@ from fakplan.engines.vllm.runner import (
 )
 from fakplan.engines.weights import (
     GDN_FAMILIES,
+    MAMBA_FAMILIES,
     MLA_FAMILIES,
     vllm_rank_weights,
     weights_unknown,
@@ -235,6 +236,11 @@ def _peak_unread(text: dict[str, Any], model_type: str) -> str:
         return (
             "the activation peak of Gated DeltaNet layers (their chunked-scan workspaces "
             "and the hybrid's MoE) is not read"
+        )
+    if model_type in MAMBA_FAMILIES:
+        return (
+            "the activation peak of Mamba-2 layers (their chunked-scan workspaces and the "
+            "hybrid's non-gated MoE) is not read"
         )
     scheme = text.get("quantization_config")
     if model_type in MOE_FAMILIES and isinstance(scheme, dict):

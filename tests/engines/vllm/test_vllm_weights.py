@@ -383,7 +383,6 @@ NOT_COUNTED = {
     "gemma4_text",
     "gpt_oss",
     "mimo_v2_flash",
-    "nemotron_h",
     "qwen3_5_moe_text",
     "qwen3_5_text",
 }
@@ -427,3 +426,27 @@ def test_qwen3_next_tp4_by_hand() -> None:
     config = _catalog("Qwen/Qwen3-Next-80B-A3B-Instruct")
     found = vllm_rank_weights(config, "qwen3_next", tp=4)
     assert found is not None and found.bytes == total
+
+
+def test_nemotron_h_by_hand() -> None:
+    """nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 at TP 1, bf16, by its pattern (23 Mamba-2,
+    6 attention, 23 MoE layers), each with one norm of 2,688:
+
+    - Mamba-2: 64 heads x 64 = 4,096 inner, 8 groups x 128 state: conv1d (4,096 + 2,048)
+      x 4 + its bias 6,144, in_proj (8,192 + 2,048 + 64) x 2,688, A (float32), D, dt_bias
+      64 each, out_proj 4,096 x 2,688, the gated norm 4,096: 38,742,208 parameters;
+    - attention (no rotary embedding): q/k/v (32 + 2 x 2) x 128 x 2,688, o 4,096 x 2,688;
+    - MoE: router 2,688 x 128, e_score_correction_bias 128 (float32), the shared expert's
+      up and down 3,712 x 2,688 each, 128 non-gated experts 2 x 1,856 x 2,688 each;
+    - embedding and lm_head 2 x 131,072 x 2,688, the final norm; the float32 parameters
+      (A, e_score_correction_bias) 23 x (64 + 128) x 2 B more."""
+    mamba = 24_576 + 6_144 + 10_304 * 2_688 + 3 * 64 + 4_096 * 2_688 + 4_096
+    assert mamba == 38_742_208
+    attention = (32 + 4) * 128 * 2_688 + 4_096 * 2_688
+    moe = 2_688 * 128 + 128 + 2 * 3_712 * 2_688 + 128 * 2 * 1_856 * 2_688
+    params = 23 * mamba + 6 * attention + 23 * moe + 52 * 2_688 + 2 * 131_072 * 2_688 + 2_688
+    total = params * 2 + 23 * (64 + 128) * 2
+    config = _catalog("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    found = vllm_rank_weights(config, "nemotron_h")
+    assert found is not None and found.bytes == total
+    assert "no rotary cache" in found.derivation
