@@ -37,6 +37,8 @@ MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 GDN_FAMILIES = ("qwen3_next",)
 # NemotronHForCausalLM: Mamba-2, attention, MLP and MoE layers by hybrid_override_pattern
 MAMBA_FAMILIES = ("nemotron_h",)
+# MiMoV2FlashForCausalLM: sliding-window and full attention by hybrid_layer_pattern
+SWA_HYBRID_FAMILIES = ("mimo_v2_flash",)
 
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
 
@@ -349,6 +351,71 @@ def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple
     return out, [Tensor(hidden)]
 
 
+def _mimo_layer_tensors(text: dict[str, Any], tp: int, index: int) -> tuple[Tensors, Tensors]:
+    """One MiMo-V2-Flash decoder layer on a rank, in creation order (models/mimo_v2_flash.py
+    v0.19.0): attention with its own heads where ``hybrid_layer_pattern`` marks a sliding-
+    window layer (q/k of head_dim, v of v_head_dim: QKVParallelLinear's v_head_size; o
+    from heads x v_head_dim), the SWA layers' attention_sink_bias (model dtype); then a
+    dense MLP or, where ``moe_layer_freq`` marks it, the MoE: the router (an nn.Linear in
+    moe_router_dtype, float32 unless stated, unquantized) and its e_score_correction_bias
+    in that dtype, the fused experts; two norms."""
+    hidden = int(text["hidden_size"])
+    swa = int(text["hybrid_layer_pattern"][index]) == 1
+    prefix = "swa_" if swa else ""
+    heads, kv = int(text[f"{prefix}num_attention_heads"]), int(text[f"{prefix}num_key_value_heads"])
+    head_dim = int(text[f"{prefix}head_dim"])
+    value_dim = int(text.get(f"{prefix}v_head_dim") or head_dim)
+    q, k_rank = heads // tp * head_dim, max(1, kv // tp) * head_dim
+    v_rank = max(1, kv // tp) * value_dim
+    attention = [
+        Tensor(hidden * (q + k_rank + v_rank), True, q + k_rank + v_rank, 3),
+        Tensor(heads // tp * value_dim * hidden, True, hidden),
+    ]
+    out: Tensors = []
+    if swa and text.get("add_swa_attention_sink_bias"):
+        out.append(Tensor(heads // tp))
+    freq = text.get("moe_layer_freq")
+    if isinstance(freq, list) and freq[index]:
+        count, share = int(text["n_routed_experts"]), int(text["moe_intermediate_size"]) // tp
+        router = CHECKPOINT_DTYPES.get(str(text.get("moe_router_dtype") or "float32"), "fp32")
+        width = element_type(router).block_bytes
+        out += [Tensor(hidden * count, element_bytes=width), Tensor(count, element_bytes=width)]
+        out += _experts(count, share, hidden)
+    else:
+        out += _mlp(hidden, int(text["intermediate_size"]) // tp)
+    return attention, [*out, Tensor(hidden), Tensor(hidden)]
+
+
+def _rotary_caches(
+    text: dict[str, Any], model_type: str, own: range, kinds: list[str]
+) -> list[tuple[int, int, int, str]]:
+    """The rotary caches a stage builds: (position of the layer that builds it among the
+    stage's layers, positions, rotary_dim, kind). One cache per distinct rotary embedding
+    (``_ROPE_DICT``), built by the first layer using it: the first full-attention layer;
+    none in Nemotron-H; MiMo-V2-Flash's full and sliding-window layers two (their
+    rope_theta differs)."""
+    hidden = int(text["hidden_size"])
+    if model_type in MAMBA_FAMILIES:
+        return []
+    if model_type in MLA_FAMILIES:
+        positions, rotary, kind = _mla_rope(text)
+        return [(0, positions, rotary, kind)] if own else []
+    factor = float(text.get("partial_rotary_factor") or 1.0)
+    positions = int(text["max_position_embeddings"])
+    if model_type in SWA_HYBRID_FAMILIES:
+        out = []
+        for swa, prefix in ((0, ""), (1, "swa_")):
+            found = [n for n, i in enumerate(own) if int(text["hybrid_layer_pattern"][i]) == swa]
+            if found:
+                rotary = int(int(text[f"{prefix}head_dim"]) * factor)
+                out.append((found[0], positions, rotary, "sliding window" if swa else "full"))
+        return sorted(out)
+    heads = int(text["num_attention_heads"])
+    rotary = int(int(text.get("head_dim") or hidden // heads) * factor)
+    at = next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), None)
+    return [] if at is None else [(at, positions, rotary, "")]
+
+
 def _mla_rope(text: dict[str, Any]) -> tuple[int, int, str]:
     """(positions, rotary_dim, kind) of the one rotary cache the MLA layers share: with yarn
     scaling DeepseekScalingRotaryEmbedding caches original_max_position x factor positions
@@ -416,8 +483,8 @@ def vllm_rank_weights(
     if "vision_config" in text:
         return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
     mla, gdn = model_type in MLA_FAMILIES, model_type in GDN_FAMILIES
-    mamba = model_type in MAMBA_FAMILIES
-    if (mla or gdn or mamba) and rope_bytes is not None:
+    mamba, mimo = model_type in MAMBA_FAMILIES, model_type in SWA_HYBRID_FAMILIES
+    if (mla or gdn or mamba or mimo) and rope_bytes is not None:
         return None  # another engine's DeepSeek or Qwen3-Next layers: not read
     storage = linear_storage(text, model_type, quantization)
     if not isinstance(storage, LinearStorage):
@@ -455,35 +522,32 @@ def vllm_rank_weights(
         _mla_layer_tensors(text, tp, i in sparse) if mla else
         _gdn_layer_tensors(text, tp, kinds[i], i in sparse) if gdn else
         _nemotron_h_layer_tensors(text, tp, pattern[i]) if mamba else
+        _mimo_layer_tensors(text, tp, i) if mimo else
         _layer_tensors(text, model_type, tp, i in sparse)
         for i in own
     ]  # fmt: skip
-    # the rotary cache comes with the first full-attention layer the stage builds; none
-    # in Nemotron-H, whose attention has no rotary embedding
-    rope_layer = (
-        -1 if mamba else next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), -1)
-    )
     tensors = [t for attention, rest in layers_own for t in (*attention, *rest)]
     linear = sum(t.elements for t in tensors if t.linear)
     own_dtype = [t for t in tensors if t.element_bytes and not t.linear]
     params = embeds * rows * hidden + sum(t.elements for t in tensors)
     params += hidden if last else 0
-    if mla:
-        positions, rotary, rope_kind = _mla_rope(text)
-    else:
-        heads = int(text["num_attention_heads"])
-        head_dim = int(text.get("head_dim") or hidden // heads)
-        rotary = int(head_dim * float(text.get("partial_rotary_factor") or 1.0))
-        positions, rope_kind = int(text["max_position_embeddings"]), ""
     rope_size = rope_bytes or size
-    rope = positions * rotary * rope_size if rope_layer >= 0 else 0
+    ropes = [
+        (
+            at,
+            positions * rotary * rope_size,
+            f"{positions:,}{f' ({kind})' if kind else ''} x {rotary}",
+        )
+        for at, positions, rotary, kind in _rotary_caches(text, model_type, own, kinds)
+    ]
+    rope = sum(b for _, b, _ in ropes)
     head = (
         f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
-    if rope:
-        tail = f"rotary cache {positions:,}{f' ({rope_kind})' if rope_kind else ''} x {rotary} x "
-        tail += f"{rope_size} B"
+    if ropes:
+        caches = " + ".join(t for _, _, t in ropes)
+        tail = f"rotary cache{'s' if len(ropes) > 1 else ''} {caches} x {rope_size} B"
     else:
         tail = "no rotary cache"
     wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
@@ -516,8 +580,8 @@ def vllm_rank_weights(
     if not cuda_blocks or not storage.blocks:
         return RankWeights(total, derivation)
     order = _creation_order(
-        layers_own, size, storage, rows * hidden * size, hidden * size, rope,
-        leading=leading, trailing=trailing, last=last, rope_layer=rope_layer,
+        layers_own, size, storage, rows * hidden * size, hidden * size,
+        [(at, b) for at, b, _ in ropes], leading=leading, trailing=trailing, last=last,
     )  # fmt: skip
     if mla and storage.bits is not None:
         order += [_mla_dequantized(text, tp, size)] * len(own)  # after the load
@@ -678,11 +742,13 @@ def linear_storage(
     or why fakplan does not count them."""
     counted = (
         *DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES,
-        *MAMBA_FAMILIES,
+        *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
     )  # fmt: skip
     if model_type not in counted:
         return f"{model_type}: its weights per rank are not counted from a config"
-    experts = model_type in (*MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES)
+    experts = model_type in (
+        *MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
+    )  # fmt: skip
     scheme = text.get("quantization_config")
     if scheme is None:
         if quantization is None:
@@ -822,12 +888,11 @@ def _creation_order(
     storage: LinearStorage,
     vocab_matrix: int,
     norm: int,
-    rope: int,
+    ropes: list[tuple[int, int]],
     *,
     leading: bool,
     trailing: bool,
     last: bool,
-    rope_layer: int = 0,
 ) -> list[int]:
     """The rank's tensors in bytes, in the order vLLM's model constructor creates them: a
     leading vocab matrix (embed_tokens), each layer (the first one's attention builds the
@@ -845,7 +910,7 @@ def _creation_order(
     out = [vocab_matrix] if leading else []
     for index, (attention, rest) in enumerate(layers):
         out += allocations(attention)
-        out += [rope] if index == rope_layer else []
+        out += [b for at, b in ropes if at == index]
         out += allocations(rest)
     out += [norm] if last else []
     return out + ([vocab_matrix] if trailing else [])

@@ -61,6 +61,7 @@ from fakplan.engines.weights import (
     GDN_FAMILIES,
     MAMBA_FAMILIES,
     MLA_FAMILIES,
+    SWA_HYBRID_FAMILIES,
     vllm_rank_weights,
     weights_unknown,
 )
@@ -241,6 +242,11 @@ def _peak_unread(text: dict[str, Any], model_type: str) -> str:
         return (
             "the activation peak of Mamba-2 layers (their chunked-scan workspaces and the "
             "hybrid's non-gated MoE) is not read"
+        )
+    if model_type in SWA_HYBRID_FAMILIES:
+        return (
+            "the activation peak of a sliding-window hybrid's fused MoE (its router in "
+            "float32, its workspaces) is not read"
         )
     scheme = text.get("quantization_config")
     if model_type in MOE_FAMILIES and isinstance(scheme, dict):

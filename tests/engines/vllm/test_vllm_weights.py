@@ -162,7 +162,7 @@ def test_a_tied_last_stage_builds_its_embedding_first() -> None:
         weights.LinearStorage(),
         matrix * 2,
         4096 * 2,
-        1 << 25,
+        [(0, 1 << 25)],
         leading=True,
         trailing=False,
         last=True,
@@ -382,7 +382,6 @@ def test_deepseek_v3_fp8_tp8_by_hand() -> None:
 NOT_COUNTED = {
     "gemma4_text",
     "gpt_oss",
-    "mimo_v2_flash",
     "qwen3_5_moe_text",
     "qwen3_5_text",
 }
@@ -450,3 +449,27 @@ def test_nemotron_h_by_hand() -> None:
     found = vllm_rank_weights(config, "nemotron_h")
     assert found is not None and found.bytes == total
     assert "no rotary cache" in found.derivation
+
+
+def test_mimo_v2_flash_fp8_tp8_by_hand() -> None:
+    """XiaomiMiMo/MiMo-V2-Flash (fp8, 128 x 128 blocks) on one of 8 ranks. Full attention
+    (64 heads, 4 KV heads) and sliding-window (64 heads, 8 KV heads) layers alike hold 8
+    heads and one KV head here: q 8 x 192, k 192, v 128 (v_head_dim) = 1,856 rows x 4,096
+    (15 x 32 blocks), o 8 x 128 -> 4,096 (32 x 8 blocks); the 39 sliding-window layers an
+    8-head attention sink (bf16). Layer 0 dense: gate_up 4,096 x 4,096 (32 x 32), down
+    4,096 x 2,048 (32 x 16). 47 MoE layers: the router 4,096 x 256 and its
+    e_score_correction_bias in float32, 256 experts of 256 (w13 256 x 512 x 4,096,
+    256 x 2 x 2 x 32 blocks; w2 256 x 4,096 x 256, 256 x 32 x 2). Two norms a layer, the
+    final norm, embedding and lm_head 2 x 19,072 x 4,096 in bf16, and two rotary caches
+    (the full and the sliding-window layers' rope_theta differ) of 262,144 x 64 x 2 B."""
+    attention = 7_602_176 + 15 * 32 * 4 + 4_194_304 + 32 * 8 * 4 + 2 * 4_096 * 2
+    moe = 4_096 * 256 * 4 + 256 * 4 + 536_870_912 + 256 * 2 * 2 * 32 * 4
+    moe += 268_435_456 + 256 * 32 * 2 * 4
+    dense = 16_777_216 + 32 * 32 * 4 + 8_388_608 + 32 * 16 * 4
+    total = 48 * attention + 39 * 8 * 2 + 47 * moe + dense
+    total += 2 * 19_072 * 4_096 * 2 + 4_096 * 2 + 2 * 262_144 * 64 * 2
+    config = json.loads(
+        (PUBLIC / "configs" / "XiaomiMiMo--MiMo-V2-Flash" / "config.json").read_text()
+    )
+    found = vllm_rank_weights(config, "mimo_v2_flash", tp=8)
+    assert found is not None and found.bytes == total
