@@ -33,8 +33,11 @@ from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMIL
 # DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (one class in vLLM); Kimi K2 publishes
 # model_type kimi_k2 with architectures DeepseekV3ForCausalLM
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
-# Qwen3NextForCausalLM: Gated DeltaNet layers between gated full-attention ones
-GDN_FAMILIES = ("qwen3_next",)
+# Qwen3NextForCausalLM, and Qwen3.5's text models (dense and MoE, the same layers):
+# Gated DeltaNet layers between gated full-attention ones
+GDN_FAMILIES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+# the text families whose vision tower fakplan counts beside them (Qwen3-VL's ViT)
+QWEN3_VISION_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text")
 # NemotronHForCausalLM: Mamba-2, attention, MLP and MoE layers by hybrid_override_pattern
 MAMBA_FAMILIES = ("nemotron_h",)
 # MiMoV2FlashForCausalLM: sliding-window and full attention by hybrid_layer_pattern
@@ -400,7 +403,9 @@ def _rotary_caches(
     if model_type in MLA_FAMILIES:
         positions, rotary, kind = _mla_rope(text)
         return [(0, positions, rotary, kind)] if own else []
-    factor = float(text.get("partial_rotary_factor") or 1.0)
+    stated = text.get("rope_parameters")
+    nested = stated.get("partial_rotary_factor") if isinstance(stated, dict) else None
+    factor = float(text.get("partial_rotary_factor") or nested or 1.0)
     positions = int(text["max_position_embeddings"])
     if model_type in SWA_HYBRID_FAMILIES:
         out = []
@@ -414,6 +419,59 @@ def _rotary_caches(
     rotary = int(int(text.get("head_dim") or hidden // heads) * factor)
     at = next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), None)
     return [] if at is None else [(at, positions, rotary, "")]
+
+
+def _qwen3_vision(vision: dict[str, Any], tp: int) -> tuple[Tensors, str] | None:
+    """Qwen3-VL's vision transformer on a rank, in creation order (models/qwen3_vl.py
+    Qwen3_VisionTransformer, v0.19.0; sharded as the language model, mm_encoder_tp_mode
+    "weights"): the Conv3d patch embedding with its bias; the position embedding (an
+    nn.Embedding, whole); its rotary cache (8,192 positions x half a head, a rotary
+    embedding of its own); the patch merger (LayerNorm, fc1 and fc2 with biases, on
+    hidden x merge^2) and one per deepstack index; the blocks (two LayerNorms, q/k/v and
+    proj with biases, fc1/fc2 with biases)."""
+    try:
+        width, heads = int(vision["hidden_size"]), int(vision["num_heads"])
+        depth, inter = int(vision["depth"]), int(vision["intermediate_size"])
+        patch, temporal = int(vision["patch_size"]), int(vision.get("temporal_patch_size") or 2)
+        channels = int(vision.get("in_channels") or 3)
+        positions = int(vision["num_position_embeddings"])
+        merge, out = int(vision.get("spatial_merge_size") or 2), int(vision["out_hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    deepstack = len(vision.get("deepstack_visual_indexes") or ())
+    merged = width * merge * merge
+    rotary = (width // heads) // 2
+    tensors: Tensors = [
+        Tensor(width * channels * temporal * patch * patch),
+        Tensor(width),
+        Tensor(positions * width),
+        Tensor(8192 * rotary),
+    ]
+
+    def merger(norm: int) -> Tensors:
+        return [
+            Tensor(norm), Tensor(norm),
+            Tensor(merged * merged // tp), Tensor(merged // tp),
+            Tensor(merged // tp * out), Tensor(out),
+        ]  # fmt: skip
+
+    tensors += merger(width)
+    for _ in range(deepstack):
+        tensors += merger(merged)
+    for _ in range(depth):
+        tensors += [Tensor(width)] * 4  # norm1, norm2: weight and bias
+        tensors += [Tensor(3 * width * width // tp), Tensor(3 * width // tp)]
+        tensors += [Tensor(width // tp * width), Tensor(width)]
+        tensors += [Tensor(inter // tp * width), Tensor(inter // tp)]
+        tensors += [Tensor(width * inter // tp), Tensor(width)]
+    text = (
+        f"vision tower: patch {channels}x{temporal}x{patch}x{patch} conv + {positions:,} "
+        f"positions x {width:,} + rotary 8,192 x {rotary} + merger ({merged:,}^2, "
+        f"{merged:,}x{out:,}){f' + {deepstack} deepstack mergers' if deepstack else ''} + "
+        f"{depth} blocks (q/k/v/proj {width:,}^2, fc1/fc2 {width:,}x{inter:,}, biases, 2 "
+        f"LayerNorms) / TP {tp}"
+    )
+    return tensors, text
 
 
 def _mla_rope(text: dict[str, Any]) -> tuple[int, int, str]:
@@ -480,8 +538,19 @@ def vllm_rank_weights(
         return gemma_rank_weights(text, model_type, tp=tp, served=served, cuda_blocks=cuda_blocks)
     if model_type == "phi3" and text.get("rope_scaling"):
         return None  # longrope keeps a long and a short cache: not read
+    tower: Tensors = []
+    tower_text = ""
     if "vision_config" in text:
-        return None  # a tower beside the text model, counted for Gemma 3's SigLIP only
+        # a tower beside the text model: Gemma 3's SigLIP (above) and Qwen3-VL's ViT
+        found_tower = (
+            _qwen3_vision(text["vision_config"], tp)
+            if model_type in QWEN3_VISION_FAMILIES and pp == 1 and quantization is None
+            and "quantization_config" not in text
+            else None
+        )  # fmt: skip
+        if found_tower is None:
+            return None
+        tower, tower_text = found_tower
     mla, gdn = model_type in MLA_FAMILIES, model_type in GDN_FAMILIES
     mamba, mimo = model_type in MAMBA_FAMILIES, model_type in SWA_HYBRID_FAMILIES
     if (mla or gdn or mamba or mimo) and rope_bytes is not None:
@@ -498,7 +567,7 @@ def vllm_rank_weights(
     sparse: frozenset[int] = frozenset()
     if mla:
         sparse = deepseek_sparse(text)
-    elif model_type in (*MOE_FAMILIES, *GDN_FAMILIES):
+    elif model_type in MOE_FAMILIES or (model_type in GDN_FAMILIES and "num_experts" in text):
         found = moe_layout(text, model_type)
         if found is None:
             return None
@@ -531,6 +600,7 @@ def vllm_rank_weights(
     own_dtype = [t for t in tensors if t.element_bytes and not t.linear]
     params = embeds * rows * hidden + sum(t.elements for t in tensors)
     params += hidden if last else 0
+    params += sum(t.elements for t in tower)
     rope_size = rope_bytes or size
     ropes = [
         (
@@ -542,7 +612,8 @@ def vllm_rank_weights(
     ]
     rope = sum(b for _, b, _ in ropes)
     head = (
-        f"{model_type} on TP {tp} x PP {pp} (stage {stage}): {embeds} x vocab "
+        f"{model_type} on TP {tp} x PP {pp} (stage {stage}): "
+        f"{tower_text + ' + ' if tower_text else ''}{embeds} x vocab "
         f"{rows:,} rows/rank x {hidden:,} + {len(own)} layers sharded = {params:,} parameters"
     )
     if ropes:
@@ -583,6 +654,7 @@ def vllm_rank_weights(
         layers_own, size, storage, rows * hidden * size, hidden * size,
         [(at, b) for at, b, _ in ropes], leading=leading, trailing=trailing, last=last,
     )  # fmt: skip
+    order = [t.elements * size for t in tower] + order  # the tower comes first
     if mla and storage.bits is not None:
         order += [_mla_dequantized(text, tp, size)] * len(own)  # after the load
     blocks = allocated_bytes(order)
@@ -745,7 +817,9 @@ def linear_storage(
         *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
     )  # fmt: skip
     if model_type not in counted:
-        return f"{model_type}: its weights per rank are not counted from a config"
+        return FAMILY_REASONS.get(
+            model_type, f"{model_type}: its weights per rank are not counted from a config"
+        )
     experts = model_type in (
         *MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
     )  # fmt: skip
@@ -765,6 +839,18 @@ def linear_storage(
     if quantization not in (None, method):
         return f"--quantization {quantization} over a {method} checkpoint"
     return found
+
+
+# why a family read in vLLM's source is still not counted
+FAMILY_REASONS = {
+    "gpt_oss": (
+        "gpt_oss: its MXFP4 experts take the card's kernel layout at load (Triton on SM "
+        "9.x-10.x pads and swizzles them and their scales, keeping the original scales; "
+        "Marlin repacks them before SM 9.0; quantization/mxfp4.py, fused_moe/oracle/"
+        "mxfp4.py, v0.19.0), so their bytes depend on the card and on which freed blocks "
+        "the copies reuse: not counted"
+    ),
+}
 
 
 # what an fp8 checkpoint may leave unquantized that vLLM never quantizes anyway (the
@@ -818,6 +904,14 @@ def checkpoint_storage(scheme: Any) -> LinearStorage | str:
     method = str(scheme.get("quant_method") or "unnamed")
     if method == "fp8":
         return _fp8_storage(scheme)
+    if method == "modelopt":
+        algo = str(scheme.get("quant_algo") or "unnamed")
+        return (
+            f"a modelopt {algo} checkpoint: its NVFP4 weights' fp8 block scales are swizzled "
+            "at load for the card's kernel (FlashInfer, CUTLASS or Marlin), beside per-shard "
+            "global and input scales, and a mixed-precision one adds fp8 layers with static "
+            "input scales: not counted"
+        )
     if method != "compressed-tensors":
         return f"a {method} checkpoint: its weights are not counted"
     groups = scheme.get("config_groups")

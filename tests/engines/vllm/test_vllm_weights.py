@@ -382,7 +382,7 @@ def test_deepseek_v3_fp8_tp8_by_hand() -> None:
 NOT_COUNTED = {
     "gemma4_text",
     "gpt_oss",
-    "qwen3_5_moe_text",
+    "qwen3_5_moe_text",  # nvidia's NVFP4 checkpoints: NVFP4 is not counted
     "qwen3_5_text",
 }
 
@@ -472,4 +472,36 @@ def test_mimo_v2_flash_fp8_tp8_by_hand() -> None:
         (PUBLIC / "configs" / "XiaomiMiMo--MiMo-V2-Flash" / "config.json").read_text()
     )
     found = vllm_rank_weights(config, "mimo_v2_flash", tp=8)
+    assert found is not None and found.bytes == total
+
+
+def test_qwen3_5_with_its_vision_tower_tp8_by_hand() -> None:
+    """Qwen/Qwen3.5-397B-A17B (bf16) on one of 8 ranks: Qwen3-VL's vision tower, then the
+    Qwen3-Next layers (45 Gated DeltaNet, 15 full attention, every one with a 512-expert
+    MoE block).
+
+    - tower (width 1,152, 16 heads, 27 blocks, fc 4,304): Conv3d 1,152 x 3 x 2 x 16 x 16
+      + bias, positions 2,304 x 1,152, rotary 8,192 x 36, merger (2 x 1,152 norm,
+      4,608 x 4,608 / 8 + 576, 576 x 4,096 + 4,096), a block 4 x 1,152 norms + q/k/v
+      3 x 1,152^2 / 8 + 432 + proj 144 x 1,152 + 1,152 + fc1 538 x 1,152 + 538 +
+      fc2 1,152 x 538 + 1,152 = 1,910,986: 61,336,846 parameters;
+    - Gated DeltaNet: conv1d 1,536 x 4, in_proj_qkvz 2,560 x 4,096, in_proj_ba 16 x 4,096,
+      dt_bias and A_log 8 each, the gated norm 128, out_proj 1,024 x 4,096: 14,751,888;
+    - full attention: qkv (2 x 4 x 256 + 2 x 256) x 4,096, o 1,024 x 4,096, q/k norms:
+      14,680,576; MoE: router 4,096 x 512, shared_expert_gate 4,096, the shared expert
+      3 x 128 x 4,096, 512 experts 3 x 128 x 4,096: 808,980,480; two norms 8,192;
+    - embedding and lm_head 2 x 31,040 x 4,096, the final norm; rotary cache 262,144 x 64
+      (rope_parameters' partial_rotary_factor 0.25 of 256) x 2 B; A_log's 45 x 8 x 2 B."""
+    from fakplan.geometry import load_geometry
+
+    tower = 1_769_472 + 1_152 + 2_654_208 + 294_912 + 2_304 + 2_654_208 + 576
+    tower += 2_359_296 + 4_096 + 27 * 1_910_986
+    assert tower == 61_336_846
+    linear_layer = 14_751_888 + 808_980_480 + 8_192
+    full_layer = 14_680_576 + 808_980_480 + 8_192
+    params = tower + 45 * linear_layer + 15 * full_layer + 2 * 31_040 * 4_096 + 4_096
+    total = params * 2 + 45 * 8 * 2 + 262_144 * 64 * 2
+    geometry = load_geometry(str(PUBLIC / "configs" / "Qwen--Qwen3.5-397B-A17B" / "config.json"))
+    assert geometry.text_config is not None
+    found = vllm_rank_weights(geometry.text_config, geometry.architecture, tp=8)
     assert found is not None and found.bytes == total
