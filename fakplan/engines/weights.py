@@ -14,11 +14,16 @@ mixtures), vLLM's parallel layers shard them so (v0.19.0 model_executor/layers):
 - one rotary cos/sin cache per process: max_position × rotary_dim in the model dtype
   (rotary_embedding/base.py:59, shared through ``_ROPE_DICT``).
 
-DeepSeek's multi-head latent attention (deepseek_v2, deepseek_v3 and kimi_k2, vLLM
-models/deepseek_v2.py v0.19.0) has its own layer (``_mla_layer_tensors``). Checkpoints in
-8-bit (compressed-tensors W8A8; fp8 per tensor or in blocks) are counted as vLLM creates
-their tensors (``checkpoint_storage``); other quantized checkpoints and architectures have
-no count here (None), with the reason ``weights_unknown`` gives.
+Families with layers of their own, each read in vLLM 0.19.0's model file: DeepSeek's
+multi-head latent attention (``_mla_layer_tensors``), Qwen3-Next and Qwen3.5's Gated
+DeltaNet hybrids (``_gdn_layer_tensors``, Qwen3-VL's tower beside Qwen3.5:
+``_qwen3_vision``), Nemotron-H's Mamba-2 hybrid (``_nemotron_h_layer_tensors``),
+MiMo-V2-Flash's sliding-window hybrid (``_mimo_layer_tensors``); Gemma 2/3 and their SigLIP
+tower (``gemma_rank_weights``). Each distinct rotary embedding keeps one cache, built by
+the first layer using it (``_rotary_caches``). Checkpoints in 8 bits (compressed-tensors
+W8A8; fp8 per tensor or in blocks) are counted as vLLM creates their tensors
+(``checkpoint_storage``); other quantized checkpoints and architectures have no count
+here (None), with the reason ``weights_unknown`` gives.
 """
 
 from __future__ import annotations
