@@ -169,7 +169,8 @@ def _hostile_shape(tmp_path: Path, engine: str, text: str, *, nodes: int = 1) ->
             "weights": text,
             "served_model_name": text,
             "extra_args": [text, "--x", text],
-            "speculative": {"method": text, "model": text},
+            # a method that keeps no KV: the model is not resolved, only rendered
+            "speculative": {"method": "ngram", "model": text},
             **({"head_address": text} if nodes > 1 else {}),
         },
     }
@@ -220,6 +221,24 @@ def test_hostile_strings_render_inert(
             lines = path.read_text().splitlines()
             first = next(i for i, line in enumerate(lines) if not line.startswith("#"))
             assert lines[first].startswith(("set -euo pipefail", "MODEL=")), lines[first]
+    assert not list(tmp_path.rglob("pwned*"))
+
+
+@pytest.mark.parametrize("text", [t for t in HOSTILE if not t.startswith("-")])
+def test_a_hostile_speculative_method_is_refused_before_anything_is_written(
+    text: str, runner: CliRunner, tmp_path: Path
+) -> None:
+    """vLLM takes only the methods it names; fakplan reads which layers each one's draft
+    keeps in the pool, so any other is one line at the field, and no file is written."""
+    shape = _hostile_shape(tmp_path / "in", "vllm", "x")
+    document = json.loads(shape.read_text(encoding="utf-8"))
+    document["launch"]["speculative"]["method"] = text
+    shape.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    result = runner.invoke(main, ["compile", str(shape), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "launch.speculative.method" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
     assert not list(tmp_path.rglob("pwned*"))
 
 
