@@ -114,6 +114,31 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     )
 
 
+def _feature(case: dict[str, Any], log: Path) -> str:
+    """The boot's class for the coverage table, from its config and its log (never the
+    model's name): quantized, MLA, hybrid, vision tower, MoE or dense."""
+    from fakplan.engines.weights import GDN_FAMILIES, MAMBA_FAMILIES, MLA_FAMILIES
+
+    if not case.get("config"):
+        return "no published config"
+    geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
+    text = geometry.text_config or {}
+    method = re.search(r"quantization=(\w[\w-]*)", log.read_text(encoding="utf-8"))
+    if (
+        "quantization_config" in text
+        or case.get("quantization_config")
+        or (method is not None and method[1] != "None")
+    ):
+        return "quantized"
+    if geometry.architecture in MLA_FAMILIES:
+        return "MLA"
+    if geometry.architecture in (*GDN_FAMILIES, *MAMBA_FAMILIES):
+        return "hybrid"
+    if "vision_config" in text:
+        return "vision tower"
+    return "MoE" if geometry.architecture in MOE_FAMILIES else "dense"
+
+
 def _model_class(config: str) -> str:
     """dense or MoE, as the config's architecture says (never the model's name)."""
     geometry = load_geometry(str(PUBLIC / "configs" / config / "config.json"))
@@ -225,6 +250,11 @@ def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
             errors.setdefault(release, []).append(abs(e))
     if coverage is not None:
         assert {r: v[:3] for r, v in coverage.items()} == tally  # one count, two tables
+        return _coverage_lines(tally, errors) + "\n\n" + _feature_lines()
+    return _coverage_lines(tally, errors)
+
+
+def _coverage_lines(tally: dict[str, list[int]], errors: dict[str, list[float]]) -> str:
     lines = [
         "| release | boots seen | weights counted | pool predicted | pool mean abs. error |",
         "|---|---|---|---|---|",
@@ -241,4 +271,19 @@ def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
         lines.append(f"| {release} | {n} | {w} | {pool} | {mean} |")
     mean = f"{sum(every) / len(every):.2f} %" if every else "—"
     lines.append(f"| all | {totals[0]} | {totals[1]} | {totals[2]} | {mean} |")
+    return "\n".join(lines)
+
+
+def _feature_lines() -> str:
+    """Coverage by the boot's class (quantized, MLA, hybrid, vision tower, MoE, dense)."""
+    tally: dict[str, list[int]] = {}
+    for row in rows():
+        seen = tally.setdefault(_feature(row.case, row.log), [0, 0, 0])
+        f = row.found
+        seen[0] += 1
+        seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
+        seen[2] += int(not isinstance(f, Unknown))
+    lines = ["| class | boots seen | weights counted | pool predicted |", "|---|---|---|---|"]
+    for name, (n, w, pool) in sorted(tally.items()):
+        lines.append(f"| {name} | {n} | {w} | {pool} |")
     return "\n".join(lines)

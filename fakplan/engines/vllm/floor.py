@@ -374,7 +374,14 @@ def vllm_floor(
     if unread:
         return Unknown(unread)
     if pp != 1:
-        return Unknown("PP > 1: only stage 0 prints its pool, and a stage's peak is not read")
+        stage = vllm_rank_weights(
+            text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
+            cuda_blocks=True,
+        )  # fmt: skip
+        return Unknown(
+            "PP > 1: only stage 0 prints its pool, and a stage's peak is not read",
+            None if stage is None else stage.bytes,
+        )
     weights = vllm_rank_weights(
         text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
     )
