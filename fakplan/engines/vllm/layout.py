@@ -526,7 +526,7 @@ def _with_draft(query: KvQuery, stages: list[tuple[LayerKind, ...]]) -> list[tup
     draft = query.draft
     if draft is None:
         raise RuleError(
-            f"a {method} draft's attention layers share the KV pool: name the draft model "
+            f"the {method} draft's attention layers share the KV pool: name the draft model "
             "(launch.speculative.model, or model in --speculative-config) to count them",
             "launch",
             "speculative",
