@@ -220,7 +220,7 @@ def kv(
             "catalog id)"
         )
     geometry, source = resolve_model(model, revision=revision)
-    spec = _speculative(query.pop("speculative"), query["spec_tokens"])
+    spec = _speculative(query.pop("speculative"), query["spec_tokens"], query["engine"])
     if spec is not None:
         query.update(spec)
     kv_query = KvQuery(geometry=geometry, **query)
@@ -285,7 +285,7 @@ def kv(
             click.echo(f"  note: {note}")
 
 
-def _speculative(text: str | None, spec_tokens: int) -> dict[str, Any] | None:
+def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, Any] | None:
     """--speculative-config as vLLM takes it: the method, the tokens per step and, for a
     draft with attention layers of its own, its model (resolved as MODEL is)."""
     if text is None:
@@ -313,8 +313,9 @@ def _speculative(text: str | None, spec_tokens: int) -> dict[str, Any] | None:
     if draft is not None and not isinstance(draft, str):
         raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
     geometry = None
-    if draft is not None and method in DRAFT_MODEL_METHODS:
-        geometry = resolve_model(draft)[0]
+    reads = ENGINES[engine].draft_layers_in_pool if engine in ENGINES else False
+    if draft is not None and method in DRAFT_MODEL_METHODS and reads:
+        geometry = resolve_model(draft)[0]  # only an engine that counts its layers reads it
     return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
 
 

@@ -62,6 +62,8 @@ class Engine:
     takes_model_dtype: ClassVar[bool] = False
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags
     speculative_flags: ClassVar[bool] = False
+    # a speculative draft model's attention layers counted in the pool arithmetic
+    draft_layers_in_pool: ClassVar[bool] = False
     # the KV contract is typed into the shape (an engine fakplan does not model)
     needs_contract: ClassVar[bool] = False
     # it loads a GGUF (launch.weights), never the model's published checkpoint

@@ -73,12 +73,14 @@ def _once(loaded: LoadedShape, key: str, build: Callable[[LoadedShape], T]) -> T
 
 
 def _draft(loaded: LoadedShape) -> Geometry | None:
-    """The draft model's geometry where the shape names one (launch.speculative.model) for
+    """The draft model's geometry where a shape names one (launch.speculative.model) for
     a method whose draft keeps attention layers in the pool (an EAGLE head, a draft model),
     resolved as the target is: a path beside the shape, a Hub id, a catalog id."""
     spec = loaded.shape.launch.speculative
     if spec is None or spec.model is None or spec.method not in DRAFT_MODEL_METHODS:
         return None
+    if loaded.shape.engine != "vllm":
+        return None  # only vLLM's pool arithmetic reads a draft's layers (draft_layers_in_pool)
     try:
         return resolve_model(spec.model, base=loaded.path.parent)[0]
     except GeometryError as exc:

@@ -408,10 +408,13 @@ def _rotary_caches(
     if model_type in MLA_FAMILIES:
         positions, rotary, kind = _mla_rope(text)
         return [(0, positions, rotary, kind)] if own else []
-    stated = text.get("rope_parameters")
+    stated = text.get("rope_parameters") or text.get("rope_scaling")
     nested = stated.get("partial_rotary_factor") if isinstance(stated, dict) else None
     factor = float(text.get("partial_rotary_factor") or nested or 1.0)
     positions = int(text["max_position_embeddings"])
+    if isinstance(stated, dict) and stated.get("mrope_section"):
+        # MRotaryEmbedding caches 4 x max_position (rotary_embedding/mrope.py, v0.19.0)
+        positions *= 4
     if model_type in SWA_HYBRID_FAMILIES:
         out = []
         for swa, prefix in ((0, ""), (1, "swa_")):
@@ -513,7 +516,68 @@ FP8_LINEARS_PER_LAYER = 4
 FP8_SCALE_BYTES = 4
 
 
+def layout_refusal(text: dict[str, Any], model_type: str, tp: int, pp: int) -> str | None:
+    """Why vLLM would not build this model at this TP/PP as fakplan counts it, or None:
+    heads that do not divide over TP (vLLM asserts), a Mamba-2 group count that neither
+    divides TP nor is 1 (mamba_mixer2.py), per-layer lists shorter than the layers, and PP
+    for the families whose stages build their vocab matrices their own way."""
+    own_layers = (*MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES)
+    if pp != 1 and model_type in own_layers:
+        return (
+            f"{model_type} at PP {pp}: which vocab matrices and norms each stage builds is not read"
+        )
+    try:
+        layers = int(text["num_hidden_layers"])
+        heads = [int(text["num_attention_heads"])]
+        if model_type in SWA_HYBRID_FAMILIES:
+            heads.append(int(text["swa_num_attention_heads"]))
+            for key in ("hybrid_layer_pattern", "moe_layer_freq"):
+                found = text.get(key)
+                if isinstance(found, list) and len(found) < layers:
+                    return f"{model_type}: {key} lists {len(found)} of {layers} layers"
+        if model_type in GDN_FAMILIES:
+            heads += [int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])]
+        if model_type in MAMBA_FAMILIES:
+            heads.append(int(text["mamba_num_heads"]))
+            groups = int(text.get("n_groups") or 1)
+            if groups % tp and groups != 1:
+                return f"{model_type}: {groups} Mamba-2 groups neither divide TP {tp} nor are 1"
+    except (KeyError, TypeError, ValueError):
+        return f"{model_type}: its config lacks a field its layers need"
+    odd = [h for h in heads if h % tp]
+    if odd:
+        return f"{model_type}: {odd[0]} heads do not divide over TP {tp} (vLLM asserts they do)"
+    return None
+
+
 def vllm_rank_weights(
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    stage: int = 0,
+    served: str | None = None,
+    quantization: str | None = None,
+    rope_bytes: int | None = None,
+    cuda_blocks: bool = False,
+) -> RankWeights | None:
+    """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
+    the config alone does not give them (``weights_unknown`` says why), a config that
+    lacks a field included. See ``_rank_weights``."""
+    plain = model_type in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES)
+    if not plain and layout_refusal(text, model_type, tp, pp):
+        return None
+    try:
+        return _rank_weights(
+            text, model_type, tp=tp, pp=pp, stage=stage, served=served,
+            quantization=quantization, rope_bytes=rope_bytes, cuda_blocks=cuda_blocks,
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
+        return None
+
+
+def _rank_weights(
     text: dict[str, Any],
     model_type: str,
     *,
@@ -840,6 +904,11 @@ def linear_storage(
         return found
     if experts and found.scale != "block":
         return f"a {found.text} mixture of experts: its fused experts' scales are not counted"
+    if model_type in MAMBA_FAMILIES:
+        return (
+            f"a {found.text} non-gated mixture of experts: Fp8MoEMethod creates w13 at twice "
+            "the intermediate whatever the activation (fp8.py), which is not read"
+        )
     method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
     if quantization not in (None, method):
         return f"--quantization {quantization} over a {method} checkpoint"
@@ -979,6 +1048,17 @@ def weights_unknown(text: dict[str, Any], model_type: str, quantization: str | N
     if isinstance(found, str):
         return found
     return f"{model_type}: its checkpoint dtype or layer layout is not read from the config"
+
+
+def weights_refusal(
+    text: dict[str, Any], model_type: str, quantization: str | None, tp: int, pp: int
+) -> str:
+    """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
+    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES):
+        found = layout_refusal(text, model_type, tp, pp)
+        if found:
+            return found
+    return weights_unknown(text, model_type, quantization)
 
 
 def _creation_order(

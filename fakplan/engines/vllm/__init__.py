@@ -66,6 +66,7 @@ class VllmEngine(ModelledEngine):
     binaries = ("vllm", "vllm-api-server")
     takes_model_dtype = True
     speculative_flags = True
+    draft_layers_in_pool = True
     bootlog_module = "fakplan.engines.vllm.bootlog"
     log_prints_divided_pool = True
     decode_bands = VLLM_DECODE

@@ -63,7 +63,7 @@ from fakplan.engines.weights import (
     MLA_FAMILIES,
     SWA_HYBRID_FAMILIES,
     vllm_rank_weights,
-    weights_unknown,
+    weights_refusal,
 )
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
@@ -386,7 +386,7 @@ def vllm_floor(
         text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
     )
     if weights is None:
-        return Unknown(weights_unknown(text, model_type, quantization))
+        return Unknown(weights_refusal(text, model_type, quantization, tp, 1))
     if served not in {"bf16", "fp16"}:
         return Unknown(f"a {served} served model: its sampler peak is not read", weights.bytes)
     if spec_tokens:

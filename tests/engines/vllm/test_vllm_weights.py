@@ -490,8 +490,10 @@ def test_qwen3_5_with_its_vision_tower_tp8_by_hand() -> None:
     - full attention: qkv (2 x 4 x 256 + 2 x 256) x 4,096, o 1,024 x 4,096, q/k norms:
       14,680,576; MoE: router 4,096 x 512, shared_expert_gate 4,096, the shared expert
       3 x 128 x 4,096, 512 experts 3 x 128 x 4,096: 808,980,480; two norms 8,192;
-    - embedding and lm_head 2 x 31,040 x 4,096, the final norm; rotary cache 262,144 x 64
-      (rope_parameters' partial_rotary_factor 0.25 of 256) x 2 B; A_log's 45 x 8 x 2 B."""
+    - embedding and lm_head 2 x 31,040 x 4,096, the final norm; the rotary cache: an
+      MRotaryEmbedding (rope_parameters has mrope_section) caches 4 x 262,144 positions
+      (rotary_embedding/mrope.py) x 64 (partial_rotary_factor 0.25 of 256) x 2 B; A_log's
+      45 x 8 x 2 B."""
     from fakplan.geometry import load_geometry
 
     tower = 1_769_472 + 1_152 + 2_654_208 + 294_912 + 2_304 + 2_654_208 + 576
@@ -500,8 +502,34 @@ def test_qwen3_5_with_its_vision_tower_tp8_by_hand() -> None:
     linear_layer = 14_751_888 + 808_980_480 + 8_192
     full_layer = 14_680_576 + 808_980_480 + 8_192
     params = tower + 45 * linear_layer + 15 * full_layer + 2 * 31_040 * 4_096 + 4_096
-    total = params * 2 + 45 * 8 * 2 + 262_144 * 64 * 2
+    total = params * 2 + 45 * 8 * 2 + 4 * 262_144 * 64 * 2
     geometry = load_geometry(str(PUBLIC / "configs" / "Qwen--Qwen3.5-397B-A17B" / "config.json"))
     assert geometry.text_config is not None
     found = vllm_rank_weights(geometry.text_config, geometry.architecture, tp=8)
     assert found is not None and found.bytes == total
+
+
+@pytest.mark.parametrize(
+    ("model", "family", "change", "tp", "pp"),
+    [
+        # MiMo's per-layer lists shorter than its layers
+        ("XiaomiMiMo--MiMo-V2-Flash", "mimo_v2_flash", {"hybrid_layer_pattern": [0, 1]}, 1, 1),
+        ("XiaomiMiMo--MiMo-V2-Flash", "mimo_v2_flash", {"moe_layer_freq": [0, 1]}, 1, 1),
+        # heads that do not divide over TP (vLLM asserts they do)
+        ("Qwen--Qwen3-Next-80B-A3B-Instruct", "qwen3_next", {}, 3, 1),
+        # a family whose stages build their vocab matrices their own way, at PP 2
+        ("Qwen--Qwen3-Next-80B-A3B-Instruct", "qwen3_next", {}, 1, 2),
+        ("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2", {}, 1, 2),
+        # a config missing a field its layers need
+        ("deepseek-ai--DeepSeek-V2-Lite", "deepseek_v2", {"moe_intermediate_size": None}, 1, 1),
+    ],
+)
+def test_what_vllm_would_not_build_is_refused_not_counted(
+    model: str, family: str, change: dict[str, Any], tp: int, pp: int
+) -> None:
+    from fakplan.engines.weights import weights_refusal
+
+    config = json.loads((PUBLIC / "configs" / model / "config.json").read_text())
+    config = {**config, **change}
+    assert vllm_rank_weights(config, family, tp=tp, pp=pp) is None
+    assert weights_refusal(config, family, None, tp, pp)
