@@ -28,8 +28,10 @@ here (None), with the reason ``weights_unknown`` gives.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fakplan.dtypes import element_type
 from fakplan.engines.torch_allocator import allocated_bytes
@@ -55,6 +57,9 @@ VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19
 class RankWeights:
     bytes: int
     derivation: str
+
+
+_Count = Callable[..., "RankWeights | None"]
 
 
 def stage_shares(layers: int, pp: int) -> list[int]:
@@ -516,13 +521,32 @@ FP8_LINEARS_PER_LAYER = 4
 FP8_SCALE_BYTES = 4
 
 
+def _refused_as_none(count: _Count) -> _Count:
+    """``count`` gives None, not a number or a traceback, where vLLM would not build the
+    model as counted (``layout_refusal``) or the config lacks a field its layers read."""
+
+    @functools.wraps(count)
+    def guarded(text: dict[str, Any], model_type: str, **options: Any) -> RankWeights | None:
+        tp, pp = int(options.get("tp", 1)), int(options.get("pp", 1))
+        if layout_refusal(text, model_type, tp, pp):
+            return None
+        try:
+            return count(text, model_type, **options)
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
+            return None
+
+    return cast(_Count, guarded)
+
+
 def layout_refusal(text: dict[str, Any], model_type: str, tp: int, pp: int) -> str | None:
     """Why vLLM would not build this model at this TP/PP as fakplan counts it, or None:
     heads that do not divide over TP (vLLM asserts), a Mamba-2 group count that neither
     divides TP nor is 1 (mamba_mixer2.py), per-layer lists shorter than the layers, and PP
     for the families whose stages build their vocab matrices their own way."""
     own_layers = (*MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES)
-    if pp != 1 and model_type in own_layers:
+    if model_type not in own_layers:
+        return None  # the plain decoders and Gemma: their counts check their own layout
+    if pp != 1:
         return (
             f"{model_type} at PP {pp}: which vocab matrices and norms each stage builds is not read"
         )
@@ -550,6 +574,7 @@ def layout_refusal(text: dict[str, Any], model_type: str, tp: int, pp: int) -> s
     return None
 
 
+@_refused_as_none
 def vllm_rank_weights(
     text: dict[str, Any],
     model_type: str,
@@ -563,34 +588,7 @@ def vllm_rank_weights(
     cuda_blocks: bool = False,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
-    the config alone does not give them (``weights_unknown`` says why), a config that
-    lacks a field included. See ``_rank_weights``."""
-    plain = model_type in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES)
-    if not plain and layout_refusal(text, model_type, tp, pp):
-        return None
-    try:
-        return _rank_weights(
-            text, model_type, tp=tp, pp=pp, stage=stage, served=served,
-            quantization=quantization, rope_bytes=rope_bytes, cuda_blocks=cuda_blocks,
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
-        return None
-
-
-def _rank_weights(
-    text: dict[str, Any],
-    model_type: str,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    stage: int = 0,
-    served: str | None = None,
-    quantization: str | None = None,
-    rope_bytes: int | None = None,
-    cuda_blocks: bool = False,
-) -> RankWeights | None:
-    """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
-    the config alone does not give them (``weights_unknown`` says why). ``served``: the
+    the config alone does not give them (``weights_refusal`` says why). ``served``: the
     dtype the weights are served in (``--dtype``), else the checkpoint's;
     ``quantization``: vLLM's --quantization (fp8 online on the dense decoders, or the
     method a checkpoint's quantization_config names: ``checkpoint_storage``);
@@ -1054,11 +1052,9 @@ def weights_refusal(
     text: dict[str, Any], model_type: str, quantization: str | None, tp: int, pp: int
 ) -> str:
     """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
-    if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES):
-        found = layout_refusal(text, model_type, tp, pp)
-        if found:
-            return found
-    return weights_unknown(text, model_type, quantization)
+    return layout_refusal(text, model_type, tp, pp) or weights_unknown(
+        text, model_type, quantization
+    )
 
 
 def _creation_order(
