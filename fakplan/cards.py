@@ -8,7 +8,8 @@ vendor's (datasheet, product page or architecture whitepaper, URLs in
 half of it (``dense_from_sparse``). ``checked`` says how each row was checked
 against the vendor's table: ``verified`` (matched a word-for-word copy of it) or
 ``partial`` (some cells matched, the rest from the same document, to re-check).
-A figure the vendor does not publish is absent, never filled in.
+A figure the vendor does not publish is absent, never filled in. The compute capability
+is NVIDIA's CUDA table's (``CUDA_CAPABILITIES``).
 
 Bandwidth is decimal, as vendors print it (3.35 TB/s is 3,350 x 10^9 bytes/s).
 A CPU host has no row: its bandwidth is measured and stated (``card.bandwidth``).
@@ -20,6 +21,8 @@ import difflib
 from dataclasses import dataclass, field
 
 GB = 10**9
+# where each row's compute capability comes from (major.minor, as torch.cuda reports it)
+CUDA_CAPABILITIES = "https://developer.nvidia.com/cuda-gpus"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class CardSku:
     tflops: dict[str, float] = field(hash=False)  # dense, per compute dtype (int8: TOPS)
     dense_from_sparse: bool
     sms: int | None
+    # CUDA compute capability, major.minor (NVIDIA's table, CUDA_CAPABILITIES): which
+    # kernels an engine loads a weight-only quantized checkpoint into
+    capability: str
     link: str  # what joins two cards: nvlink, pcie, nvlink-c2c
     nvml_names: tuple[str, ...]  # what NVML's nvmlDeviceGetName reports for it
     sources: tuple[str, ...]
@@ -59,6 +65,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 125, "int8": 250},
         dense_from_sparse=False,
         sms=72,
+        capability="8.6",
         link="pcie",
         nvml_names=("NVIDIA A10",),
         sources=("https://www.nvidia.com/en-us/data-center/products/a10-gpu/",),
@@ -73,6 +80,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 312, "int8": 624},
         dense_from_sparse=False,
         sms=108,
+        capability="8.0",
         link="pcie",
         nvml_names=("NVIDIA A100-PCIE-40GB",),
         sources=(
@@ -90,6 +98,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 312, "int8": 624},
         dense_from_sparse=False,
         sms=108,
+        capability="8.0",
         link="pcie",
         nvml_names=("NVIDIA A100 80GB PCIe",),
         sources=(
@@ -107,6 +116,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 312, "int8": 624},
         dense_from_sparse=False,
         sms=108,
+        capability="8.0",
         link="nvlink",
         nvml_names=("NVIDIA A100-SXM4-40GB",),
         sources=(
@@ -124,6 +134,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 312, "int8": 624},
         dense_from_sparse=False,
         sms=108,
+        capability="8.0",
         link="nvlink",
         nvml_names=("NVIDIA A100-SXM4-80GB",),
         sources=(
@@ -141,6 +152,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 121, "fp8": 242, "int8": 242},
         dense_from_sparse=True,
         sms=None,
+        capability="8.9",
         link="pcie",
         nvml_names=("NVIDIA L4",),
         sources=(
@@ -158,6 +170,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 362, "fp8": 733, "int8": 733},
         dense_from_sparse=False,
         sms=142,
+        capability="8.9",
         link="pcie",
         nvml_names=("NVIDIA L40S",),
         sources=(
@@ -175,6 +188,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 756, "fp8": 1513, "int8": 1513},
         dense_from_sparse=True,
         sms=114,
+        capability="9.0",
         link="pcie",
         nvml_names=("NVIDIA H100 PCIe",),
         sources=(
@@ -193,6 +207,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 989, "fp8": 1979, "int8": 1979},
         dense_from_sparse=True,
         sms=132,
+        capability="9.0",
         link="nvlink",
         nvml_names=("NVIDIA H100 80GB HBM3",),
         sources=(
@@ -211,6 +226,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 835, "fp8": 1670, "int8": 1670},
         dense_from_sparse=True,
         sms=None,
+        capability="9.0",
         link="nvlink",
         nvml_names=("NVIDIA H100 NVL",),
         sources=(
@@ -228,6 +244,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 989, "fp8": 1979, "int8": 1979},
         dense_from_sparse=True,
         sms=None,
+        capability="9.0",
         link="nvlink",
         nvml_names=("NVIDIA H200",),
         sources=("https://www.nvidia.com/en-us/data-center/h200/",),
@@ -242,6 +259,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 2250, "fp8": 4500, "int8": 4500, "fp4": 9000},
         dense_from_sparse=True,
         sms=None,
+        capability="10.0",
         link="nvlink",
         nvml_names=("NVIDIA B200",),
         sources=(
@@ -259,6 +277,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 71, "int8": 284},
         dense_from_sparse=False,
         sms=82,
+        capability="8.6",
         link="nvlink",
         nvml_names=("NVIDIA GeForce RTX 3090",),
         sources=(
@@ -276,6 +295,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 165, "fp8": 330, "int8": 661},
         dense_from_sparse=False,
         sms=128,
+        capability="8.9",
         link="pcie",
         nvml_names=("NVIDIA GeForce RTX 4090",),
         sources=(
@@ -293,6 +313,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 209, "fp8": 419, "int8": 838, "fp4": 1676},
         dense_from_sparse=False,
         sms=170,
+        capability="12.0",
         link="pcie",
         nvml_names=("NVIDIA GeForce RTX 5090",),
         sources=(
@@ -310,6 +331,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"fp4": 2000},
         dense_from_sparse=True,
         sms=188,
+        capability="12.0",
         link="pcie",
         nvml_names=("NVIDIA RTX PRO 6000 Blackwell Workstation Edition",),
         sources=(
@@ -326,6 +348,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"fp4": 500},
         dense_from_sparse=True,
         sms=48,
+        capability="12.1",
         link="nvlink-c2c",
         nvml_names=("NVIDIA GB10",),
         sources=(
@@ -343,6 +366,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 155, "int8": 310},
         dense_from_sparse=False,
         sms=84,
+        capability="8.6",
         link="nvlink",
         nvml_names=("NVIDIA RTX A6000",),
         sources=(
@@ -360,6 +384,7 @@ CARDS: tuple[CardSku, ...] = (
         tflops={"bf16": 364, "fp8": 728, "int8": 728},
         dense_from_sparse=True,
         sms=142,
+        capability="8.9",
         link="pcie",
         nvml_names=("NVIDIA RTX 6000 Ada Generation",),
         sources=(

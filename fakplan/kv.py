@@ -29,6 +29,9 @@ class KvQuery:
     model_dtype: str = "auto"  # the weights' served dtype (vLLM --dtype), which KV auto follows
     quantization: str | None = None  # vLLM --quantization (fp8: linear weights at load)
     device: str = "gpu"  # "cpu": an engine's CPU build (vLLM's pages and pool differ)
+    # the card's CUDA compute capability ("9.0"): which kernel a weight-only integer
+    # checkpoint loads into, and so the tensors its weights keep (None: not known)
+    capability: str | None = None
     tp: int = 1
     pp: int = 1
     block_size: int | None = None

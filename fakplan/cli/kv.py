@@ -176,6 +176,15 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     help="The card's streaming multiprocessors (H100/H200 132): sizes the sampler's buffer.",
 )
 @click.option(
+    "--card-capability",
+    "capability",
+    default=None,
+    metavar="MAJOR.MINOR",
+    help='The card\'s CUDA compute capability ("9.0": H100/H200, "8.0": A100, "8.9": L40S): '
+    "the kernel vLLM loads a GPTQ or compressed-tensors W4A16 checkpoint into keeps "
+    "tensors of its own.",
+)
+@click.option(
     "--revision",
     default=None,
     help="Hub revision of MODEL (a branch, tag or commit; default main).",

@@ -98,6 +98,7 @@ def _query(loaded: LoadedShape) -> KvQuery:
         model_dtype=serving.dtype,
         quantization=serving.quantization,
         device=shape.card.device,
+        capability=shape.card.capability,
         tp=shape.parallel.tensor,
         pp=shape.parallel.pipeline,
         block_size=serving.block_size,

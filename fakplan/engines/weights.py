@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from fakplan.dtypes import element_type
+from fakplan.engines.packed_weights import PackedStorage, packed_storage, wna16_storage
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
 
@@ -75,7 +76,8 @@ class Tensor:
     """One parameter a rank creates: its elements; for a linear layer's weight (what a
     quantization method stores its own way), its output rows on the rank, the logical
     widths fused into it (q/k/v: 3, gate/up: 2) and, for a fused MoE's weight, the experts
-    stacked in it; ``element_bytes``: a parameter kept in its own dtype (0: the model's)."""
+    stacked in it; ``element_bytes``: a parameter kept in its own dtype (0: the model's);
+    ``split_input``: a row-parallel layer, whose input dimension TP splits."""
 
     elements: int
     linear: bool = False
@@ -83,6 +85,7 @@ class Tensor:
     widths: int = 1
     experts: int = 1
     element_bytes: int = 0
+    split_input: bool = False
 
 
 Tensors = list[Tensor]
@@ -131,7 +134,10 @@ class LinearStorage:
 def _mlp(hidden: int, inter: int) -> Tensors:
     """A gated MLP on a rank: gate/up fused (column-parallel), down (row-parallel);
     ``inter`` is the rank's share of the intermediate size."""
-    return [Tensor(2 * inter * hidden, True, 2 * inter, 2), Tensor(hidden * inter, True, hidden)]
+    return [
+        Tensor(2 * inter * hidden, True, 2 * inter, 2),
+        Tensor(hidden * inter, True, hidden, split_input=True),
+    ]
 
 
 def _experts(count: int, share: int, hidden: int) -> Tensors:
@@ -161,7 +167,7 @@ def _layer_tensors(
     out: Tensors = [Tensor(hidden * (q + 2 * kv_rank), True, q + 2 * kv_rank, 3)]  # qkv_proj
     if qkv_bias:
         out.append(Tensor(q + 2 * kv_rank))  # q, k, v biases, split with their columns
-    out.append(Tensor(q * hidden, True, hidden))  # o_proj: row-parallel, every output row
+    out.append(Tensor(q * hidden, True, hidden, split_input=True))  # o_proj: row-parallel
     if o_bias:
         out.append(Tensor(hidden))  # o's bias whole on every rank
     attention, out = out, []
@@ -586,6 +592,8 @@ def vllm_rank_weights(
     quantization: str | None = None,
     rope_bytes: int | None = None,
     cuda_blocks: bool = False,
+    capability: str | None = None,
+    sms: int | None = None,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
     the config alone does not give them (``weights_refusal`` says why). ``served``: the
@@ -596,7 +604,8 @@ def vllm_rank_weights(
     the model dtype (SGLang's float32); ``cuda_blocks``: count what PyTorch's CUDA caching
     allocator holds for the tensors, as vLLM's "Model loading took" measures on a GPU
     (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
-    frees and reuses blocks)."""
+    frees and reuses blocks); ``capability``, ``sms``: the card's, for a weight-only
+    integer checkpoint, whose kernel keeps tensors of its own (``packed_weights``)."""
     if model_type in GEMMA_FAMILIES:
         if quantization is not None or "quantization_config" in text or pp != 1:
             return None
@@ -622,9 +631,9 @@ def vllm_rank_weights(
     mamba, mimo = model_type in MAMBA_FAMILIES, model_type in SWA_HYBRID_FAMILIES
     if (mla or gdn or mamba or mimo) and rope_bytes is not None:
         return None  # another engine's DeepSeek or Qwen3-Next layers: not read
-    storage = linear_storage(text, model_type, quantization)
-    if not isinstance(storage, LinearStorage):
-        return None
+    storage = linear_storage(text, model_type, quantization, capability=capability, tp=tp, sms=sms)
+    if isinstance(storage, str) or (isinstance(storage, PackedStorage) and rope_bytes):
+        return None  # (another engine's kernels for a packed checkpoint: not read)
     stated = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     dtype = served or stated
     if dtype is None:
@@ -691,7 +700,18 @@ def vllm_rank_weights(
     wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
     if own_dtype:
         tail += f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra {wider:,} B"
-    if storage.bits is None:
+    if isinstance(storage, PackedStorage):
+        packed = _packed_total(storage, tensors, size)
+        if packed is None:
+            return None
+        held, held_text = packed
+        rest = params - linear
+        total = held + rest * size + rope + wider
+        derivation = (
+            f"{head}, of them {linear:,} in linear layers held as {held_text} + "
+            f"{rest:,} x {size} B ({dtype}) + {tail} = {total:,} B"
+        )
+    elif storage.bits is None:
         total = params * size + rope + wider
         derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
     else:
@@ -715,14 +735,14 @@ def vllm_rank_weights(
             f"({storage.text}) + {scale_text} + {rest:,} x {size} B ({dtype}) + {tail}"
             f"{copy_text} = {total:,} B"
         )
-    if not cuda_blocks or not storage.blocks:
+    if not cuda_blocks or (isinstance(storage, LinearStorage) and not storage.blocks):
         return RankWeights(total, derivation)
     order = _creation_order(
         layers_own, size, storage, rows * hidden * size, hidden * size,
         [(at, b) for at, b, _ in ropes], leading=leading, trailing=trailing, last=last,
     )  # fmt: skip
     order = [t.elements * size for t in tower] + order  # the tower comes first
-    if mla and storage.bits is not None:
+    if mla and isinstance(storage, LinearStorage) and storage.bits is not None:
         order += [_mla_dequantized(text, tp, size)] * len(own)  # after the load
     blocks = allocated_bytes(order)
     return RankWeights(
@@ -875,10 +895,17 @@ def _siglip(
 
 
 def linear_storage(
-    text: dict[str, Any], model_type: str, quantization: str | None
-) -> LinearStorage | str:
-    """How vLLM stores the linear layers' weights for this checkpoint and --quantization,
-    or why fakplan does not count them."""
+    text: dict[str, Any],
+    model_type: str,
+    quantization: str | None,
+    *,
+    capability: str | None = None,
+    tp: int = 1,
+    sms: int | None = None,
+) -> LinearStorage | PackedStorage | str:
+    """How vLLM stores the linear layers' weights for this checkpoint and --quantization
+    (on a card of ``capability``, where the kernel depends on it), or why fakplan does not
+    count them."""
     counted = (
         *DENSE_FAMILIES, *MOE_FAMILIES, *GEMMA_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES,
         *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
@@ -897,8 +924,17 @@ def linear_storage(
         if quantization == "fp8" and not experts:
             return LinearStorage(8, "layer", blocks=False, text="fp8, --quantization fp8")
         return f"{model_type} under --quantization {quantization}: not counted"
-    found = checkpoint_storage(scheme)
+    found = checkpoint_storage(scheme, capability, tp, sms)
     if isinstance(found, str):
+        return found
+    method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
+    if isinstance(found, PackedStorage):
+        if model_type not in DENSE_FAMILIES:
+            return f"a {found.text} {model_type} checkpoint: only dense decoders are read"
+        # GPTQMarlinConfig.override_quantization_method: gptq_marlin unless the user asks
+        # for another method (--quantization gptq keeps the GPTQ kernel)
+        if quantization not in (None, method, "gptq_marlin", "marlin"):
+            return f"--quantization {quantization} over a {method} checkpoint: not read"
         return found
     if experts and found.scale != "block":
         return f"a {found.text} mixture of experts: its fused experts' scales are not counted"
@@ -907,7 +943,6 @@ def linear_storage(
             f"a {found.text} non-gated mixture of experts: Fp8MoEMethod creates w13 at twice "
             "the intermediate whatever the activation (fp8.py), which is not read"
         )
-    method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
     if quantization not in (None, method):
         return f"--quantization {quantization} over a {method} checkpoint"
     return found
@@ -961,7 +996,9 @@ def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
     return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k))
 
 
-def checkpoint_storage(scheme: Any) -> LinearStorage | str:
+def checkpoint_storage(
+    scheme: Any, capability: str | None = None, tp: int = 1, sms: int | None = None
+) -> LinearStorage | PackedStorage | str:
     """A checkpoint's quantization_config as vLLM loads it, or why it is not counted.
 
     compressed-tensors W8A8 (the FP8_DYNAMIC / INT8_W8A8 presets of compressed-tensors'
@@ -970,12 +1007,16 @@ def checkpoint_storage(scheme: Any) -> LinearStorage | str:
     weight in one byte per element and a float32 ChannelQuantScaleParameter of one per
     output row (a row-parallel layer's every row), or a PerTensorScaleParameter of one
     per logical width (schemes/compressed_tensors_w8a8_fp8.py, _int8.py, v0.19.0); the
-    embedding and lm_head stay in the served dtype (``ignore: [lm_head]``)."""
+    embedding and lm_head stay in the served dtype (``ignore: [lm_head]``). Weight-only
+    integer checkpoints (GPTQ, compressed-tensors pack-quantized) are held as the card's
+    kernel keeps them (``packed_weights``): ``capability``, ``tp`` and ``sms`` say which."""
     if not isinstance(scheme, dict):
         return "a quantization_config that is not a JSON object"
     method = str(scheme.get("quant_method") or "unnamed")
     if method == "fp8":
         return _fp8_storage(scheme)
+    if method == "gptq":
+        return packed_storage(scheme, capability, tp, sms)
     if method == "modelopt":
         algo = str(scheme.get("quant_algo") or "unnamed")
         return (
@@ -1001,6 +1042,11 @@ def checkpoint_storage(scheme: Any) -> LinearStorage | str:
     if not isinstance(first, dict) or any(s != first for s in specs):
         return "a compressed-tensors checkpoint whose groups store weights differently"
     bits, kind, strategy = first.get("num_bits"), first.get("type"), first.get("strategy")
+    weight_only = all(
+        isinstance(g, dict) and g.get("input_activations") is None for g in groups.values()
+    )
+    if weight_only and kind == "int" and scheme.get("format") == "pack-quantized":
+        return wna16_storage(first, capability, tp, sms)
     if bits == 8 and kind in ("float", "int") and strategy in ("channel", "tensor"):
         if first.get("symmetric") is False:
             return (
@@ -1040,27 +1086,69 @@ def _dynamic_symmetric(spec: Any, kind: Any) -> bool:
     )
 
 
-def weights_unknown(text: dict[str, Any], model_type: str, quantization: str | None) -> str:
+def weights_unknown(
+    text: dict[str, Any],
+    model_type: str,
+    quantization: str | None,
+    capability: str | None = None,
+    tp: int = 1,
+) -> str:
     """Why ``vllm_rank_weights`` gives None for this config (a sentence)."""
-    found = linear_storage(text, model_type, quantization)
+    found = linear_storage(text, model_type, quantization, capability=capability, tp=tp)
     if isinstance(found, str):
         return found
+    if isinstance(found, PackedStorage):
+        return (
+            f"a {found.text} checkpoint on compute capability {found.capability}: a layer "
+            "goes to a kernel other than Machete or Marlin (AllSpark, Exllama, ...), whose "
+            "tensors are not read"
+        )
     return f"{model_type}: its checkpoint dtype or layer layout is not read from the config"
 
 
 def weights_refusal(
-    text: dict[str, Any], model_type: str, quantization: str | None, tp: int, pp: int
+    text: dict[str, Any],
+    model_type: str,
+    quantization: str | None,
+    tp: int,
+    pp: int,
+    capability: str | None = None,
 ) -> str:
     """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
     return layout_refusal(text, model_type, tp, pp) or weights_unknown(
-        text, model_type, quantization
+        text, model_type, quantization, capability, tp
     )
+
+
+def _packed_total(storage: PackedStorage, tensors: Tensors, size: int) -> tuple[int, str] | None:
+    """A packed checkpoint's linear layers on the rank, as their kernels hold them: the
+    bytes and how they split, or None where a layer goes to a kernel not read."""
+    held = 0
+    kernels: dict[str, int] = {}
+    packed = 0
+    for t in tensors:
+        if not t.linear:
+            continue
+        found = storage.allocations(t.elements, t.rows, t.split_input, size)
+        kernel = storage.kernel(t.rows, t.elements // t.rows, t.split_input)
+        if found is None or kernel is None:
+            return None
+        held += sum(found)
+        packed += t.elements * storage.bits // 8
+        kernels[kernel] = kernels.get(kernel, 0) + 1
+    by_kernel = ", ".join(f"{n} on {k}" for k, n in sorted(kernels.items()))  # layers
+    text = (
+        f"{storage.text} on compute capability {storage.capability} (layers: {by_kernel}): "
+        f"{packed:,} B packed + {held - packed:,} B of scales, zero points, indices and "
+        f"workspaces the kernels keep = {held:,} B"
+    )
+    return held, text
 
 
 def _creation_order(
     layers: list[tuple[Tensors, Tensors]],
     size: int,
-    storage: LinearStorage,
+    storage: LinearStorage | PackedStorage,
     vocab_matrix: int,
     norm: int,
     ropes: list[tuple[int, int]],
@@ -1077,6 +1165,14 @@ def _creation_order(
     def allocations(tensors: Tensors) -> list[int]:
         out = []
         for t in tensors:
+            if isinstance(storage, PackedStorage):
+                held = (
+                    storage.allocations(t.elements, t.rows, t.split_input, size)
+                    if t.linear
+                    else None
+                )
+                out += held or [t.elements * (t.element_bytes or size)]
+                continue
             out.append(storage.weight_bytes(t, size))
             scale = storage.scale_bytes(t)
             out += [scale] if scale else []

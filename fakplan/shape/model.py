@@ -128,6 +128,13 @@ class Card(Strict_):
         "vLLM's sampler sizes a buffer by them, so a pool vLLM sizes for itself needs them; "
         "taken from the card table when card.sku names a card whose vendor states them",
     )
+    capability: Annotated[str, Field(pattern=r"^[1-9][0-9]?\.[0-9]$")] | None = Field(
+        None,
+        description='CUDA compute capability of one GPU, major.minor ("9.0" on an H100 or '
+        'H200, "8.0" on an A100): the kernel vLLM loads a GPTQ or other weight-only integer '
+        "checkpoint into depends on it, and so do its weights' bytes; taken from the card "
+        "table when card.sku names a card",
+    )
     sku: str | None = Field(
         None,
         description="the card by name (fakplan budget names the one NVML reports), for the "
@@ -161,6 +168,8 @@ class Card(Strict_):
         row = card_sku(self.sku) if self.sku else None
         if self.sms is None and row is not None and row.sms is not None:
             object.__setattr__(self, "sms", row.sms)
+        if self.capability is None and row is not None:
+            object.__setattr__(self, "capability", row.capability)
         return self
 
 

@@ -111,6 +111,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         sms=132,  # H100 (every boot with a CUDA total here ran on one)
         served=served,
         quantization=quantization,
+        capability="9.0",  # H100
     )
 
 

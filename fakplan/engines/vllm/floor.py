@@ -368,25 +368,28 @@ def vllm_floor(
     quantization: str | None = None,
     hybrid: bool = False,
     spec_tokens: int = 0,
+    capability: str | None = None,
 ) -> VllmFloor | Unknown:
-    """The pool vLLM sizes for itself on one rank, or why fakplan cannot say."""
+    """The pool vLLM sizes for itself on one rank, or why fakplan cannot say;
+    ``capability``: the card's, where the weights' kernel depends on it."""
     unread = _release_read(version)
     if unread:
         return Unknown(unread)
     if pp != 1:
         stage = vllm_rank_weights(
             text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
-            cuda_blocks=True,
+            cuda_blocks=True, capability=capability, sms=sms,
         )  # fmt: skip
         return Unknown(
             "PP > 1: only stage 0 prints its pool, and a stage's peak is not read",
             None if stage is None else stage.bytes,
         )
     weights = vllm_rank_weights(
-        text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True
-    )
+        text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True,
+        capability=capability, sms=sms,
+    )  # fmt: skip
     if weights is None:
-        return Unknown(weights_refusal(text, model_type, quantization, tp, 1))
+        return Unknown(weights_refusal(text, model_type, quantization, tp, 1, capability))
     if served not in {"bf16", "fp16"}:
         return Unknown(f"a {served} served model: its sampler peak is not read", weights.bytes)
     if spec_tokens:
@@ -501,4 +504,5 @@ def floor_for(
         quantization=query.quantization,
         hybrid=g.is_hybrid,
         spec_tokens=query.spec_tokens,
+        capability=query.capability,
     )

@@ -153,7 +153,7 @@ def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
 engine: vllm
 engine_version: "{str(case["engine_version"]).split()[0]}"
 model: {json.dumps(str(config))}
-card: {{total: "{total.printed}", sms: 132, count: {launch.get("tp", 1)}}}
+card: {{total: "{total.printed}", sms: 132, capability: "9.0", count: {launch.get("tp", 1)}}}
 parallel: {{tensor: {launch.get("tp", 1)}}}
 serving:
   max_num_seqs: {launch.get("max_num_seqs", 1024)}
