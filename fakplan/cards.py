@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 GB = 10**9
 # where each row's compute capability comes from (major.minor, as torch.cuda reports it)
 CUDA_CAPABILITIES = "https://developer.nvidia.com/cuda-gpus"
+CAPABILITY_PATTERN = r"^[1-9][0-9]?\.[0-9]$"  # major.minor, "9.0", "12.1"
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,20 @@ def test_the_table_fills_card_sms(tmp_path: Path) -> None:
     assert loaded.shape.card.sms == 114  # a stated count wins
 
 
+def test_the_table_fills_card_capability(tmp_path: Path) -> None:
+    """NVIDIA's CUDA table: Hopper 9.0, Ampere A100 8.0 (developer.nvidia.com/cuda-gpus)."""
+    from fakplan.shape import load_shape
+
+    loaded = load_shape(_shape(tmp_path, "{total: 80 GiB, sku: H100-SXM-80GB}"))
+    assert loaded.shape.card.capability == "9.0"
+    loaded = load_shape(_shape(tmp_path, "{total: 80 GiB, sku: A100-SXM4-80GB}"))
+    assert loaded.shape.card.capability == "8.0"
+    loaded = load_shape(_shape(tmp_path, '{total: 80 GiB, sku: A100-SXM4-80GB, capability: "9.0"}'))
+    assert loaded.shape.card.capability == "9.0"  # a stated one wins
+    loaded = load_shape(_shape(tmp_path, "{total: 24 GiB, capability: 8.6}"))
+    assert loaded.shape.card.capability == "8.6"  # YAML's number, as written
+
+
 @pytest.mark.parametrize(
     ("card", "message"),
     [
@@ -264,6 +278,7 @@ def test_the_table_fills_card_sms(tmp_path: Path) -> None:
         ),
         ("{total: 80 GiB, bandwidth: 3 TB}", "s.yaml:5: card.bandwidth: expected a byte size"),
         ("{total: 80 GiB, bandwidth: 0 GB/s}", "s.yaml:5: card.bandwidth: a bandwidth is more"),
+        ('{total: 80 GiB, capability: "9"}', "s.yaml:5: card.capability:"),
     ],
 )
 def test_bad_card_fields_are_one_line(tmp_path: Path, card: str, message: str) -> None:

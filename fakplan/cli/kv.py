@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import click
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fakplan.cards import CAPABILITY_PATTERN
 from fakplan.cli import FiniteRange
 from fakplan.contract import exact_number
 from fakplan.engines import (
@@ -179,6 +181,7 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     "--card-capability",
     "capability",
     default=None,
+    callback=lambda _ctx, _param, value: _capability(value),
     metavar="MAJOR.MINOR",
     help='The card\'s CUDA compute capability ("9.0": H100/H200, "8.0": A100, "8.9": L40S): '
     "the kernel vLLM loads a GPTQ or compressed-tensors W4A16 checkpoint into keeps "
@@ -326,6 +329,15 @@ def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, A
     if draft is not None and method in DRAFT_MODEL_METHODS and reads:
         geometry = resolve_model(draft)[0]  # only an engine that counts its layers reads it
     return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
+
+
+def _capability(value: str | None) -> str | None:
+    if value is not None and re.fullmatch(CAPABILITY_PATTERN, value) is None:
+        raise click.BadParameter(
+            f"{value!r}: major.minor, e.g. 9.0 (H100, H200) or 8.0 (A100)",
+            param_hint="'--card-capability'",
+        )
+    return value
 
 
 def _option(field: str) -> str:

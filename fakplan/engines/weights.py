@@ -22,8 +22,9 @@ MiMo-V2-Flash's sliding-window hybrid (``_mimo_layer_tensors``); Gemma 2/3 and t
 tower (``gemma_rank_weights``). Each distinct rotary embedding keeps one cache, built by
 the first layer using it (``_rotary_caches``). Checkpoints in 8 bits (compressed-tensors
 W8A8; fp8 per tensor or in blocks) are counted as vLLM creates their tensors
-(``checkpoint_storage``); other quantized checkpoints and architectures have no count
-here (None), with the reason ``weights_unknown`` gives.
+(``checkpoint_storage``), weight-only integer ones (GPTQ, compressed-tensors W4A16) as
+the card's kernel keeps them (``packed_weights``); other quantized checkpoints and
+architectures have no count here (None), with the reason ``weights_unknown`` gives.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ unit, and ``fakplan schema`` prints these models as JSON Schema.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from fakplan.cards import CARDS, card_sku, near_skus
+from fakplan.cards import CAPABILITY_PATTERN, CARDS, card_sku, near_skus
 from fakplan.engines import ENGINES
 from fakplan.errors import SelectorError, UnitsError
 from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
@@ -128,7 +129,7 @@ class Card(Strict_):
         "vLLM's sampler sizes a buffer by them, so a pool vLLM sizes for itself needs them; "
         "taken from the card table when card.sku names a card whose vendor states them",
     )
-    capability: Annotated[str, Field(pattern=r"^[1-9][0-9]?\.[0-9]$")] | None = Field(
+    capability: str | None = Field(
         None,
         description='CUDA compute capability of one GPU, major.minor ("9.0" on an H100 or '
         'H200, "8.0" on an A100): the kernel vLLM loads a GPTQ or other weight-only integer '
@@ -145,6 +146,22 @@ class Card(Strict_):
         description='memory bandwidth of one card, e.g. "21 GB/s": a CPU host\'s as measured '
         "(a streaming read), or a card's where it differs from the table's",
     )
+
+    @field_validator("capability", mode="before")
+    @classmethod
+    def _capability(cls, value: object) -> object:
+        """major.minor as text; YAML reads an unquoted 9.0 as a number, taken as written."""
+        if value is None:
+            return None
+        text = str(float(value)) if isinstance(value, float) else value
+        if not isinstance(text, str) or re.fullmatch(CAPABILITY_PATTERN, text) is None:
+            raise PydanticCustomError(
+                "card_capability",
+                'expected a CUDA compute capability, major.minor ("9.0" on an H100 or '
+                "H200, \"8.0\" on an A100), got '{value}'",
+                {"value": value},
+            )
+        return text
 
     @field_validator("sku")
     @classmethod
