@@ -43,6 +43,7 @@ _OPTION_OF = {
     "engine_version": "--engine-version",
     "card.total": "--card",
     "card.sms": "--sms",
+    "card.capability": "--card-capability",
     "card.count": "--cards",
     "ceiling": "--ceiling",
     "budget.weights": "--weights",
@@ -59,6 +60,12 @@ _OPTION_OF = {
 @click.option("--engine-version", help="The release whose arithmetic applies.")
 @click.option("--card", help='Memory of one card, e.g. "24 GiB", or auto (NVML).')
 @click.option("--sms", type=int, help="The card's SM count (vLLM's predicted ceiling needs it).")
+@click.option(
+    "--card-capability",
+    "capability",
+    help="The card's CUDA compute capability, e.g. \"9.0\" (a GPTQ or W4A16 checkpoint's "
+    "weights depend on the kernel it picks).",
+)
 @click.option("--cards", type=int, help="Cards per node [default: what the TP needs].")
 @click.option("--ceiling", help="The ceiling, where a boot ledger printed one (a byte size).")
 @click.option("--weights", help="The weights budget per card [default: what they need].")
@@ -109,6 +116,7 @@ def fit(
     engine_version: str | None,
     card: str | None,
     sms: int | None,
+    capability: str | None,
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
@@ -145,7 +153,16 @@ def fit(
     windows = tuple(window)
     modelled = not (Path(target).suffix in (".yaml", ".yml") and Path(target).exists())
     fitter, base_name, dtypes, widths = _fitter(
-        target, engine, engine_version, card, sms, cards, ceiling, weights, utilization, gates_dir
+        target,
+        engine,
+        engine_version,
+        card,
+        {"sms": sms, "capability": capability},
+        cards,
+        ceiling,
+        weights,
+        utilization,
+        gates_dir,
     )
     quants = tuple(None if q == "none" else q for q in quantization) or (None,)
     layouts = tuple(
@@ -173,7 +190,7 @@ def _fitter(
     engine: str | None,
     engine_version: str | None,
     card: str | None,
-    sms: int | None,
+    card_facts: dict[str, Any],
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
@@ -192,7 +209,7 @@ def _fitter(
         for option, value in (("engine", engine), ("card", card), ("utilization", utilization)):
             if value is not None:
                 raise click.BadParameter(f"{value}: the shape states it", param_hint=f"--{option}")
-        _override(data, engine_version, sms, cards, ceiling, weights)
+        _override(data, engine_version, card_facts, cards, ceiling, weights)
         folder = gates_dir or gates_folder(path)
         gates = load_gates(folder) if folder is not None else ()
         own = loaded.shape.serving.kv_cache_dtype
@@ -224,7 +241,7 @@ def _fitter(
                 param_hint="--utilization",
             )
         made["serving"][sizing] = utilization
-    _override(made, engine_version, sms, cards, ceiling, weights)
+    _override(made, engine_version, card_facts, cards, ceiling, weights)
     path = Path.cwd() / "fit.yaml"  # where relative model paths are read from
     probe = (
         made
@@ -266,15 +283,17 @@ def _widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
 def _override(
     data: dict[str, Any],
     engine_version: str | None,
-    sms: int | None,
+    card_facts: dict[str, Any],
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
 ) -> None:
+    """The options over the shape's data; ``card_facts``: card.sms and card.capability."""
     if engine_version is not None:
         data["engine_version"] = engine_version
-    if sms is not None:
-        data.setdefault("card", {})["sms"] = sms
+    for key, value in card_facts.items():
+        if value is not None:
+            data.setdefault("card", {})[key] = value
     if cards is not None:
         data.setdefault("card", {})["count"] = cards
     if ceiling is not None:

@@ -160,3 +160,16 @@ def test_kv_takes_the_card_capability(tmp_path: Path) -> None:
     assert weights == _bytes(GPTQ, capability="9.0", sms=132, cuda_blocks=True)
     bad = CliRunner().invoke(main, [*args, "--card-capability", "nine"])
     assert bad.exit_code == 2 and "major.minor" in bad.output
+
+
+def test_fit_takes_the_card_capability(tmp_path: Path) -> None:
+    folder = tmp_path / "w4a16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
+    args = ["fit", str(folder), "--engine", "vllm", "--engine-version", "0.19.0",
+            "--card", "79.19 GiB", "--sms", "132", "--utilization", "0.95", "--window", "8192",
+            "--kv-dtype", "auto", "--tp", "1", "--json"]  # fmt: skip
+    unnamed = CliRunner().invoke(main, args)
+    assert unnamed.exit_code != 0 and "card.capability" in unnamed.output
+    named = CliRunner().invoke(main, [*args, "--card-capability", "9.0"])
+    assert named.exit_code == 0, named.output
