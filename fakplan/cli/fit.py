@@ -63,7 +63,7 @@ _OPTION_OF = {
 @click.option(
     "--card-capability",
     "capability",
-    help="The card's CUDA compute capability, e.g. \"9.0\" (a GPTQ or W4A16 checkpoint's "
+    help="The card's CUDA compute capability, e.g. \"9.0\" (a GPTQ, AWQ or W4A16 checkpoint's "
     "weights depend on the kernel it picks).",
 )
 @click.option("--cards", type=int, help="Cards per node [default: what the TP needs].")

@@ -184,7 +184,7 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     callback=lambda _ctx, _param, value: _capability(value),
     metavar="MAJOR.MINOR",
     help='The card\'s CUDA compute capability ("9.0": H100/H200, "8.0": A100, "8.9": L40S): '
-    "the kernel vLLM loads a GPTQ or compressed-tensors W4A16 checkpoint into keeps "
+    "the kernel vLLM loads a GPTQ, AWQ or compressed-tensors W4A16 checkpoint into keeps "
     "tensors of its own.",
 )
 @click.option(

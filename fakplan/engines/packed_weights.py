@@ -1,4 +1,4 @@
-"""Weight-only integer checkpoints (GPTQ; compressed-tensors W4A16/W8A16) as vLLM holds them.
+"""Weight-only integer checkpoints (GPTQ, AWQ, compressed-tensors W4A16/W8A16) as vLLM holds them.
 
 vLLM 0.19.0 loads such a linear layer into the first mixed-precision kernel that can take
 it (model_executor/kernels/linear/__init__.py ``_POSSIBLE_KERNELS``, CUDA: CutlassW4A8,
@@ -17,6 +17,11 @@ Machete, AllSpark, Marlin, ...), and each kernel keeps its own set of tensors af
   sorted ``g_idx`` and its int32 sort indices; an int32 workspace of one word per SM
   (``marlin_make_workspace_new``) per layer.
 - AllSpark (8-bit, one scale per channel, capability 8.x) and the rest: not read.
+
+An AWQ checkpoint (awq_marlin.py) has zero points: its int32 ``qweight`` and ``qzeros`` are
+re-packed GPTQ-like at the same size (``_convert_awq_to_standard_format``); Machete then
+keeps the zero points pre-multiplied by the scales, one per output per group in the scales'
+dtype (``transform_w_zp``), Marlin keeps them packed (``marlin_zero_points``).
 
 Created tensors (gptq_marlin.py ``GPTQMarlinLinearMethod.create_weights``; schemes/
 compressed_tensors_wNa16.py): the weight in ``bits`` per element packed into int32, the
@@ -107,7 +112,9 @@ class PackedStorage:
         zeros = self.scale_rows(columns, split_input) * rows * self.bits // 8
         index = columns * INT32
         out = [weight]
-        if self.layout == "gptq":
+        if self.layout == "awq":
+            out += [scales, scales if kernel == "Machete" else zeros]
+        elif self.layout == "gptq":
             out.append(index)  # g_idx: Machete keeps it, Marlin sorts it or empties it
             out.append(scales)
             out += [zeros] if kernel == "Machete" else []
@@ -142,6 +149,25 @@ def packed_storage(
     return _with_card(int(bits), int(group), order, "gptq", capability, tp, sms)
 
 
+def awq_storage(
+    scheme: dict[str, Any], capability: str | None, tp: int, sms: int | None
+) -> PackedStorage | str:
+    """An AWQ quantization_config (quant_method awq: bits, group_size, zero_point) as vLLM
+    0.19.0 serves it (converted to awq_marlin, AWQMarlinConfig ``is_awq_marlin_compatible``:
+    4 bits with zero points), or why it is not counted."""
+    bits, group = scheme.get("bits"), scheme.get("group_size")
+    if bits != 4 or scheme.get("zero_point") is not True:
+        return (
+            f"an AWQ checkpoint of {bits} bits, zero_point {scheme.get('zero_point')}: vLLM "
+            "keeps it on the AWQ kernel, not read"
+        )
+    if group not in MARLIN_GROUPS or group == -1:
+        return f"an AWQ checkpoint in groups of {group}: not read"
+    if scheme.get("lm_head") or scheme.get("modules_to_not_convert"):
+        return "an AWQ checkpoint that quantizes lm_head or leaves modules unquantized: not read"
+    return _with_card(4, int(group), False, "awq", capability, tp, sms)
+
+
 def wna16_storage(
     weights: dict[str, Any], capability: str | None, tp: int, sms: int | None
 ) -> PackedStorage | str:
@@ -169,8 +195,9 @@ def _with_card(
     sms: int | None,
 ) -> PackedStorage | str:
     if capability is None:
+        article = "an" if layout[0] in "aeiou" else "a"
         return (
-            f"a {layout} int{bits} checkpoint: the kernel vLLM loads it into (Machete on "
+            f"{article} {layout} int{bits} checkpoint: the kernel vLLM loads it into (Machete on "
             "compute capability 9.0, Marlin elsewhere) keeps different tensors; name the "
             "card (card.sku or card.capability; fakplan kv --card-capability)"
         )

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from fakplan.dtypes import element_type
-from fakplan.engines.packed_weights import PackedStorage, packed_storage, wna16_storage
+from fakplan.engines.packed_weights import (
+    PackedStorage,
+    awq_storage,
+    packed_storage,
+    wna16_storage,
+)
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
 
@@ -932,9 +937,12 @@ def linear_storage(
     if isinstance(found, PackedStorage):
         if model_type not in DENSE_FAMILIES:
             return f"a {found.text} {model_type} checkpoint: only dense decoders are read"
-        # GPTQMarlinConfig.override_quantization_method: gptq_marlin unless the user asks
-        # for another method (--quantization gptq keeps the GPTQ kernel)
-        if quantization not in (None, method, "gptq_marlin", "marlin"):
+        # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
+        # awq_marlin unless the user asks for another method (--quantization gptq or awq
+        # keeps that method's own kernel)
+        if quantization not in (None, f"{method}_marlin", "marlin") and not (
+            quantization == method and method == "compressed-tensors"
+        ):
             return f"--quantization {quantization} over a {method} checkpoint: not read"
         return found
     if experts and found.scale != "block":
@@ -1018,6 +1026,8 @@ def checkpoint_storage(
         return _fp8_storage(scheme)
     if method == "gptq":
         return packed_storage(scheme, capability, tp, sms)
+    if method == "awq":
+        return awq_storage(scheme, capability, tp, sms)
     if method == "modelopt":
         algo = str(scheme.get("quant_algo") or "unnamed")
         return (

@@ -132,7 +132,7 @@ class Card(Strict_):
     capability: str | None = Field(
         None,
         description='CUDA compute capability of one GPU, major.minor ("9.0" on an H100 or '
-        'H200, "8.0" on an A100): the kernel vLLM loads a GPTQ or other weight-only integer '
+        'H200, "8.0" on an A100): the kernel vLLM loads a GPTQ, AWQ or other weight-only integer '
         "checkpoint into depends on it, and so do its weights' bytes; taken from the card "
         "table when card.sku names a card",
     )

@@ -173,3 +173,39 @@ def test_fit_takes_the_card_capability(tmp_path: Path) -> None:
     assert unnamed.exit_code != 0 and "card.capability" in unnamed.output
     named = CliRunner().invoke(main, [*args, "--card-capability", "9.0"])
     assert named.exit_code == 0, named.output
+
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+def test_awq_on_machete_keeps_zero_points_as_scales_by_hand() -> None:
+    """awq_marlin re-packs qweight and qzeros at the same size; Machete replaces the
+    zeros by -scale x zero in the scales' dtype (machete.py transform_w_zp): a second
+    fp16 tensor of the scales' shape."""
+    layer = sum(k * n // 2 + 2 * (k // 128 * n * 2) for k, n in LINEARS)
+    assert _bytes(AWQ, capability="9.0") == 32 * layer + REST
+
+
+def test_awq_on_marlin_keeps_zero_points_packed_by_hand() -> None:
+    """Marlin keeps the zeros packed, 4 bits per output per group (marlin_zero_points),
+    and one int32 workspace word per SM (128 on an RTX 4090) per layer."""
+    layer = sum(k * n // 2 + k // 128 * n * 2 + k // 128 * n // 2 + 128 * 4 for k, n in LINEARS)
+    assert _bytes(AWQ, capability="8.9", sms=128) == 32 * layer + REST
+
+
+@pytest.mark.parametrize(
+    ("scheme", "quantization", "said"),
+    [
+        ({**AWQ, "zero_point": False}, None, "AWQ kernel"),
+        ({**AWQ, "modules_to_not_convert": ["visual"]}, None, "unquantized"),
+        (AWQ, "awq", "--quantization awq"),
+        (GPTQ, "gptq", "--quantization gptq"),
+    ],
+)
+def test_what_awq_and_gptq_leave_to_their_own_kernels(
+    scheme: dict[str, Any], quantization: str | None, said: str
+) -> None:
+    config = _config(scheme)
+    found = vllm_rank_weights(config, "llama", quantization=quantization, capability="9.0")
+    assert found is None
+    assert said in weights_refusal(config, "llama", quantization, 1, 1, "9.0")
