@@ -384,6 +384,7 @@ def test_fakplan_cards_lists_the_table() -> None:
     h200 = next(c for c in doc["cards"] if c["sku"] == "H200-SXM-141GB")
     assert h200["bandwidth_bytes_per_s"] == 4_800 * 10**9
     assert h200["dense_from_sparse"] and h200["sources"][0].startswith("https://www.nvidia.com")
+    assert h200["capability"] == "9.0"  # Hopper, NVIDIA's CUDA table
     text = CliRunner().invoke(main, ["cards"]).output
     assert "H200-SXM-141GB" in text and "RTX-PRO-6000" in text
 

@@ -17,7 +17,8 @@ _DTYPES = ("bf16", "fp8", "int8", "fp4")
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.cards/1).")
 def cards(as_json: bool) -> None:
-    """The cards fakplan knows by card.sku: bandwidth, dense peaks, SMs, link, sources.
+    """The cards fakplan knows by card.sku: bandwidth, dense peaks, SMs, compute
+    capability (CC), link, sources.
 
     Memory bandwidth bounds decode, the dense tensor peak per dtype bounds prefill
     (int8 in TOPS); the link (NVLink, PCIe) joins tensor ranks. Each row names the
@@ -39,6 +40,7 @@ def cards(as_json: bool) -> None:
                 "dense_tflops": dict(c.tflops),
                 "dense_from_sparse": c.dense_from_sparse,
                 "sms": c.sms,
+                "capability": c.capability,
                 "link": c.link,
                 "nvml_names": list(c.nvml_names),
                 "sources": list(c.sources),
@@ -49,7 +51,7 @@ def cards(as_json: bool) -> None:
         click.echo(json.dumps({"schema": "fakplan.cards/1", "cards": rows}, indent=2))
         return
     table = Table(show_header=True, header_style="bold")
-    for column in ("sku", "memory", "GB/s", *_DTYPES, "SMs", "link"):
+    for column in ("sku", "memory", "GB/s", *_DTYPES, "SMs", "CC", "link"):
         table.add_column(
             column, justify="left" if column in ("sku", "link") else "right", no_wrap=True
         )
@@ -61,8 +63,12 @@ def cards(as_json: bool) -> None:
             f"{c.bandwidth / 1e9:,.0f}",
             *peaks,
             str(c.sms) if c.sms else "—",
+            c.capability,
             c.link,
         )
     console = Console(highlight=False)
     Console(highlight=False, width=max(console.width, 100)).print(table)
-    click.echo("dense TFLOP/s (int8: TOPS); sources and how each row was checked: --json")
+    click.echo(
+        "dense TFLOP/s (int8: TOPS); CC: CUDA compute capability; sources and how each row "
+        "was checked: --json"
+    )

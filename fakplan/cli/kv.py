@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cards import CAPABILITY_PATTERN
+from fakplan.cards import CAPABILITY_PATTERN, card_sku, near_skus
 from fakplan.cli import FiniteRange
 from fakplan.contract import exact_number
 from fakplan.engines import (
@@ -178,6 +178,13 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     help="The card's streaming multiprocessors (H100/H200 132): sizes the sampler's buffer.",
 )
 @click.option(
+    "--card-sku",
+    default=None,
+    metavar="SKU",
+    help="The card by name (fakplan cards lists them): fills --card-sms and "
+    "--card-capability from the card table where they are not given.",
+)
+@click.option(
     "--card-capability",
     "capability",
     default=None,
@@ -203,6 +210,7 @@ def kv(
     static_fraction: float | None,
     card_total: str | None,
     card_sms: int,
+    card_sku: str | None,
     revision: str | None,
     **query: Any,
 ) -> None:
@@ -231,6 +239,8 @@ def kv(
             "give MODEL (a GGUF path, an HF folder or config.json, a Hugging Face id, or a "
             "catalog id)"
         )
+    if card_sku is not None:
+        card_sms = _from_card_table(card_sku, card_sms, query)
     geometry, source = resolve_model(model, revision=revision)
     spec = _speculative(query.pop("speculative"), query["spec_tokens"], query["engine"])
     if spec is not None:
@@ -329,6 +339,22 @@ def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, A
     if draft is not None and method in DRAFT_MODEL_METHODS and reads:
         geometry = resolve_model(draft)[0]  # only an engine that counts its layers reads it
     return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
+
+
+def _from_card_table(sku: str, sms: int, query: dict[str, Any]) -> int:
+    """--card-sku: the table's SMs and compute capability where the options leave them."""
+    row = card_sku(sku)
+    if row is None:
+        near = near_skus(sku)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise click.BadParameter(
+            f"{sku!r} is not a card fakplan knows{hint}; fakplan cards lists them",
+            param_hint="'--card-sku'",
+        )
+    if query["capability"] is None:
+        query["capability"] = row.capability
+    source = click.get_current_context().get_parameter_source("card_sms")
+    return row.sms if row.sms is not None and source != ParameterSource.COMMANDLINE else sms
 
 
 def _capability(value: str | None) -> str | None:

@@ -209,3 +209,20 @@ def test_what_awq_and_gptq_leave_to_their_own_kernels(
     found = vllm_rank_weights(config, "llama", quantization=quantization, capability="9.0")
     assert found is None
     assert said in weights_refusal(config, "llama", quantization, 1, 1, "9.0")
+
+
+def test_kv_card_sku_fills_sms_and_capability(tmp_path: Path) -> None:
+    """--card-sku A100-SXM4-80GB gives the table's 108 SMs and capability 8.0 (Marlin,
+    whose workspaces count the SMs): the same weights as naming them; an unknown SKU is
+    one line with the near ones."""
+    folder = tmp_path / "w4a16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
+    args = ["kv", str(folder), "--engine-version", "0.19.0", "--dtype", "float16",
+            "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB", "--json"]  # fmt: skip
+    named = CliRunner().invoke(main, [*args, "--card-sku", "A100-SXM4-80GB"])
+    assert named.exit_code == 0, named.output
+    weights = json.loads(named.output)["floor"]["weights_bytes"]
+    assert weights == _bytes(GPTQ, capability="8.0", sms=108, cuda_blocks=True)
+    bad = CliRunner().invoke(main, [*args, "--card-sku", "H100"])
+    assert bad.exit_code == 2 and "H100-SXM-80GB" in bad.output
