@@ -42,6 +42,27 @@ def _bytes(scheme: dict[str, Any], **kw: Any) -> int:
     return found.bytes
 
 
+def _checkpoint(tmp_path: Path) -> str:
+    """A folder holding the w4a16 checkpoint's config (GPTQ over Llama-3.1-8B's)."""
+    folder = tmp_path / "w4a16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
+    return str(folder)
+
+
+def _kv_args(tmp_path: Path) -> list[str]:
+    return ["kv", _checkpoint(tmp_path), "--engine-version", "0.19.0", "--dtype", "float16",
+            "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB",
+            "--max-model-len", "8192", "--json"]  # fmt: skip
+
+
+def _kv_weights(args: list[str]) -> int:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    found: int = json.loads(result.output)["floor"]["weights_bytes"]
+    return found
+
+
 def test_gptq_act_order_on_machete_by_hand() -> None:
     """Machete keeps every tensor GPTQ creates: the packed weight (4 bits), g_idx (int32
     per input), the fp16 scales and int32 qzeros per group of 128 inputs, and the act-order
@@ -145,28 +166,18 @@ def test_quantization_gptq_keeps_the_gptq_kernel() -> None:
 
 
 def test_kv_takes_the_card_capability(tmp_path: Path) -> None:
-    folder = tmp_path / "w4a16"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
-    args = ["kv", str(folder), "--engine-version", "0.19.0", "--dtype", "float16",
-            "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB",
-            "--max-model-len", "8192", "--json"]  # fmt: skip
+    args = _kv_args(tmp_path)
     unnamed = CliRunner().invoke(main, args)
     assert unnamed.exit_code == 0, unnamed.output
     assert "card.capability" in json.loads(unnamed.output)["sizing"]["unknown"]
-    named = CliRunner().invoke(main, [*args, "--card-capability", "9.0"])
-    assert named.exit_code == 0, named.output
-    weights = json.loads(named.output)["floor"]["weights_bytes"]
+    weights = _kv_weights([*args, "--card-capability", "9.0"])
     assert weights == _bytes(GPTQ, capability="9.0", sms=132, cuda_blocks=True)
     bad = CliRunner().invoke(main, [*args, "--card-capability", "nine"])
     assert bad.exit_code == 2 and "major.minor" in bad.output
 
 
 def test_fit_takes_the_card_capability(tmp_path: Path) -> None:
-    folder = tmp_path / "w4a16"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
-    args = ["fit", str(folder), "--engine", "vllm", "--engine-version", "0.19.0",
+    args = ["fit", _checkpoint(tmp_path), "--engine", "vllm", "--engine-version", "0.19.0",
             "--card", "79.19 GiB", "--sms", "132", "--utilization", "0.95", "--window", "8192",
             "--kv-dtype", "auto", "--tp", "1", "--json"]  # fmt: skip
     unnamed = CliRunner().invoke(main, args)
@@ -215,14 +226,8 @@ def test_kv_card_sku_fills_sms_and_capability(tmp_path: Path) -> None:
     """--card-sku A100-SXM4-80GB gives the table's 108 SMs and capability 8.0 (Marlin,
     whose workspaces count the SMs): the same weights as naming them; an unknown SKU is
     one line with the near ones."""
-    folder = tmp_path / "w4a16"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(_config(GPTQ)))
-    args = ["kv", str(folder), "--engine-version", "0.19.0", "--dtype", "float16",
-            "--gpu-memory-utilization", "0.95", "--card-total", "79.19 GiB", "--json"]  # fmt: skip
-    named = CliRunner().invoke(main, [*args, "--card-sku", "A100-SXM4-80GB"])
-    assert named.exit_code == 0, named.output
-    weights = json.loads(named.output)["floor"]["weights_bytes"]
+    args = _kv_args(tmp_path)
+    weights = _kv_weights([*args, "--card-sku", "A100-SXM4-80GB"])
     assert weights == _bytes(GPTQ, capability="8.0", sms=108, cuda_blocks=True)
     bad = CliRunner().invoke(main, [*args, "--card-sku", "H100"])
     assert bad.exit_code == 2 and "H100-SXM-80GB" in bad.output
