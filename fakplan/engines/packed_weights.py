@@ -141,8 +141,11 @@ def packed_storage(
         return "an asymmetric GPTQ checkpoint: vLLM keeps it on the GPTQ kernel, not read"
     if bits not in (4, 8) or group not in MARLIN_GROUPS:
         return f"a GPTQ checkpoint of {bits} bits in groups of {group}: not read"
-    if scheme.get("lm_head") or scheme.get("dynamic"):
-        return "a GPTQ checkpoint that quantizes lm_head or sets per-module overrides: not read"
+    if scheme.get("lm_head") or scheme.get("dynamic") or scheme.get("modules_in_block_to_quantize"):
+        return (
+            "a GPTQ checkpoint that quantizes lm_head, sets per-module overrides (dynamic) or "
+            "quantizes only some modules (modules_in_block_to_quantize): not read"
+        )
     order = scheme.get("desc_act")
     if not isinstance(order, bool):
         return "a GPTQ checkpoint without desc_act: vLLM keeps it on the GPTQ kernel, not read"

@@ -142,6 +142,8 @@ def test_compressed_tensors_w4a16_keeps_its_shape_pair() -> None:
         (GPTQ, {}, "card.capability"),
         ({**GPTQ, "sym": False}, {"capability": "9.0"}, "asymmetric"),
         ({**GPTQ, "bits": 3}, {"capability": "9.0"}, "3 bits"),
+        ({**GPTQ, "modules_in_block_to_quantize": [["self_attn.q_proj"]]}, {"capability": "9.0"},
+         "only some modules"),
         ({**GPTQ, "bits": 8, "group_size": -1, "desc_act": False}, {"capability": "8.6"},
          "AllSpark"),
     ],
