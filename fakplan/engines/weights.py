@@ -376,13 +376,26 @@ def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple
     return out, [Tensor(hidden)]
 
 
+# vLLM's _STR_DTYPE_TO_TORCH_DTYPE (config/model.py, v0.19.0), in bytes
+_ROUTER_DTYPES = {"half": 2, "float16": 2, "float": 4, "float32": 4, "bfloat16": 2}
+
+
+def _router_bytes(text: dict[str, Any]) -> int:
+    """MiMo's router element size: ``getattr(config, "moe_router_dtype", "float32")``
+    through str_dtype_to_torch_dtype, whose None (a null or unmapped value) leaves
+    nn.Linear in the model's default dtype (0 here: the model's)."""
+    if "moe_router_dtype" not in text:
+        return 4
+    return _ROUTER_DTYPES.get(str(text["moe_router_dtype"]), 0)
+
+
 def _mimo_layer_tensors(text: dict[str, Any], tp: int, index: int) -> tuple[Tensors, Tensors]:
     """One MiMo-V2-Flash decoder layer on a rank, in creation order (models/mimo_v2_flash.py
     v0.19.0): attention with its own heads where ``hybrid_layer_pattern`` marks a sliding-
     window layer (q/k of head_dim, v of v_head_dim: QKVParallelLinear's v_head_size; o
     from heads x v_head_dim), the SWA layers' attention_sink_bias (model dtype); then a
     dense MLP or, where ``moe_layer_freq`` marks it, the MoE: the router (an nn.Linear in
-    moe_router_dtype, float32 unless stated, unquantized) and its e_score_correction_bias
+    moe_router_dtype, unquantized: ``_router_bytes``) and its e_score_correction_bias
     in that dtype, the fused experts; two norms."""
     hidden = int(text["hidden_size"])
     swa = int(text["hybrid_layer_pattern"][index]) == 1
@@ -402,8 +415,7 @@ def _mimo_layer_tensors(text: dict[str, Any], tp: int, index: int) -> tuple[Tens
     freq = text.get("moe_layer_freq")
     if isinstance(freq, list) and freq[index]:
         count, share = int(text["n_routed_experts"]), int(text["moe_intermediate_size"]) // tp
-        router = CHECKPOINT_DTYPES.get(str(text.get("moe_router_dtype") or "float32"), "fp32")
-        width = element_type(router).block_bytes
+        width = _router_bytes(text)
         out += [Tensor(hidden * count, element_bytes=width), Tensor(count, element_bytes=width)]
         out += _experts(count, share, hidden)
     else:
@@ -417,8 +429,8 @@ def _rotary_caches(
     """The rotary caches a stage builds: (position of the layer that builds it among the
     stage's layers, positions, rotary_dim, kind). One cache per distinct rotary embedding
     (``_ROPE_DICT``), built by the first layer using it: the first full-attention layer;
-    none in Nemotron-H; MiMo-V2-Flash's full and sliding-window layers two (their
-    rope_theta differs)."""
+    none in Nemotron-H; MiMo-V2-Flash's full and sliding-window layers two where their
+    head_dim or rope_theta differ, else one."""
     hidden = int(text["hidden_size"])
     if model_type in MAMBA_FAMILIES:
         return []
@@ -433,13 +445,18 @@ def _rotary_caches(
         # MRotaryEmbedding caches 4 x max_position (rotary_embedding/mrope.py, v0.19.0)
         positions *= 4
     if model_type in SWA_HYBRID_FAMILIES:
-        out = []
-        for swa, prefix in ((0, ""), (1, "swa_")):
-            found = [n for n, i in enumerate(own) if int(text["hybrid_layer_pattern"][i]) == swa]
-            if found:
-                rotary = int(int(text[f"{prefix}head_dim"]) * factor)
-                out.append((found[0], positions, rotary, "sliding window" if swa else "full"))
-        return sorted(out)
+        # _ROPE_DICT keys a cache by head size, rotary dim, positions and rope parameters:
+        # the sliding-window layers share the full layers' cache where their head_dim and
+        # rope_theta (swa_rope_theta, else rope_theta) are the same
+        theta = text.get("rope_theta", 1000000)
+        caches: dict[tuple[int, Any], tuple[int, int, int, str]] = {}
+        for n, i in enumerate(own):
+            swa = int(text["hybrid_layer_pattern"][i]) == 1
+            head = int(text["swa_head_dim" if swa else "head_dim"])
+            key = (head, text.get("swa_rope_theta", theta) if swa else theta)
+            kind = "sliding window" if swa else "full"
+            caches.setdefault(key, (n, positions, int(head * factor), kind))
+        return sorted(caches.values())
     heads = int(text["num_attention_heads"])
     rotary = int(int(text.get("head_dim") or hidden // heads) * factor)
     at = next((n for n, i in enumerate(own) if kinds[i] == "full_attention"), None)

@@ -475,6 +475,39 @@ def test_mimo_v2_flash_fp8_tp8_by_hand() -> None:
     assert found is not None and found.bytes == total
 
 
+def _mimo(**changes: Any) -> int:
+    config = json.loads(
+        (PUBLIC / "configs" / "XiaomiMiMo--MiMo-V2-Flash" / "config.json").read_text()
+    )
+    found = vllm_rank_weights({**config, **changes}, "mimo_v2_flash", tp=8)
+    assert found is not None
+    return found.bytes
+
+
+def test_mimo_shares_one_rotary_cache_where_the_thetas_agree() -> None:
+    """get_rope keys _ROPE_DICT by head size, rotary dim, positions and rope parameters
+    (rotary_embedding/__init__.py, v0.19.0): with swa_rope_theta equal to rope_theta (or
+    absent, which mimo_v2_flash.py reads as rope_theta) both kinds of layer share the
+    first layer's cache, one 262,144 x 64 x 2 B cache fewer."""
+    one_cache = 262_144 * 64 * 2
+    assert _mimo() - _mimo(swa_rope_theta=5_000_000) == one_cache
+    without = {k: v for k, v in json.loads(
+        (PUBLIC / "configs" / "XiaomiMiMo--MiMo-V2-Flash" / "config.json").read_text()
+    ).items() if k != "swa_rope_theta"}  # fmt: skip
+    found = vllm_rank_weights(without, "mimo_v2_flash", tp=8)
+    assert found is not None and _mimo() - found.bytes == one_cache
+
+
+def test_mimo_router_dtype_null_is_the_model_dtype() -> None:
+    """getattr(config, "moe_router_dtype", "float32") through str_dtype_to_torch_dtype: a
+    null (or unmapped) value gives None, so nn.Linear takes the model's bf16: 2 B less per
+    router element and bias over 47 MoE layers of 4,096 x 256 + 256."""
+    per_layer = (4_096 * 256 + 256) * 2
+    assert _mimo() - _mimo(moe_router_dtype=None) == 47 * per_layer
+    assert _mimo(moe_router_dtype="bfloat16") == _mimo(moe_router_dtype=None)
+    assert _mimo(moe_router_dtype="float32") == _mimo()
+
+
 def test_qwen3_5_with_its_vision_tower_tp8_by_hand() -> None:
     """Qwen/Qwen3.5-397B-A17B (bf16) on one of 8 ranks: Qwen3-VL's vision tower, then the
     Qwen3-Next layers (45 Gated DeltaNet, 15 full attention, every one with a 512-expert
