@@ -310,7 +310,19 @@ def _gdn_layer_tensors(
     return attention, [*out, Tensor(hidden), Tensor(hidden)]
 
 
-def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple[Tensors, Tensors]:
+def fp32_router(capability: str | None) -> bool:
+    """GateLinear(force_fp32_compute=True) keeps its weight in float32 where no specialised
+    router kernel runs: off compute capability 9.0 and the 10.x family
+    (fused_moe/router/gate_linear.py, v0.19.0); unknown capability: the model dtype."""
+    if capability is None:
+        return False
+    major, _, minor = capability.partition(".")
+    return not ((major, minor) == ("9", "0") or major == "10")
+
+
+def _nemotron_h_layer_tensors(
+    text: dict[str, Any], tp: int, kind: str, capability: str | None = None
+) -> tuple[Tensors, Tensors]:
     """One Nemotron-H layer on a rank, by its ``hybrid_override_pattern`` letter, in creation
     order (models/nemotron_h.py, layers/mamba/mamba_mixer2.py, v0.19.0); every layer then
     one norm:
@@ -321,8 +333,9 @@ def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple
       groups, raised to t where they do not divide it (extra_groups_for_head_shards);
     - ``*``, attention without rotary embedding: q/k/v, o (no biases);
     - ``-``, a non-gated MLP (up, down; relu2);
-    - ``E``, the MoE: the router (GateLinear: bf16 on SM 9.0 and 10.x, float32 elsewhere,
-      where force_fp32_compute has no kernel), its float32 e_score_correction_bias, the
+    - ``E``, the MoE: the router (GateLinear: the model dtype on SM 9.0 and 10.x, float32
+      elsewhere, where force_fp32_compute has no kernel: ``fp32_router``; the model dtype
+      where the card is not given), its float32 e_score_correction_bias, the
       shared experts' non-gated MLP, the latent projections where moe_latent_size is set,
       the non-gated fused experts (w13 of one width)."""
     hidden = int(text["hidden_size"])
@@ -357,7 +370,8 @@ def _nemotron_h_layer_tensors(text: dict[str, Any], tp: int, kind: str) -> tuple
     elif kind == "E":
         count, share = int(text["n_routed_experts"]), int(text["moe_intermediate_size"]) // tp
         width = int(text.get("moe_latent_size") or hidden)
-        out = [Tensor(hidden * count), Tensor(count, element_bytes=4)]
+        router = Tensor(hidden * count, element_bytes=4 if fp32_router(capability) else 0)
+        out = [router, Tensor(count, element_bytes=4)]
         shared = int(text.get("n_shared_experts") or 0)
         shared *= int(text.get("moe_shared_expert_intermediate_size") or 0)
         if shared:
@@ -689,7 +703,7 @@ def vllm_rank_weights(
     layers_own = [
         _mla_layer_tensors(text, tp, i in sparse) if mla else
         _gdn_layer_tensors(text, tp, kinds[i], i in sparse) if gdn else
-        _nemotron_h_layer_tensors(text, tp, pattern[i]) if mamba else
+        _nemotron_h_layer_tensors(text, tp, pattern[i], capability) if mamba else
         _mimo_layer_tensors(text, tp, i) if mimo else
         _layer_tensors(text, model_type, tp, i in sparse)
         for i in own
@@ -720,6 +734,11 @@ def vllm_rank_weights(
         tail = f"rotary cache{'s' if len(ropes) > 1 else ''} {caches} x {rope_size} B"
     else:
         tail = "no rotary cache"
+    if mamba and "E" in pattern and capability is None:
+        tail += (
+            " (the MoE routers in the model dtype, as on compute capability 9.0 and 10.x; "
+            "float32 on other cards: give the card's capability)"
+        )
     wider = sum(t.elements * (t.element_bytes - size) for t in own_dtype)
     if own_dtype:
         tail += f" + {sum(t.elements for t in own_dtype):,} float32 parameters' extra {wider:,} B"

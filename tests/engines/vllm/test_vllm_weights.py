@@ -449,6 +449,21 @@ def test_nemotron_h_by_hand() -> None:
     found = vllm_rank_weights(config, "nemotron_h")
     assert found is not None and found.bytes == total
     assert "no rotary cache" in found.derivation
+    assert "MoE routers in the model dtype" in found.derivation  # the card is not given
+
+
+@pytest.mark.parametrize(("capability", "fp32"), [("9.0", False), ("10.0", False),
+                                                  ("8.9", True), ("12.0", True)])  # fmt: skip
+def test_nemotron_h_router_follows_the_card(capability: str, fp32: bool) -> None:
+    """GateLinear(force_fp32_compute=True) stores the router in float32 off SM 9.0 and
+    the 10.x family (gate_linear.py, v0.19.0): 23 routers of 2,688 x 128, 2 B more each
+    element there."""
+    config = _catalog("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    plain = vllm_rank_weights(config, "nemotron_h")
+    found = vllm_rank_weights(config, "nemotron_h", capability=capability)
+    assert plain is not None and found is not None
+    assert found.bytes - plain.bytes == (23 * 2_688 * 128 * 2 if fp32 else 0)
+    assert "MoE routers in the model dtype" not in found.derivation
 
 
 def test_mimo_v2_flash_fp8_tp8_by_hand() -> None:
