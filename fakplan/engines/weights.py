@@ -29,6 +29,7 @@ architectures have no count here (None), with the reason ``weights_unknown`` giv
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from fakplan.dtypes import element_type
 from fakplan.engines.packed_weights import (
     PackedStorage,
     awq_storage,
+    capability_number,
     packed_storage,
     wna16_storage,
 )
@@ -110,20 +112,30 @@ class LinearStorage:
     blocks: bool = True
     text: str = ""
     block: tuple[int, int] = (0, 0)
+    fp8: bool = False  # float8 weights (an fp8 kernel, or Marlin before SM 8.9)
+    # Marlin's W8A16 repack on a card without fp8 kernels: the scales in the model dtype,
+    # one per output channel (per group of a block's k inputs), and a workspace per layer
+    marlin: bool = False
+    sms: int | None = None
 
     def weight_bytes(self, t: Tensor, size: int) -> int:
         if not t.linear or self.bits is None:
             return t.elements * (t.element_bytes or size)
         return t.elements * self.bits // 8
 
-    def scale_bytes(self, t: Tensor) -> int:
+    def scale_bytes(self, t: Tensor, size: int = 2) -> int:
         """float32 scales (vLLM's ChannelQuantScaleParameter / PerTensorScaleParameter,
         compressed_tensors_w8a8_fp8.py and _int8.py; BlockQuantScaleParameter,
         fp8_utils.py create_fp8_scale_parameter, one per block_n x block_k block of a
         linear layer's rank; a fused MoE's per expert and per width, Fp8MoEMethod
-        create_weights, fp8.py; v0.19.0)."""
+        create_weights, fp8.py; v0.19.0). Repacked for Marlin (``marlin``), scales of
+        ``size`` bytes per output channel, a block's repeated over its n outputs (one row
+        per k inputs), and an int32 workspace word per SM (prepare_fp8_layer_for_marlin,
+        marlin_utils_fp8.py, v0.19.0)."""
         if not t.linear:
             return 0
+        if self.marlin:
+            return sum(self.allocations(t, size)[1:])
         if self.scale == "block":
             n, k = self.block
             columns = -(-(t.elements // t.rows) // k)
@@ -135,6 +147,17 @@ class LinearStorage:
             FP8_SCALE_BYTES
             * {"none": 0, "layer": 1, "channel": t.rows, "tensor": t.widths}[self.scale]
         )
+
+    def allocations(self, t: Tensor, size: int) -> list[int]:
+        """A tensor's allocations after the load, in bytes: the weight, then its scales
+        (and, repacked for Marlin, the workspace)."""
+        out = [self.weight_bytes(t, size)]
+        if self.marlin and t.linear:
+            columns = t.elements // t.rows
+            groups = -(-columns // self.block[1]) if self.scale == "block" else 1
+            return [*out, groups * t.rows * size, *([self.sms * 4] if self.sms else [])]
+        scale = self.scale_bytes(t, size)
+        return out + ([scale] if scale else [])
 
 
 def _mlp(hidden: int, inter: int) -> Tensors:
@@ -757,16 +780,26 @@ def vllm_rank_weights(
         total = params * size + rope + wider
         derivation = f"{head} x {size} B ({dtype}) + {tail} = {total:,} B"
     else:
-        scales = sum(storage.scale_bytes(t) for t in tensors)
+        scales = sum(storage.scale_bytes(t, size) for t in tensors)
         rest = params - linear
         copies = len(own) * _mla_dequantized(text, tp, size) if mla else 0
         total = linear * storage.bits // 8 + scales + rest * size + rope + wider + copies
         count = sum(1 for t in tensors if t.linear)
-        scale_text = (
-            f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales"
-            if storage.scale == "layer" and not mla
-            else f"{scales:,} B of float32 scales ({storage.scale}: {count} linear layers)"
-        )
+        if storage.marlin:
+            scale_text = (
+                f"{scales:,} B of {size}-byte scales per output channel"
+                f"{' per k-block of inputs' if storage.scale == 'block' else ''} and "
+                f"workspaces ({count} linear layers)"
+            )
+        elif storage.scale == "layer" and not mla:
+            scale_text = f"{len(own) * FP8_LINEARS_PER_LAYER} float32 scales"
+        else:
+            scale_text = f"{scales:,} B of float32 scales ({storage.scale}: {count} linear layers)"
+        if storage.fp8 and capability is None:
+            scale_text += (
+                " (on a card with fp8 kernels, compute capability 8.9 on; older cards "
+                "repack for Marlin: give the card's capability)"
+            )
         copy_text = (
             f" + {len(own)} x kv_b_proj dequantized to {size} B ({copies:,} B, W_UK_T/W_UV)"
             if copies
@@ -964,7 +997,10 @@ def linear_storage(
         if quantization is None:
             return LinearStorage()
         if quantization == "fp8" and not experts:
-            return LinearStorage(8, "layer", blocks=False, text="fp8, --quantization fp8")
+            online = LinearStorage(
+                8, "layer", blocks=False, text="fp8, --quantization fp8", fp8=True
+            )
+            return _fp8_on_card(online, capability, sms, experts)
         return f"{model_type} under --quantization {quantization}: not counted"
     found = checkpoint_storage(scheme, capability, tp, sms)
     if isinstance(found, str):
@@ -990,7 +1026,34 @@ def linear_storage(
         )
     if quantization not in (None, method):
         return f"--quantization {quantization} over a {method} checkpoint"
-    return found
+    return _fp8_on_card(found, capability, sms, experts)
+
+
+def _fp8_on_card(
+    storage: LinearStorage, capability: str | None, sms: int | None, experts: bool
+) -> LinearStorage | str:
+    """fp8 weights on a card without fp8 kernels (compute capability 7.5 to 8.9):
+    MarlinFP8ScaledMMLinearKernel comes first in vLLM's list and takes them below 8.9
+    (kernels/linear/scaled_mm/marlin.py is_supported, v0.19.0), repacking them W8A16."""
+    if not storage.fp8 or capability is None:
+        return storage
+    cap = capability_number(capability)
+    if cap >= 89:
+        return storage
+    if cap < 75:
+        return f"fp8 weights on compute capability {capability}: vLLM has no kernel for them"
+    if experts:
+        return (
+            f"fp8 experts on compute capability {capability}: Marlin's MoE repack "
+            "(prepare_fp8_moe_layer_for_marlin) is not read"
+        )
+    return dataclasses.replace(
+        storage,
+        marlin=True,
+        sms=sms,
+        text=f"{storage.text}, repacked for Marlin on compute capability {capability} "
+        "(scales in the model dtype per output channel)",
+    )
 
 
 # why a family read in vLLM's source is still not counted
@@ -1034,11 +1097,11 @@ def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
         )
     block = scheme.get("weight_block_size")
     if block is None:
-        return LinearStorage(8, "layer", text="fp8 checkpoint, per-tensor scales")
+        return LinearStorage(8, "layer", text="fp8 checkpoint, per-tensor scales", fp8=True)
     if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) for b in block)):
         return f"an fp8 checkpoint whose weight_block_size is {block!r}, not [n, k]"
     n, k = block
-    return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k))
+    return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k), fp8=True)
 
 
 def checkpoint_storage(
@@ -1114,7 +1177,10 @@ def checkpoint_storage(
                 "it loads; not counted"
             )
         name = "fp8" if kind == "float" else "int8"
-        return LinearStorage(8, str(strategy), text=f"compressed-tensors {name}, {strategy} scales")
+        return LinearStorage(
+            8, str(strategy), text=f"compressed-tensors {name}, {strategy} scales",
+            fp8=kind == "float",
+        )  # fmt: skip
     return (
         f"a compressed-tensors {bits}-bit {kind} {strategy} checkpoint: vLLM repacks it as it "
         "loads (Marlin), a transient fakplan does not read; its weights are not counted"
@@ -1220,9 +1286,7 @@ def _creation_order(
                 )
                 out += held or [t.elements * (t.element_bytes or size)]
                 continue
-            out.append(storage.weight_bytes(t, size))
-            scale = storage.scale_bytes(t)
-            out += [scale] if scale else []
+            out += storage.allocations(t, size)
         return out
 
     out = [vocab_matrix] if leading else []

@@ -233,3 +233,52 @@ def test_kv_card_sku_fills_sms_and_capability(tmp_path: Path) -> None:
     assert weights == _bytes(GPTQ, capability="8.0", sms=108, cuda_blocks=True)
     bad = CliRunner().invoke(main, [*args, "--card-sku", "H100"])
     assert bad.exit_code == 2 and "H100-SXM-80GB" in bad.output
+
+
+FP8_BLOCKS = {
+    "quant_method": "fp8",
+    "activation_scheme": "dynamic",
+    "weight_block_size": [128, 128],
+}
+
+
+def test_fp8_blocks_on_an_a100_are_repacked_for_marlin_by_hand() -> None:
+    """Below compute capability 8.9 MarlinFP8ScaledMMLinearKernel takes fp8 weights
+    (scaled_mm/marlin.py): 1 B a weight as before, the 128 x 128 block scales repeated over
+    each block's 128 outputs in the model dtype (one row per 128 inputs: ceil(K/128) x N x
+    2 B), an int32 workspace word per SM (108 on an A100) per layer
+    (prepare_fp8_layer_for_marlin)."""
+    layer = sum(k * n + -(-k // 128) * n * 2 + 108 * 4 for k, n in LINEARS)
+    rest = 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2 + 131_072 * 128 * 2  # bf16 here
+    found = vllm_rank_weights(_config(FP8_BLOCKS), "llama", capability="8.0", sms=108)
+    assert found is not None and found.bytes == 32 * layer + rest
+    assert "repacked for Marlin" in found.derivation
+    hopper = vllm_rank_weights(_config(FP8_BLOCKS), "llama", capability="9.0", sms=132)
+    assert hopper is not None  # float32 block scales there: (N/128) x (K/128) x 4 B
+    blocks = sum(-(-n // 128) * -(-k // 128) * 4 for k, n in LINEARS)
+    assert hopper.bytes == 32 * (sum(k * n for k, n in LINEARS) + blocks) + rest
+
+
+def test_online_fp8_on_an_rtx_3090_is_per_channel_in_marlin() -> None:
+    """--quantization fp8 on SM 8.6: one scale per output channel in bf16 (the per-tensor
+    scale repeated), no workspace counted without the SMs."""
+    config = json.loads(
+        (PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
+    found = vllm_rank_weights(config, "llama", quantization="fp8", capability="8.6")
+    layer = sum(k * n + n * 2 for k, n in LINEARS)
+    rest = 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2 + 131_072 * 128 * 2
+    assert found is not None and found.bytes == 32 * layer + rest
+
+
+def test_fp8_without_the_card_says_which_it_assumed() -> None:
+    found = vllm_rank_weights(_config(FP8_BLOCKS), "llama")
+    assert found is not None and "compute capability 8.9 on" in found.derivation
+
+
+@pytest.mark.parametrize(("capability", "said"), [("8.0", "Marlin's MoE repack"),
+                                                  ("7.0", "no kernel")])  # fmt: skip
+def test_fp8_where_marlin_is_not_read(capability: str, said: str) -> None:
+    config = _config(FP8_BLOCKS, "Qwen--Qwen3-30B-A3B")
+    assert vllm_rank_weights(config, "qwen3_moe", capability=capability) is None
+    assert said in weights_refusal(config, "qwen3_moe", None, 1, 1, capability)
