@@ -51,7 +51,7 @@ def capability_number(capability: str) -> int:
 @dataclass(frozen=True)
 class PackedStorage:
     """How one rank holds a weight-only integer checkpoint's linear layers on a card of
-    ``capability``; ``layout``: ``gptq`` or ``compressed-tensors``; ``group``: -1 for one
+    ``capability``; ``layout``: ``gptq``, ``awq`` or ``compressed-tensors``; ``group``: -1 for one
     scale per output channel; ``sms``: the card's SMs, for Marlin's workspaces (None: not
     counted, 4 B an SM a layer)."""
 
@@ -115,11 +115,10 @@ class PackedStorage:
         if self.layout == "awq":
             out += [scales, scales if kernel == "Machete" else zeros]
         elif self.layout == "gptq":
-            out.append(index)  # g_idx: Machete keeps it, Marlin sorts it or empties it
+            # g_idx: Machete keeps it; Marlin sorts it (act order) or empties it
+            out += [index] if kernel == "Machete" or self.act_order else []
             out.append(scales)
             out += [zeros] if kernel == "Machete" else []
-            if kernel == "Marlin" and not self.act_order:
-                out.remove(index)
         else:
             out += [scales, 16]  # weight_scale, weight_shape (2 x int64)
             out += [index] if self.act_order else []
