@@ -116,6 +116,10 @@ DEFERRED_IMPORTS = {
     ("fakplan/hub.py", "huggingface_hub"): "huggingface_hub loads only for a Hub id",
     ("fakplan/hub.py", "fakplan.files"): "files are read and kept only for a Hub id",
     ("fakplan/hub.py", "huggingface_hub.utils"): "huggingface_hub loads only for a Hub id",
+    (
+        "fakplan/engines/query.py",
+        "fakplan.engines",
+    ): "the registry imports this module: a draft's engine is asked when a shape names one",
     ("fakplan/geometry/resolve.py", "fakplan.geometry"): "gguf (and numpy) load only for a GGUF",
     ("fakplan/hub.py", "huggingface_hub.errors"): "huggingface_hub loads only for a Hub id",
     (

@@ -254,7 +254,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cards": (
         "fakplan.cli.cards",
         "cards",
-        "The cards fakplan knows by card.sku: bandwidth, dense peaks, SMs, link, sources.",
+        "The cards fakplan knows by card.sku: bandwidth, peaks, SMs, capability, link, sources.",
     ),
     "probe": (
         "fakplan.cli.probe",

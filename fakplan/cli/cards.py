@@ -17,10 +17,9 @@ _DTYPES = ("bf16", "fp8", "int8", "fp4")
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.cards/1).")
 def cards(as_json: bool) -> None:
-    """The cards fakplan knows by card.sku: bandwidth, dense peaks, SMs, compute
-    capability (CC), link, sources.
+    """The cards fakplan knows by card.sku: bandwidth, peaks, SMs, capability, link, sources.
 
-    Memory bandwidth bounds decode, the dense tensor peak per dtype bounds prefill
+    CC is the CUDA compute capability. Memory bandwidth bounds decode, the dense tensor peak per dtype bounds prefill
     (int8 in TOPS); the link (NVLink, PCIe) joins tensor ranks. Each row names the
     vendor documents it comes from (--json).
 

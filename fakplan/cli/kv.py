@@ -26,7 +26,7 @@ from fakplan.engines import (
 from fakplan.errors import FakplanError, ReleaseError, UnitsError
 from fakplan.geometry.catalog import catalog_ids
 from fakplan.geometry.resolve import resolve_model
-from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
+from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.kv_report import kv_contract, kv_json
 from fakplan.plan import ComponentRecord, unstated_release
 from fakplan.units import printed_interval
@@ -335,8 +335,8 @@ def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, A
     if draft is not None and not isinstance(draft, str):
         raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
     geometry = None
-    reads = ENGINES[engine].draft_layers_in_pool if engine in ENGINES else False
-    if draft is not None and method in DRAFT_MODEL_METHODS and reads:
+    methods = ENGINES[engine].draft_model_methods if engine in ENGINES else ()
+    if draft is not None and method in methods:
         geometry = resolve_model(draft)[0]  # only an engine that counts its layers reads it
     return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
 

@@ -62,8 +62,10 @@ class Engine:
     takes_model_dtype: ClassVar[bool] = False
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags
     speculative_flags: ClassVar[bool] = False
-    # a speculative draft model's attention layers counted in the pool arithmetic
-    draft_layers_in_pool: ClassVar[bool] = False
+    # the speculative methods (launch.speculative.method) whose separate draft model's KV the
+    # engine's arithmetic counts (vLLM: in the target's blocks; SGLang: a pool beside):
+    # their launch.speculative.model is resolved as the target is
+    draft_model_methods: ClassVar[tuple[str, ...]] = ()
     # the KV contract is typed into the shape (an engine fakplan does not model)
     needs_contract: ClassVar[bool] = False
     # it loads a GGUF (launch.weights), never the model's published checkpoint

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from fakplan.errors import GeometryError
 from fakplan.geometry import Geometry
 from fakplan.geometry.resolve import ModelSource, resolve_model
-from fakplan.kv import DRAFT_MODEL_METHODS, KvQuery
+from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
     from fakplan.shape import LoadedShape
@@ -76,11 +76,12 @@ def _draft(loaded: LoadedShape) -> Geometry | None:
     """The draft model's geometry where a shape names one (launch.speculative.model) for
     a method whose draft keeps attention layers in the pool (an EAGLE head, a draft model),
     resolved as the target is: a path beside the shape, a Hub id, a catalog id."""
+    from fakplan.engines import ENGINES  # the registry imports this module
+
     spec = loaded.shape.launch.speculative
-    if spec is None or spec.model is None or spec.method not in DRAFT_MODEL_METHODS:
-        return None
-    if loaded.shape.engine != "vllm":
-        return None  # only vLLM's pool arithmetic reads a draft's layers (draft_layers_in_pool)
+    methods = ENGINES[loaded.shape.engine].draft_model_methods
+    if spec is None or spec.model is None or spec.method not in methods:
+        return None  # no draft model, or one whose KV the engine's arithmetic does not read
     try:
         return resolve_model(spec.model, base=loaded.path.parent)[0]
     except GeometryError as exc:

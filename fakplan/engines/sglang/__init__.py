@@ -11,6 +11,7 @@ Rule sets (newest first):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from fakplan.contract import CostComponent
@@ -28,9 +29,12 @@ from fakplan.engines.sglang.refusals import REFUSALS
 from fakplan.engines.sglang.rules import (
     DEFAULT_PAGE,
     DOWNCAST,
+    DRAFT_MODEL_METHODS,
     KV_CACHE_DTYPE_CHOICES,
     KV_DTYPES,
     MODEL_DTYPE_CHOICES,
+    MTP_METHODS,
+    NO_KV_METHODS,
     RELEASES,
     SWA_FULL_TOKENS_RATIO,
     SglangRules,
@@ -134,11 +138,77 @@ def _head_components(
     return out
 
 
+def _draft_components(
+    engine: SglangEngine, query: KvQuery, release: SglangRules, b: int, page: int
+) -> list[CostComponent]:
+    """A speculative draft's KV: a pool of its own with the target's token count (the same
+    req_to_token indices and allocator; the draft's own layers, heads and dtype: the draft
+    worker's memory pool gets the target's MemoryPoolConfig, mem_cache/
+    kv_cache_configurator.py, and the "KV Cache is allocated" line it prints comes second;
+    0.5.2: draft_runner_cache_size, model_runner.py). With --max-total-tokens both pools
+    hold that many tokens, so a KV budget holds the two cells together."""
+    method = (query.spec_method or "").lower()
+    if not query.spec_tokens or not method or method in NO_KV_METHODS:
+        return []
+    g = query.geometry
+    if query.pp > 1:
+        raise RuleError(
+            "a speculative draft with PP > 1: which stage holds its pool is not read",
+            "parallel",
+            "pipeline",
+        )
+    if query.draft is not None and method in DRAFT_MODEL_METHODS:
+        own = dataclasses.replace(
+            query, geometry=query.draft, spec_tokens=0, spec_method=None, draft=None
+        )
+        parts = list(engine.breakdown(own).components)
+        if any(c.kind == "sliding" for c in parts):
+            raise RuleError(
+                f"the {method} draft {query.draft.source} has sliding-window layers: its pool "
+                "is not read",
+                "launch",
+                "speculative",
+                "model",
+            )
+        source = f"the {method} draft {query.draft.source}"
+    elif method in MTP_METHODS and g.num_nextn_layers:
+        nextn = g.num_nextn_layers
+        mla = g.layer_kinds.count(LayerKind.MLA)
+        parts = (
+            _mla_components(query, b, page, nextn / mla)
+            if mla
+            else _head_components(query, release, b, page, 1.0, nextn, 0)
+        )
+        source = f"the checkpoint's {nextn} MTP layer{'s' if nextn > 1 else ''} ({method})"
+    else:
+        raise RuleError(
+            f"speculative method {method!r}: its draft's KV pool is not read (read: "
+            f"{', '.join(DRAFT_MODEL_METHODS)} with launch.speculative.model, "
+            f"{', '.join(MTP_METHODS)} on a checkpoint with MTP layers, and "
+            f"{', '.join(NO_KV_METHODS)}, which keeps none)",
+            "launch",
+            "speculative",
+        )
+    cell = sum(c.page_bytes for c in parts) // page
+    return [
+        CostComponent(
+            "draft pool",
+            "draft",
+            cell * page,
+            0,
+            True,
+            f"{source}: a pool of its own beside the target's, holding as many tokens: "
+            + "; ".join(c.derivation for c in parts),
+        )
+    ]
+
+
 class SglangEngine(ModelledEngine):
     name = "sglang"
     title = "SGLang"
     takes_model_dtype = True
     speculative_flags = True
+    draft_model_methods = DRAFT_MODEL_METHODS
     bootlog_module = "fakplan.engines.sglang.bootlog"
     server = SERVER
     probe_flavour = "sglang"
@@ -215,6 +285,13 @@ class SglangEngine(ModelledEngine):
             rules.append("hybrid linear-attention/Mamba: only the attention layers are in the cell")
         if not components:
             raise RuleError(f"{g.source}: no layer holds a KV cache", "model")
+        drafted = _draft_components(self, query, release, b, page)
+        if drafted:
+            rules.append(
+                "a speculative draft: its own pool of the target's token count beside it "
+                "(the printed pool is the target's)"
+            )
+        components += drafted
         return KvBreakdown(
             engine="sglang",
             engine_version=version,
@@ -224,6 +301,12 @@ class SglangEngine(ModelledEngine):
             components=tuple(components),
             rules=tuple(rules),
         )
+
+    def printed_pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
+        """The first "KV Cache is allocated" line is the target's pool alone: a draft's
+        pool prints a line of its own after it."""
+        target = tuple(c for c in breakdown.components if c.kind != "draft")
+        return self.pool(query, dataclasses.replace(breakdown, components=target), pool_bytes)
 
     def pool(self, query: KvQuery, breakdown: KvBreakdown, pool_bytes: int) -> PoolResult:
         page = breakdown.page_tokens

@@ -59,3 +59,10 @@ DOWNCAST = ("fp16", "fp16, bf16 for Gemma")
 DIST_INIT_PORT = 20000  # a free port for torch.distributed's rendezvous on the head
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args default (v0.5.23)
 DEFAULT_PAGE = 1  # _page_size_default (v0.5.23); backends such as FlashMLA force 64
+
+# speculative algorithms (--speculative-algorithm, lower-cased as a shape names them): a
+# draft model or EAGLE head with a KV pool of its own, NEXTN the checkpoint's MTP layers
+# (an alias of EAGLE without a draft path), NGRAM none (speculative/spec_info.py, v0.5.23)
+DRAFT_MODEL_METHODS = ("eagle", "eagle3", "standalone")
+MTP_METHODS = ("nextn", "eagle")
+NO_KV_METHODS = ("ngram",)

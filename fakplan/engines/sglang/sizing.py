@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.served import served_dtype
-from fakplan.engines.sglang.rules import DOWNCAST
+from fakplan.engines.sglang.rules import DOWNCAST, NO_KV_METHODS
 from fakplan.engines.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm
 
@@ -94,11 +94,8 @@ def shape_sizing(loaded: LoadedShape, downcast: Downcast) -> EngineSizing:
     shape = loaded.shape
     fraction = shape.serving.mem_fraction_static
     assert fraction is not None
-    draft = shape.launch.speculative is not None and shape.serving.spec_tokens > 0
     total, total_text = loaded.engine_total()
-    found = sglang_sizing(
-        query_for_shape(loaded), fraction, total, total_text, downcast, draft=draft
-    )
+    found = sglang_sizing(query_for_shape(loaded), fraction, total, total_text, downcast)
     if isinstance(found, str):
         raise _unknown(loaded, found)
     return found
@@ -110,13 +107,15 @@ def sglang_sizing(
     total: int,
     total_text: str,
     downcast: Downcast,
-    *,
-    draft: bool = False,
 ) -> EngineSizing | str:
     """The pool one rank of SGLang sizes at ``fraction`` of a card whose CUDA total is
     ``total``; or why fakplan cannot say (the reason, never a guess)."""
-    if draft:
-        return "a draft model's weights and pool share the fraction"
+    if query.spec_tokens and (query.spec_method or "").lower() not in NO_KV_METHODS:
+        return (
+            "a speculative draft's weights and pool share the fraction (v0.5.23 charges "
+            "its pool at the target's per-layer cell after loading both models; v0.5.2 "
+            "reserved 2 GB and raised the count), which is not predicted"
+        )
     if query.pp > 1:
         return "no public boot measures the memory in use at PP > 1"
     if query.tp not in IN_USE_MEASURED:

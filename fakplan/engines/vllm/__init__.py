@@ -40,7 +40,7 @@ from fakplan.engines.vllm.rules import (
 )
 from fakplan.engines.vllm.server import SERVER
 from fakplan.engines.vllm.sizing import predicted_ceiling, quantized_weights, shape_sizing
-from fakplan.kv import KvBreakdown, KvQuery, PoolResult
+from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
     from fakplan.figures import Figures
@@ -66,7 +66,7 @@ class VllmEngine(ModelledEngine):
     binaries = ("vllm", "vllm-api-server")
     takes_model_dtype = True
     speculative_flags = True
-    draft_layers_in_pool = True
+    draft_model_methods = DRAFT_MODEL_METHODS
     bootlog_module = "fakplan.engines.vllm.bootlog"
     log_prints_divided_pool = True
     decode_bands = VLLM_DECODE

@@ -139,22 +139,3 @@ def test_a_shapes_eagle_head_costs_its_layers(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["plan", str(shape), "--json"])
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.output)["rate_bytes_per_token"] == 34 * 4_096
-
-
-def test_an_sglang_shape_never_resolves_a_draft_it_does_not_count(tmp_path: Path) -> None:
-    """Only vLLM's pool arithmetic reads a draft's layers: an SGLang shape naming an EAGLE3
-    draft that is nowhere (offline, not cached) still plans."""
-    root = Path(__file__).resolve().parents[3]
-    shape = tmp_path / "s.yaml"
-    shape.write_text(
-        (root / "shapes" / "qwen3-32b-sglang.yaml")
-        .read_text()
-        .replace("serving:\n", "serving:\n  spec_tokens: 3\n", 1)
-        .replace(
-            "launch:\n",
-            "launch:\n  speculative: {method: eagle3, model: nobody/not-cached-eagle3}\n",
-            1,
-        )
-    )
-    result = CliRunner().invoke(main, ["--offline", "plan", str(shape), "--json"])
-    assert result.exit_code in (0, 1), result.output

@@ -1,0 +1,184 @@
+"""A speculative draft's KV on SGLang: a pool of its own beside the target's, with the
+target's token count (the draft worker takes the target's memory-pool config and shares
+its req_to_token indices; v0.5.23 mem_cache/kv_cache_configurator.py, v0.5.2
+model_runner.py draft_runner_cache_size). The boot prints the target's "KV Cache is
+allocated" line first, the draft's second.
+
+The public boot (tests/data/public/speculative/sglang-eagle3-llama31-8b-docs.log, SGLang's
+documentation CI): Llama-3.1-8B-Instruct in fp16 with a one-layer EAGLE3 head, the pool
+capped at 20,480 tokens. Each pool holds its tokens plus one page of rows (page 1):
+  target  20,481 x 32 layers x 8 KV heads x 128 x 2 B = 1,342,242,816 B: "K size: 1.25 GB"
+  draft   20,481 x  1 layer  x 8 KV heads x 128 x 2 B =    41,945,088 B: "K size: 0.04 GB"
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fakplan.cli import main
+from fakplan.engines import kv_breakdown, parse_ledger, printed_pool_tokens
+from fakplan.errors import RuleError
+from fakplan.geometry import load_geometry
+from fakplan.kv import KvQuery
+from fakplan.units import GIB, printed_interval
+from tests.support.paths import PUBLIC, SHAPES
+
+LLAMA = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
+DOCS_BOOT = PUBLIC / "speculative" / "sglang-eagle3-llama31-8b-docs.log"
+TARGET_CELL = 32 * 8 * (128 + 128) * 2  # B a token, fp16
+DRAFT_CELL = 1 * 8 * (128 + 128) * 2
+
+
+def _head(tmp_path: Path, layers: int = 1) -> Path:
+    """An EAGLE3 head's config for Llama-3.1-8B: the target's attention, ``layers`` layers."""
+    config = {**json.loads(LLAMA.read_text()), "num_hidden_layers": layers}
+    config["architectures"] = ["LlamaForCausalLMEagle3"]
+    folder = tmp_path / "eagle3-head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _query(tmp_path: Path, method: str = "eagle3") -> KvQuery:
+    return KvQuery(
+        geometry=load_geometry(str(LLAMA)),
+        engine="sglang",
+        engine_version="0.5.2",
+        model_dtype="float16",
+        max_model_len=8192,
+        spec_tokens=32,
+        spec_method=method,
+        draft=load_geometry(str(_head(tmp_path) / "config.json")),
+    )
+
+
+def test_the_draft_pool_is_its_own_cell_beside_the_target(tmp_path: Path) -> None:
+    parts = {c.kind: c for c in kv_breakdown(_query(tmp_path)).components}
+    assert parts["full"].page_bytes == TARGET_CELL
+    assert parts["draft"].page_bytes == DRAFT_CELL
+    # the docs boot printed both pools' K halves for 20,480 tokens (+ one page of rows)
+    log = DOCS_BOOT.read_text()
+    assert "K size: 1.25 GB, V size: 1.25 GB" in log and "K size: 0.04 GB, V size: 0.04 GB" in log
+    assert round(20_481 * TARGET_CELL / 2 / GIB, 2) == 1.25
+    assert round(20_481 * DRAFT_CELL / 2 / GIB, 2) == 0.04
+    assert round(20_481 * 2 * DRAFT_CELL / 2 / GIB, 2) == 0.08  # two layers would not print so
+
+
+def test_the_printed_pool_is_the_targets_alone(tmp_path: Path) -> None:
+    """The ledger reads the target's line (the draft's is a second model's); its 2.50 GiB
+    (2.49..2.51 GiB, K and V as printed) hold the 20,480 tokens printed at the target's cell;
+    counted with the draft's cell, as a budget is, no more than 19,938."""
+    ledger = parse_ledger(DOCS_BOOT, "sglang")
+    assert ledger.kv_tokens == 20_480
+    k, v = ledger.figure("k_bytes"), ledger.figure("v_bytes")
+    assert k is not None and v is not None and k.printed == v.printed == "1.25 GB"
+    low, _, high = printed_interval("1.25 GiB")  # K and V alike: SGLang's GB are GiB
+    found = printed_pool_tokens(_query(tmp_path), 2 * low, 2 * high)
+    assert found.extra["tokens_low"] <= 20_480 <= found.extra["tokens_high"]
+    assert 2 * high // (TARGET_CELL + DRAFT_CELL) < 20_480  # the draft's cell counted: outside
+
+
+def test_a_kv_budget_holds_both_pools(tmp_path: Path) -> None:
+    """budget.kv backs tokens at the two cells together, and --max-total-tokens caps the
+    target (and so the draft) at that count: 8 GiB // (131,072 + 4,096) B = 63,550."""
+    head = _head(tmp_path)
+    shape = tmp_path / "s.yaml"
+    shape.write_text(
+        f"""name: eagle3
+engine: sglang
+engine_version: "0.5.2"
+model: {json.dumps(str(LLAMA))}
+card: {{total: 80 GiB}}
+budget: {{weights: 18 GiB, kv: 8 GiB}}
+serving: {{max_num_seqs: 4, max_model_len: 8192, dtype: float16, spec_tokens: 32}}
+launch:
+  speculative: {{method: eagle3, model: {head.name}}}
+"""
+    )
+    result = CliRunner().invoke(main, ["plan", str(shape), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    plan = json.loads(result.output)
+    tokens = 8 * GIB // (TARGET_CELL + DRAFT_CELL)
+    assert tokens == 63_550
+    assert plan["tokens_backed"] == tokens
+    argv = plan["launch"]["roles"][0]["argv"]
+    assert argv[argv.index("--max-total-tokens") + 1] == str(tokens)
+    assert argv[argv.index("--speculative-draft-model-path") + 1] == head.name
+
+
+def test_an_mtp_draft_is_the_checkpoints_nextn_layers() -> None:
+    """NEXTN without a draft path: the checkpoint's own MTP layer, one more MLA latent of
+    (512 + 64) x 2 B a token (DeepSeek-V3: num_nextn_predict_layers 1)."""
+    query = KvQuery(
+        geometry=load_geometry(
+            str(PUBLIC / "configs" / "deepseek-ai--DeepSeek-V3" / "config.json")
+        ),
+        engine="sglang",
+        engine_version="0.5.2",
+        tp=8,
+        spec_tokens=2,
+        spec_method="nextn",
+    )
+    parts = {c.kind: c for c in kv_breakdown(query).components}
+    assert parts["mla"].page_bytes == 61 * 576 * 2
+    assert parts["draft"].page_bytes == 1 * 576 * 2
+
+
+@pytest.mark.parametrize(
+    ("method", "draft", "said"),
+    [("lookahead", True, "not read"), ("eagle3", False, "MTP layers")],
+)
+def test_what_is_not_read_says_why(tmp_path: Path, method: str, draft: bool, said: str) -> None:
+    query = _query(tmp_path, method)
+    query = query if draft else replace(query, draft=None)
+    with pytest.raises(RuleError, match=said):
+        kv_breakdown(query)
+
+
+def test_ngram_keeps_no_draft_pool(tmp_path: Path) -> None:
+    parts = [
+        c.kind for c in kv_breakdown(replace(_query(tmp_path, "ngram"), draft=None)).components
+    ]
+    assert "draft" not in parts
+
+
+def test_an_sglang_shape_resolves_its_draft_as_the_target(tmp_path: Path) -> None:
+    """The draft's pool is counted, so its model must resolve: offline and not cached, one
+    located line (exit 2), not a plan that leaves the draft's pool out."""
+    shape = tmp_path / "s.yaml"
+    shape.write_text(
+        (SHAPES / "qwen3-32b-sglang.yaml")
+        .read_text()
+        .replace("serving:\n", "serving:\n  spec_tokens: 3\n", 1)
+        .replace(
+            "launch:\n",
+            "launch:\n  speculative: {method: eagle3, model: nobody/not-cached-eagle3}\n",
+            1,
+        )
+    )
+    result = CliRunner().invoke(main, ["--offline", "plan", str(shape), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "launch.speculative.model" in result.output
+
+
+def test_a_fraction_with_a_draft_is_not_predicted(tmp_path: Path) -> None:
+    """SGLang sizing its own pool charges the draft in release-dependent ways (v0.5.23 at
+    the target's per-layer cell, v0.5.2 with a 2 GB reserve and raised counts): fakplan
+    says so rather than give the draft-less pool; the draft's cell still shows."""
+    head = _head(tmp_path)
+    spec = json.dumps({"method": "eagle3", "model": str(head), "num_speculative_tokens": 3})
+    result = CliRunner().invoke(
+        main,
+        ["kv", str(LLAMA), "--engine", "sglang", "--engine-version", "0.5.2",
+         "--speculative-config", spec, "--mem-fraction-static", "0.85",
+         "--card-total", "79.19 GiB", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert "speculative draft" in doc["sizing"]["unknown"]
+    assert any(c["kind"] == "draft" for c in doc["components"])
