@@ -17,6 +17,9 @@ Machete, AllSpark, Marlin, ...), and each kernel keeps its own set of tensors af
   sorted ``g_idx`` and its int32 sort indices; an int32 workspace of one word per SM
   (``marlin_make_workspace_new``) per layer.
 - AllSpark (8-bit, one scale per channel, capability 8.x) and the rest: not read.
+- A GPTQ mixture of experts' fused experts go to **Marlin's MoE kernel** on every card
+  (GPTQMarlinMoEMethod): the weights repacked and the scales permuted at the same size,
+  the zero points kept as loaded, act order's sorted g_idx and sort indices per expert.
 
 An AWQ checkpoint (awq_marlin.py) has zero points: its int32 ``qweight`` and ``qzeros`` are
 re-packed GPTQ-like at the same size (``_convert_awq_to_standard_format``); Machete then
@@ -69,10 +72,13 @@ class PackedStorage:
         order = ", act order" if self.act_order else ""
         return f"{self.layout} int{self.bits}, {group}{order}"
 
-    def kernel(self, rows: int, columns: int, split_input: bool) -> str | None:
+    def kernel(self, rows: int, columns: int, split_input: bool, experts: int = 1) -> str | None:
         """The kernel vLLM picks for a layer of ``rows`` outputs and ``columns`` inputs on
-        the rank, or None where it is one fakplan does not read."""
+        the rank (a fused MoE's ``experts`` stacked), or None where it is one fakplan does
+        not read."""
         cap = capability_number(self.capability)
+        if experts > 1:
+            return self._moe_kernel(rows // experts, columns, split_input, cap)
         partitioned = split_input and self.tp > 1
         if (
             cap == 90
@@ -90,6 +96,16 @@ class PackedStorage:
             return "Marlin"
         return None
 
+    def _moe_kernel(self, rows: int, columns: int, split_input: bool, cap: int) -> str | None:
+        """GPTQ experts go to Marlin's MoE kernel on every card that runs Marlin, where
+        check_moe_marlin_supports_layer passes (hidden a multiple of 128, the rank's
+        intermediate of 64 and of the group; marlin_utils.py); else MoeWNA16, not read."""
+        if self.layout != "gptq" or cap < 75:
+            return None
+        hidden, share = (rows, columns) if split_input else (columns, rows // 2)
+        fits = hidden % 128 == 0 and share % max(64, self.group) == 0
+        return "Marlin MoE" if fits else None
+
     def scale_rows(self, columns: int, split_input: bool) -> int:
         """Scale (and zero-point) rows on the rank: one per group of the input, of all of
         it where act order (or one scale per channel on a split input) repeats them."""
@@ -99,18 +115,24 @@ class PackedStorage:
         return (full if self.act_order else columns) // self.group
 
     def allocations(
-        self, elements: int, rows: int, split_input: bool, size: int
+        self, elements: int, rows: int, split_input: bool, size: int, experts: int = 1
     ) -> list[int] | None:
         """One linear layer's tensors after the load, in bytes, in creation order; None
         where the kernel is not read."""
         columns = elements // rows
-        kernel = self.kernel(rows, columns, split_input)
+        kernel = self.kernel(rows, columns, split_input, experts)
         if kernel is None:
             return None
         weight = elements * self.bits // 8
         scales = self.scale_rows(columns, split_input) * rows * size
         zeros = self.scale_rows(columns, split_input) * rows * self.bits // 8
         index = columns * INT32
+        if kernel == "Marlin MoE":
+            # GPTQMarlinMoEMethod (gptq_marlin.py): the qweight repacked, the scales
+            # permuted, the qzeros left as loaded; with act order each expert's sorted g_idx
+            # and its sort indices, else empty ones
+            order = [experts * index] * 2 if self.act_order else []
+            return [weight, scales, zeros, *order]
         out = [weight]
         if self.layout == "awq":
             out += [scales, scales if kernel == "Machete" else zeros]

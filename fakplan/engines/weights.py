@@ -173,7 +173,7 @@ def _experts(count: int, share: int, hidden: int) -> Tensors:
     """A fused MoE's w13 and w2 on a rank: ``count`` experts of ``share`` intermediate."""
     return [
         Tensor(count * 2 * share * hidden, True, count * 2 * share, 2, count),
-        Tensor(count * hidden * share, True, count * hidden, 1, count),
+        Tensor(count * hidden * share, True, count * hidden, 1, count, split_input=True),
     ]
 
 
@@ -1007,8 +1007,12 @@ def linear_storage(
         return found
     method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
     if isinstance(found, PackedStorage):
-        if model_type not in DENSE_FAMILIES:
-            return f"a {found.text} {model_type} checkpoint: only dense decoders are read"
+        moe_gptq = model_type in MOE_FAMILIES and found.layout == "gptq"
+        if model_type not in DENSE_FAMILIES and not moe_gptq:
+            return (
+                f"a {found.text} {model_type} checkpoint: read for the dense decoders (and "
+                "GPTQ's mixtures of experts)"
+            )
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
         # awq_marlin unless the user asks for another method (--quantization gptq or awq
         # keeps that method's own kernel)
@@ -1242,8 +1246,8 @@ def _packed_total(storage: PackedStorage, tensors: Tensors, size: int) -> tuple[
     for t in tensors:
         if not t.linear:
             continue
-        found = storage.allocations(t.elements, t.rows, t.split_input, size)
-        kernel = storage.kernel(t.rows, t.elements // t.rows, t.split_input)
+        found = storage.allocations(t.elements, t.rows, t.split_input, size, t.experts)
+        kernel = storage.kernel(t.rows, t.elements // t.rows, t.split_input, t.experts)
         if found is None or kernel is None:
             return None
         held += sum(found)
@@ -1280,7 +1284,7 @@ def _creation_order(
         for t in tensors:
             if isinstance(storage, PackedStorage):
                 held = (
-                    storage.allocations(t.elements, t.rows, t.split_input, size)
+                    storage.allocations(t.elements, t.rows, t.split_input, size, t.experts)
                     if t.linear
                     else None
                 )

@@ -29,6 +29,7 @@ from tests.support.paths import PUBLIC
 LINEARS = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]  # (K, N) per layer
 REST = 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2 + 131_072 * 128 * 2
 GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": True}
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 
 
 def _config(scheme: dict[str, Any], base: str = "meta-llama--Llama-3.1-8B-Instruct") -> Any:
@@ -154,10 +155,43 @@ def test_what_is_not_read_says_why(scheme: dict[str, Any], kw: dict[str, Any], s
     assert said in weights_refusal(config, "llama", None, 1, 1, kw.get("capability"))
 
 
-def test_a_gptq_mixture_of_experts_is_refused() -> None:
-    config = _config(GPTQ, "Qwen--Qwen3-30B-A3B")
+def test_a_gptq_mixture_of_experts_by_hand() -> None:
+    """Qwen3-30B-A3B in GPTQ int4 (groups of 128, no act order) on an H100, bf16: its
+    attention on Machete (q/k/v 2,048 x 5,120, o 4,096 x 2,048: weight, g_idx, scales,
+    qzeros), its 128 experts on Marlin's MoE kernel (GPTQMarlinMoEMethod, every card):
+    w13 128 x 2,048 x 1,536 and w2 128 x 768 x 2,048 at 4 bits, their bf16 scales and
+    int32 qzeros per 128 inputs, g_idx emptied; the router 2,048 x 128, q/k norms and two
+    norms in bf16; embedding and lm_head 151,936 x 2,048; the final norm; the rotary cache
+    40,960 x 128."""
+    attention = sum(
+        k * n // 2 + k * 4 + k // 128 * n * 2 + k // 128 * n // 2
+        for k, n in ((2048, 5120), (4096, 2048))
+    )
+    experts = 0
+    for k, n in ((2048, 1536), (768, 2048)):  # inputs, outputs per expert
+        experts += 128 * (k * n // 2 + k // 128 * n * 2 + k // 128 * n // 2)
+    plain = (2048 * 128 + 2 * 128 + 2 * 2048) * 2
+    rest = 2 * 151_936 * 2048 * 2 + 2048 * 2 + 40_960 * 128 * 2
+    scheme = {**GPTQ, "desc_act": False}
+    config = _config(scheme, "Qwen--Qwen3-30B-A3B")
+    found = vllm_rank_weights(config, "qwen3_moe", capability="9.0")
+    assert found is not None
+    assert found.bytes == 48 * (attention + experts + plain) + rest
+    assert "96 on Machete, 96 on Marlin MoE" in found.derivation
+
+
+def test_moe_marlin_takes_the_experts_on_any_card_it_runs_on() -> None:
+    """On an A100 the attention goes to Marlin too (emptied g_idx and zeros, workspaces);
+    the experts' bytes do not change with the card."""
+    config = _config({**GPTQ, "desc_act": False}, "Qwen--Qwen3-30B-A3B")
+    found = vllm_rank_weights(config, "qwen3_moe", capability="8.0", sms=108)
+    assert found is not None and "96 on Marlin, 96 on Marlin MoE" in found.derivation
+
+
+def test_an_awq_mixture_of_experts_is_refused() -> None:
+    config = _config(AWQ, "Qwen--Qwen3-30B-A3B")
     assert vllm_rank_weights(config, "qwen3_moe", capability="9.0") is None
-    assert "only dense decoders" in weights_refusal(config, "qwen3_moe", None, 1, 1, "9.0")
+    assert "GPTQ's mixtures of experts" in weights_refusal(config, "qwen3_moe", None, 1, 1, "9.0")
 
 
 def test_quantization_gptq_keeps_the_gptq_kernel() -> None:
@@ -186,9 +220,6 @@ def test_fit_takes_the_card_capability(tmp_path: Path) -> None:
     assert unnamed.exit_code != 0 and "card.capability" in unnamed.output
     named = CliRunner().invoke(main, [*args, "--card-capability", "9.0"])
     assert named.exit_code == 0, named.output
-
-
-AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 
 
 def test_awq_on_machete_keeps_zero_points_as_scales_by_hand() -> None:
