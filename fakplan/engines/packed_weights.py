@@ -17,9 +17,10 @@ Machete, AllSpark, Marlin, ...), and each kernel keeps its own set of tensors af
   sorted ``g_idx`` and its int32 sort indices; an int32 workspace of one word per SM
   (``marlin_make_workspace_new``) per layer.
 - AllSpark (8-bit, one scale per channel, capability 8.x) and the rest: not read.
-- A GPTQ mixture of experts' fused experts go to **Marlin's MoE kernel** on every card
-  (GPTQMarlinMoEMethod): the weights repacked and the scales permuted at the same size,
-  the zero points kept as loaded, act order's sorted g_idx and sort indices per expert.
+- A GPTQ or AWQ mixture of experts' fused experts go to **Marlin's MoE kernel** on every
+  card (GPTQMarlinMoEMethod, AWQMarlinMoEMethod): the weights repacked and the scales
+  permuted at the same size, the zero points kept, act order's sorted g_idx and sort
+  indices per expert, a workspace of 4 int32 words per SM a layer.
 
 An AWQ checkpoint (awq_marlin.py) has zero points: its int32 ``qweight`` and ``qzeros`` are
 re-packed GPTQ-like at the same size (``_convert_awq_to_standard_format``); Machete then
@@ -97,10 +98,10 @@ class PackedStorage:
         return None
 
     def _moe_kernel(self, rows: int, columns: int, split_input: bool, cap: int) -> str | None:
-        """GPTQ experts go to Marlin's MoE kernel on every card that runs Marlin, where
-        check_moe_marlin_supports_layer passes (hidden a multiple of 128, the rank's
+        """GPTQ and AWQ experts go to Marlin's MoE kernel on every card that runs Marlin,
+        where check_moe_marlin_supports_layer passes (hidden a multiple of 128, the rank's
         intermediate of 64 and of the group; marlin_utils.py); else MoeWNA16, not read."""
-        if self.layout != "gptq" or cap < 75:
+        if self.layout not in ("gptq", "awq") or cap < 75:
             return None
         hidden, share = (rows, columns) if split_input else (columns, rows // 2)
         fits = hidden % 128 == 0 and share % max(64, self.group) == 0
@@ -128,11 +129,14 @@ class PackedStorage:
         zeros = self.scale_rows(columns, split_input) * rows * self.bits // 8
         index = columns * INT32
         if kernel == "Marlin MoE":
-            # GPTQMarlinMoEMethod (gptq_marlin.py): the qweight repacked, the scales
-            # permuted, the qzeros left as loaded; with act order each expert's sorted g_idx
-            # and its sort indices, else empty ones
+            # GPTQMarlinMoEMethod (gptq_marlin.py) and AWQMarlinMoEMethod (awq_marlin.py):
+            # the qweight repacked, the scales permuted, the qzeros as loaded (AWQ's
+            # re-packed at the same size); with act order each expert's sorted g_idx and its
+            # sort indices, else empty ones; the layer's workspace, 4 int32 words per SM
+            # (marlin_make_workspace_new(device, 4)), counted with w13
             order = [experts * index] * 2 if self.act_order else []
-            return [weight, scales, zeros, *order]
+            space = [4 * self.sms * INT32] if self.sms is not None and not split_input else []
+            return [weight, scales, zeros, *order, *space]
         out = [weight]
         if self.layout == "awq":
             out += [scales, scales if kernel == "Machete" else zeros]

@@ -1007,11 +1007,11 @@ def linear_storage(
         return found
     method = str(scheme.get("quant_method")) if isinstance(scheme, dict) else ""
     if isinstance(found, PackedStorage):
-        moe_gptq = model_type in MOE_FAMILIES and found.layout == "gptq"
-        if model_type not in DENSE_FAMILIES and not moe_gptq:
+        moe = model_type in MOE_FAMILIES and found.layout in ("gptq", "awq")
+        if model_type not in DENSE_FAMILIES and not moe:
             return (
                 f"a {found.text} {model_type} checkpoint: read for the dense decoders (and "
-                "GPTQ's mixtures of experts)"
+                "GPTQ's and AWQ's mixtures of experts)"
             )
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
         # awq_marlin unless the user asks for another method (--quantization gptq or awq

@@ -188,10 +188,39 @@ def test_moe_marlin_takes_the_experts_on_any_card_it_runs_on() -> None:
     assert found is not None and "96 on Marlin, 96 on Marlin MoE" in found.derivation
 
 
-def test_an_awq_mixture_of_experts_is_refused() -> None:
+def test_an_awq_mixture_of_experts_on_an_rtx_4090_by_hand() -> None:
+    """AWQ (awq_marlin): the attention on Marlin (SM 8.9: packed zeros kept, a workspace of
+    128 SMs x 4 B each), the experts on Marlin's MoE kernel (scales and packed zeros per
+    128 inputs, 4 workspace words per SM a layer); scales in the model dtype, 2 B."""
+    attention = sum(
+        k * n // 2 + k // 128 * n * 2 + k // 128 * n // 2 + 128 * 4
+        for k, n in ((2048, 5120), (4096, 2048))
+    )
+    experts = 4 * 128 * 4
+    for k, n in ((2048, 1536), (768, 2048)):
+        experts += 128 * (k * n // 2 + k // 128 * n * 2 + k // 128 * n // 2)
+    plain = (2048 * 128 + 2 * 128 + 2 * 2048) * 2
+    rest = 2 * 151_936 * 2048 * 2 + 2048 * 2 + 40_960 * 128 * 2
     config = _config(AWQ, "Qwen--Qwen3-30B-A3B")
+    found = vllm_rank_weights(config, "qwen3_moe", capability="8.9", sms=128)
+    assert found is not None
+    assert found.bytes == 48 * (attention + experts + plain) + rest
+
+
+def test_a_compressed_tensors_mixture_of_experts_is_refused() -> None:
+    scheme = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                      "weights": {"num_bits": 4, "type": "int",
+                                                  "strategy": "group", "group_size": 128,
+                                                  "symmetric": True}}},
+        "ignore": ["lm_head"],
+    }  # fmt: skip
+    config = _config(scheme, "Qwen--Qwen3-30B-A3B")
     assert vllm_rank_weights(config, "qwen3_moe", capability="9.0") is None
-    assert "GPTQ's mixtures of experts" in weights_refusal(config, "qwen3_moe", None, 1, 1, "9.0")
+    said = weights_refusal(config, "qwen3_moe", None, 1, 1, "9.0")
+    assert "GPTQ's and AWQ's mixtures of experts" in said
 
 
 def test_quantization_gptq_keeps_the_gptq_kernel() -> None:
