@@ -175,7 +175,8 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     type=click.IntRange(min=1),
     default=132,
     show_default=True,
-    help="The card's streaming multiprocessors (H100/H200 132): sizes the sampler's buffer.",
+    help="The card's streaming multiprocessors (H100/H200 132): sizes vLLM's sampler buffer "
+    "and Marlin's workspaces (--card-sku fills it from the card table).",
 )
 @click.option(
     "--card-sku",
@@ -336,7 +337,7 @@ def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, A
         raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
     geometry = None
     methods = ENGINES[engine].draft_model_methods if engine in ENGINES else ()
-    if draft is not None and method in methods:
+    if draft is not None and method.lower() in methods:
         geometry = resolve_model(draft)[0]  # only an engine that counts its layers reads it
     return {"spec_method": method, "spec_tokens": tokens, "draft": geometry}
 

@@ -81,6 +81,8 @@ class PackedStorage:
         if experts > 1:
             return self._moe_kernel(rows // experts, columns, split_input, cap)
         partitioned = split_input and self.tp > 1
+        if self.layout == "awq" and not self._marlin_fits(rows, columns, split_input):
+            return None  # AWQMarlinConfig.get_quant_method keeps such a layer on AWQ's kernel
         if (
             cap == 90
             and self.group in MACHETE_GROUPS
@@ -91,11 +93,16 @@ class PackedStorage:
             return "Machete"
         if 80 <= cap < 90 and self.group == -1 and self.bits == 8 and not self.act_order:
             return None  # AllSpark takes 8-bit per-channel layers on Ampere and Ada
-        full = columns * self.tp if split_input else columns
-        fits = self.group == -1 or self.group >= full or columns % self.group == 0
-        if cap >= 75 and rows % 64 == 0 and columns % 128 == 0 and fits:
+        if cap >= 75 and self._marlin_fits(rows, columns, split_input):
             return "Marlin"
         return None
+
+    def _marlin_fits(self, rows: int, columns: int, split_input: bool) -> bool:
+        """verify_marlin_supports_shape (marlin_utils.py): outputs a multiple of 64, inputs
+        of 128, and of the group where the group is narrower than the whole input."""
+        full = columns * self.tp if split_input else columns
+        fits = self.group == -1 or self.group >= full or columns % self.group == 0
+        return rows % 64 == 0 and columns % 128 == 0 and fits
 
     def _moe_kernel(self, rows: int, columns: int, split_input: bool, cap: int) -> str | None:
         """GPTQ and AWQ experts go to Marlin's MoE kernel on every card that runs Marlin,
@@ -130,10 +137,13 @@ class PackedStorage:
         index = columns * INT32
         if kernel == "Marlin MoE":
             # GPTQMarlinMoEMethod (gptq_marlin.py) and AWQMarlinMoEMethod (awq_marlin.py):
-            # the qweight repacked, the scales permuted, the qzeros as loaded (AWQ's
-            # re-packed at the same size); with act order each expert's sorted g_idx and its
+            # the qweight repacked, the scales permuted, the qzeros as loaded (GPTQ's a
+            # float tensor of one element per 32 bits of zeros, in the model dtype; AWQ's
+            # int32, re-packed at the same size); with act order each expert's sorted g_idx and its
             # sort indices, else empty ones; the layer's workspace, 4 int32 words per SM
             # (marlin_make_workspace_new(device, 4)), counted with w13
+            if self.layout == "gptq":  # GPTQ's expert qzeros are created in the model dtype
+                zeros = self.scale_rows(columns, split_input) * rows * self.bits // 32 * size
             order = [experts * index] * 2 if self.act_order else []
             space = [4 * self.sms * INT32] if self.sms is not None and not split_input else []
             return [weight, scales, zeros, *order, *space]
@@ -161,9 +171,13 @@ def packed_storage(
     """A GPTQ quantization_config (quant_method gptq: bits, group_size, desc_act, sym) as
     vLLM 0.19.0 serves it (converted to gptq_marlin, GPTQMarlinConfig
     ``is_gptq_marlin_compatible``), or why it is not counted."""
-    bits, group = scheme.get("bits"), scheme.get("group_size")
-    if scheme.get("sym") is not True:
+    bits, group, sym = scheme.get("bits"), scheme.get("group_size"), scheme.get("sym")
+    if sym is None:
+        return "a GPTQ checkpoint without sym: vLLM keeps it on the GPTQ kernel, not read"
+    if sym is not True:
         return "an asymmetric GPTQ checkpoint: vLLM keeps it on the GPTQ kernel, not read"
+    if type(bits) is not int or type(group) is not int:
+        return f"a GPTQ checkpoint whose bits ({bits!r}) or group_size ({group!r}) is not a number"
     if bits not in (4, 8) or group not in MARLIN_GROUPS:
         return f"a GPTQ checkpoint of {bits} bits in groups of {group}: not read"
     if scheme.get("lm_head") or scheme.get("dynamic") or scheme.get("modules_in_block_to_quantize"):
@@ -223,10 +237,20 @@ def _with_card(
     sms: int | None,
 ) -> PackedStorage | str:
     if capability is None:
-        article = "an" if layout[0] in "aeiou" else "a"
         return (
-            f"{article} {layout} int{bits} checkpoint: the kernel vLLM loads it into (Machete on "
-            "compute capability 9.0, Marlin elsewhere) keeps different tensors; name the "
-            "card (card.sku or card.capability; fakplan kv --card-capability)"
+            f"{article(layout)} {layout} int{bits} checkpoint: the kernel vLLM loads it into "
+            "(Machete on compute capability 9.0, Marlin elsewhere) keeps different tensors; "
+            "name the card (card.sku or card.capability; fakplan kv --card-capability or "
+            "--card-sku)"
+        )
+    if capability_number(capability) < 75:
+        return (
+            f"{article(layout)} {layout} checkpoint on compute capability {capability}: "
+            "below 7.5 vLLM keeps it on its own kernel, not read"
         )
     return PackedStorage(bits, group, act_order, layout, capability, tp, sms)
+
+
+def article(word: str) -> str:
+    """ "a" or "an" before ``word`` as it is spoken (an awq, a gptq)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"

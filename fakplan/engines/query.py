@@ -80,7 +80,7 @@ def _draft(loaded: LoadedShape) -> Geometry | None:
 
     spec = loaded.shape.launch.speculative
     methods = ENGINES[loaded.shape.engine].draft_model_methods
-    if spec is None or spec.model is None or spec.method not in methods:
+    if spec is None or spec.model is None or spec.method.lower() not in methods:
         return None  # no draft model, or one whose KV the engine's arithmetic does not read
     try:
         return resolve_model(spec.model, base=loaded.path.parent)[0]

@@ -38,6 +38,7 @@ from typing import Any, cast
 from fakplan.dtypes import element_type
 from fakplan.engines.packed_weights import (
     PackedStorage,
+    article,
     awq_storage,
     capability_number,
     packed_storage,
@@ -1010,7 +1011,8 @@ def linear_storage(
         moe = model_type in MOE_FAMILIES and found.layout in ("gptq", "awq")
         if model_type not in DENSE_FAMILIES and not moe:
             return (
-                f"a {found.text} {model_type} checkpoint: read for the dense decoders (and "
+                f"{article(found.text)} {found.text} {model_type} checkpoint: read for the "
+                "dense decoders (and "
                 "GPTQ's and AWQ's mixtures of experts)"
             )
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
@@ -1048,8 +1050,9 @@ def _fp8_on_card(
         return f"fp8 weights on compute capability {capability}: vLLM has no kernel for them"
     if experts:
         return (
-            f"fp8 experts on compute capability {capability}: Marlin's MoE repack "
-            "(prepare_fp8_moe_layer_for_marlin) is not read"
+            f"fp8 weights of a family with experts or layers of its own on compute capability "
+            f"{capability}: Marlin's repack of them (prepare_fp8_moe_layer_for_marlin) is not "
+            "read (read: the dense decoders)"
         )
     return dataclasses.replace(
         storage,
@@ -1084,8 +1087,9 @@ def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
     ``weight_block_size`` [n, k], one float32 ``weight_scale_inv`` per n x k block of a
     rank's weight (a fused MoE's per expert and per width); without, one float32 scale
     per logical width, requantized to the largest at load (one per layer). On cards
-    without fp8 kernels (before SM 8.9) vLLM repacks the weights for Marlin, and
-    DeepGEMM or FlashInfer may lay the scales out their own way: neither is counted."""
+    without fp8 kernels (before SM 8.9) vLLM repacks the weights for Marlin
+    (``_fp8_on_card``); DeepGEMM or FlashInfer may lay the scales out their own way,
+    which is not counted."""
     scheme_name = str(scheme.get("activation_scheme") or "")
     if scheme_name != "dynamic":
         return (
@@ -1215,10 +1219,18 @@ def weights_unknown(
     if isinstance(found, str):
         return found
     if isinstance(found, PackedStorage):
+        stated = text.get("torch_dtype") or text.get("dtype")
+        if CHECKPOINT_DTYPES.get(str(stated or "")) is None:
+            return (
+                f"a {found.text} checkpoint whose config states no dtype ({stated!r}): give --dtype"
+            )
         return (
-            f"a {found.text} checkpoint on compute capability {found.capability}: a layer "
-            "goes to a kernel other than Machete or Marlin (AllSpark, Exllama, ...), whose "
-            "tensors are not read"
+            f"{article(found.text)} {found.text} checkpoint on compute capability "
+            f"{found.capability}: a layer's shape sends it to a kernel whose tensors are not "
+            "read - experts to MoeWNA16 (hidden not a multiple of 128, or the rank's "
+            "intermediate not of 64 and of the group: check_moe_marlin_supports_layer), "
+            "8-bit per-channel layers on SM 8.x to AllSpark, a shape Marlin refuses to "
+            "Exllama or AWQ's own kernel (outputs not a multiple of 64, inputs of 128)"
         )
     return f"{model_type}: its checkpoint dtype or layer layout is not read from the config"
 

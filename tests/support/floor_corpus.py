@@ -174,7 +174,10 @@ def floor_table() -> str:
         release = str(c["engine_version"]).split()[0]
         seen = coverage.setdefault(_release(release), [0, 0, 0])
         seen[0] += 1
-        head = f"| {c['id']} | {c['model']} | {release} | {tp} "
+        # a checkpoint's quantization_config rebuilt from its model card or its preset (the
+        # case's quantization_basis), not copied: marked, so the row is read as such
+        rebuilt = " (quantization_config rebuilt)" if "quantization_config" in c else ""
+        head = f"| {c['id']} | {c['model']}{rebuilt} | {release} | {tp} "
         if isinstance(f, Unknown):
             if f.weights is not None:
                 seen[1] += 1

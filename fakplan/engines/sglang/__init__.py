@@ -289,7 +289,8 @@ class SglangEngine(ModelledEngine):
         if drafted:
             rules.append(
                 "a speculative draft: its own pool of the target's token count beside it "
-                "(the printed pool is the target's)"
+                "(the printed pool is the target's); the draft's weights are not in "
+                "fakplan's weights figure: budget.weights must hold them"
             )
         components += drafted
         return KvBreakdown(

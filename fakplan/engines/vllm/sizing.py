@@ -121,7 +121,11 @@ def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
             f"{g.source}: no config.json to count the weights --quantization {method} loads",
         )
     served, _ = served_dtype(query, DOWNCAST)
-    weights = vllm_rank_weights(g.text_config, g.architecture, served=served, quantization=method)
+    card = loaded.shape.card
+    weights = vllm_rank_weights(
+        g.text_config, g.architecture, served=served,
+        quantization=method, capability=card.capability, sms=card.sms,
+    )  # fmt: skip
     if weights is None:
         return None, (
             f"{g.architecture} under --quantization {method}: fakplan counts the plain dense "

@@ -58,7 +58,9 @@ def _query(tmp_path: Path, method: str = "eagle3") -> KvQuery:
 
 
 def test_the_draft_pool_is_its_own_cell_beside_the_target(tmp_path: Path) -> None:
-    parts = {c.kind: c for c in kv_breakdown(_query(tmp_path)).components}
+    breakdown = kv_breakdown(_query(tmp_path))
+    assert any("budget.weights must hold them" in rule for rule in breakdown.rules)
+    parts = {c.kind: c for c in breakdown.components}
     assert parts["full"].page_bytes == TARGET_CELL
     assert parts["draft"].page_bytes == DRAFT_CELL
     # the docs boot printed both pools' K halves for 20,480 tokens (+ one page of rows)
@@ -138,6 +140,22 @@ def test_what_is_not_read_says_why(tmp_path: Path, method: str, draft: bool, sai
     query = query if draft else replace(query, draft=None)
     with pytest.raises(RuleError, match=said):
         kv_breakdown(query)
+
+
+def test_the_method_is_read_in_either_case(tmp_path: Path) -> None:
+    """SGLang spells its algorithms in capitals (--speculative-algorithm EAGLE3): a shape
+    may too, and its draft is resolved and counted the same."""
+    query = _query(tmp_path)
+    assert any(
+        c.kind == "draft" for c in kv_breakdown(replace(query, spec_method="EAGLE3")).components
+    )
+    head = tmp_path / "eagle3-head"  # made by _query
+    spec = json.dumps({"method": "EAGLE3", "model": str(head), "num_speculative_tokens": 3})
+    result = CliRunner().invoke(
+        main, ["kv", str(LLAMA), "--engine", "sglang", "--speculative-config", spec, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert any(c["kind"] == "draft" for c in json.loads(result.output)["components"])
 
 
 def test_ngram_keeps_no_draft_pool(tmp_path: Path) -> None:

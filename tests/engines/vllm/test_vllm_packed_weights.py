@@ -145,6 +145,9 @@ def test_compressed_tensors_w4a16_keeps_its_shape_pair() -> None:
         ({**GPTQ, "bits": 3}, {"capability": "9.0"}, "3 bits"),
         ({**GPTQ, "modules_in_block_to_quantize": [["self_attn.q_proj"]]}, {"capability": "9.0"},
          "only some modules"),
+        ({k: v for k, v in GPTQ.items() if k != "sym"}, {"capability": "9.0"}, "without sym"),
+        ({**GPTQ, "bits": "4"}, {"capability": "9.0"}, "not a number"),
+        (GPTQ, {"capability": "7.0"}, "below 7.5"),
         ({**GPTQ, "bits": 8, "group_size": -1, "desc_act": False}, {"capability": "8.6"},
          "AllSpark"),
     ],
@@ -159,8 +162,9 @@ def test_a_gptq_mixture_of_experts_by_hand() -> None:
     """Qwen3-30B-A3B in GPTQ int4 (groups of 128, no act order) on an H100, bf16: its
     attention on Machete (q/k/v 2,048 x 5,120, o 4,096 x 2,048: weight, g_idx, scales,
     qzeros), its 128 experts on Marlin's MoE kernel (GPTQMarlinMoEMethod, every card):
-    w13 128 x 2,048 x 1,536 and w2 128 x 768 x 2,048 at 4 bits, their bf16 scales and
-    int32 qzeros per 128 inputs, g_idx emptied; the router 2,048 x 128, q/k norms and two
+    w13 128 x 2,048 x 1,536 and w2 128 x 768 x 2,048 at 4 bits, their bf16 scales per
+    128 inputs, and qzeros per 128 inputs of one element per 8 outputs created in the model
+    dtype (gptq_marlin.py create_weights: dtype=params_dtype), g_idx emptied; the router 2,048 x 128, q/k norms and two
     norms in bf16; embedding and lm_head 151,936 x 2,048; the final norm; the rotary cache
     40,960 x 128."""
     attention = sum(
@@ -169,7 +173,7 @@ def test_a_gptq_mixture_of_experts_by_hand() -> None:
     )
     experts = 0
     for k, n in ((2048, 1536), (768, 2048)):  # inputs, outputs per expert
-        experts += 128 * (k * n // 2 + k // 128 * n * 2 + k // 128 * n // 2)
+        experts += 128 * (k * n // 2 + k // 128 * n * 2 + k // 128 * n // 8 * 2)
     plain = (2048 * 128 + 2 * 128 + 2 * 2048) * 2
     rest = 2 * 151_936 * 2048 * 2 + 2048 * 2 + 40_960 * 128 * 2
     scheme = {**GPTQ, "desc_act": False}
@@ -336,9 +340,21 @@ def test_fp8_without_the_card_says_which_it_assumed() -> None:
     assert found is not None and "compute capability 8.9 on" in found.derivation
 
 
-@pytest.mark.parametrize(("capability", "said"), [("8.0", "Marlin's MoE repack"),
+@pytest.mark.parametrize(("capability", "said"), [("8.0", "Marlin's repack of them"),
                                                   ("7.0", "no kernel")])  # fmt: skip
 def test_fp8_where_marlin_is_not_read(capability: str, said: str) -> None:
     config = _config(FP8_BLOCKS, "Qwen--Qwen3-30B-A3B")
     assert vllm_rank_weights(config, "qwen3_moe", capability=capability) is None
     assert said in weights_refusal(config, "qwen3_moe", None, 1, 1, capability)
+
+
+def test_a_layer_no_read_kernel_takes_is_said_so() -> None:
+    """An AWQ layer Marlin cannot take (down's 14,400 inputs are not a multiple of 128)
+    stays on AWQ's own kernel (AWQMarlinConfig.get_quant_method), even on an H100; a
+    checkpoint without a dtype asks for --dtype rather than blaming a kernel."""
+    config = {**_config(AWQ), "intermediate_size": 14_400}
+    assert vllm_rank_weights(config, "llama", capability="9.0") is None
+    assert "AWQ's own kernel" in weights_refusal(config, "llama", None, 1, 1, "9.0")
+    undated = {k: v for k, v in _config(GPTQ).items() if k != "torch_dtype"}
+    assert vllm_rank_weights(undated, "llama", capability="9.0") is None
+    assert "--dtype" in weights_refusal(undated, "llama", None, 1, 1, "9.0")
