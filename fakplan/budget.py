@@ -38,6 +38,9 @@ class DeviceMemory:
     free_bytes: int
     used_bytes: int
     reserved_bytes: int | None = None  # NVML v2: what the driver and firmware hold back
+    # CUDA compute capability as NVML states it (nvmlDeviceGetCudaComputeCapability),
+    # "major.minor": card.capability, which decides vLLM's kernels for packed checkpoints
+    capability: str | None = None
 
     @property
     def sku(self) -> str | None:
@@ -101,6 +104,11 @@ class PynvmlBackend:
             )
         except Exception:
             reserved = None
+        try:
+            major, minor = self._nvml.nvmlDeviceGetCudaComputeCapability(handle)
+            capability: str | None = f"{int(major)}.{int(minor)}"
+        except Exception:
+            capability = None
         return DeviceMemory(
             index=index,
             name=name.decode() if isinstance(name, bytes) else str(name),
@@ -108,6 +116,7 @@ class PynvmlBackend:
             free_bytes=int(info.free),
             used_bytes=int(info.used),
             reserved_bytes=reserved,
+            capability=capability,
         )
 
     def close(self) -> None:

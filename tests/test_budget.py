@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from fakplan.budget import BUDGET_ENV, DeviceBudget, DeviceMemory, probe_budget
+from fakplan.budget import BUDGET_ENV, DeviceBudget, DeviceMemory, PynvmlBackend, probe_budget
 from fakplan.cli import main
 from fakplan.errors import FakplanError
 
@@ -24,7 +26,9 @@ class FakeNvml:
 
     def memory(self, index: int) -> DeviceMemory:
         total = self.totals[index]
-        return DeviceMemory(index, "NVIDIA H200", total, total - 600 * 2**20, 600 * 2**20)
+        return DeviceMemory(
+            index, "NVIDIA H200", total, total - 600 * 2**20, 600 * 2**20, capability="9.0"
+        )
 
 
 def no_nvml() -> FakeNvml:
@@ -45,6 +49,43 @@ def test_the_budget_names_the_card_in_the_table() -> None:
     assert result.to_dict()["devices"][0]["sku"] == "H200-SXM-141GB"
     unknown = DeviceMemory(0, "NVIDIA Future GPU", H200_TOTAL, H200_TOTAL, 0)
     assert unknown.sku is None
+
+
+class _Pynvml:
+    """pynvml's calls as PynvmlBackend makes them, for one device; ``capability`` None:
+    a driver that cannot say (the call raises, as NVMLError_NotSupported does)."""
+
+    nvmlMemory_v2 = 2
+
+    def __init__(self, capability: tuple[int, int] | None) -> None:
+        self.capability = capability
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        return b"NVIDIA Future GPU"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int = 1) -> Any:
+        used = 600 * 2**20
+        return SimpleNamespace(total=H200_TOTAL, free=H200_TOTAL - used, used=used, reserved=0)
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
+        if self.capability is None:
+            raise RuntimeError("Not Supported")
+        return self.capability
+
+
+@pytest.mark.parametrize(("found", "said"), [((9, 0), "9.0"), ((12, 1), "12.1"), (None, None)])
+def test_nvml_states_the_compute_capability(
+    found: tuple[int, int] | None, said: str | None
+) -> None:
+    """nvmlDeviceGetCudaComputeCapability's (major, minor) is the card.capability to write
+    for a card the table lacks; a driver that cannot say leaves it null."""
+    backend = PynvmlBackend.__new__(PynvmlBackend)
+    backend._nvml = _Pynvml(found)
+    device = backend.memory(0)
+    assert device.capability == said and device.sku is None
 
 
 def test_env_override_wins_and_says_so() -> None:
@@ -146,6 +187,8 @@ def test_real_nvml() -> None:
     assert result.devices[0].total_bytes == int(smi.stdout.strip()) * 2**20
     _free, cuda_total = torch.cuda.mem_get_info(0)
     assert cuda_total <= result.devices[0].total_bytes
+    major, minor = torch.cuda.get_device_capability(0)
+    assert result.devices[0].capability == f"{major}.{minor}"
 
 
 def test_budget_for_a_cpu_card_says_so(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,13 +37,14 @@ def budget(device: str, as_json: bool) -> None:
     console = Console(highlight=False)
     if result.devices:
         table = Table(show_header=True, header_style="bold")
-        for column in ("gpu", "name", "sku", "total", "free", "used"):
+        for column in ("gpu", "name", "sku", "CC", "total", "free", "used"):
             table.add_column(column, justify="right" if column not in ("name", "sku") else "left")
         for d in result.devices:
             table.add_row(
                 str(d.index),
                 Text(d.name),
                 Text(d.sku or "—"),
+                d.capability or "—",
                 human(d.total_bytes, "MiB"),
                 human(d.free_bytes, "MiB"),
                 human(d.used_bytes, "MiB"),
@@ -53,3 +54,6 @@ def budget(device: str, as_json: bool) -> None:
     skus = sorted({d.sku for d in result.devices if d.sku})
     if skus:
         console.print(Text(f"card.sku: {', '.join(skus)} (the card table: fakplan cards)"))
+    capabilities = sorted({d.capability for d in result.devices if d.capability})
+    if capabilities and not skus:
+        console.print(Text(f"card.capability: {', '.join(capabilities)} (CUDA, as NVML states it)"))
