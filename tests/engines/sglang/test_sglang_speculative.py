@@ -25,7 +25,10 @@ from fakplan.engines import kv_breakdown, parse_ledger, printed_pool_tokens
 from fakplan.errors import RuleError
 from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery
+from fakplan.plan import compile_plan
+from fakplan.shape import load_shape
 from fakplan.units import GIB, printed_interval
+from fakplan.verify import ledger_verdicts
 from tests.support.paths import PUBLIC, SHAPES
 
 LLAMA = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
@@ -200,3 +203,28 @@ def test_a_fraction_with_a_draft_is_not_predicted(tmp_path: Path) -> None:
     doc = json.loads(result.output)
     assert "speculative draft" in doc["sizing"]["unknown"]
     assert any(c["kind"] == "draft" for c in doc["components"])
+
+
+def test_verify_closes_the_token_count_of_a_drafted_boot(tmp_path: Path) -> None:
+    """The docs boot as a shape: a KV budget of 20,480 tokens at both cells (2,768,240,640
+    B) plans --max-total-tokens 20480, and the boot's ledger (the target's line) holds the
+    kv-tokens prediction."""
+    head = _head(tmp_path)
+    budget = 20_480 * (TARGET_CELL + DRAFT_CELL)
+    shape = tmp_path / "docs.yaml"
+    shape.write_text(
+        f"""name: docs-eagle3
+engine: sglang
+engine_version: "0.5.2"
+model: {json.dumps(str(LLAMA))}
+card: {{total: 80 GiB}}
+budget: {{weights: 18 GiB, kv: {budget} B}}
+serving: {{max_num_seqs: 128, max_model_len: 8192, dtype: float16, spec_tokens: 32}}
+launch:
+  speculative: {{method: EAGLE3, model: {head.name}}}
+"""
+    )
+    plan = compile_plan(load_shape(shape))
+    assert plan.tokens_backed == 20_480
+    verdicts = ledger_verdicts(plan, parse_ledger(DOCS_BOOT, "sglang"))
+    assert verdicts["kv-tokens"].status == "held"
