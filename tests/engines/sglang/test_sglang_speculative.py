@@ -47,6 +47,29 @@ def _head(tmp_path: Path, layers: int = 1) -> Path:
     return folder
 
 
+def _drafted_shape(tmp_path: Path, kv: str, *, seqs: int, method: str) -> Path:
+    """Llama-3.1-8B in fp16 on SGLang with the one-layer EAGLE3 head beside it."""
+    head = _head(tmp_path)
+    shape = tmp_path / "drafted.yaml"
+    shape.write_text(
+        "\n".join(
+            [
+                "name: drafted",
+                "engine: sglang",
+                'engine_version: "0.5.2"',
+                f"model: {json.dumps(str(LLAMA))}",
+                "card: {total: 80 GiB}",
+                f"budget: {{weights: 18 GiB, kv: {kv}}}",
+                f"serving: {{max_num_seqs: {seqs}, max_model_len: 8192, dtype: float16, "
+                "spec_tokens: 32}",
+                f"launch: {{speculative: {{method: {method}, model: {head.name}}}}}",
+            ]
+        )
+        + "\n"
+    )
+    return shape
+
+
 def _query(tmp_path: Path, method: str = "eagle3") -> KvQuery:
     return KvQuery(
         geometry=load_geometry(str(LLAMA)),
@@ -91,20 +114,7 @@ def test_the_printed_pool_is_the_targets_alone(tmp_path: Path) -> None:
 def test_a_kv_budget_holds_both_pools(tmp_path: Path) -> None:
     """budget.kv backs tokens at the two cells together, and --max-total-tokens caps the
     target (and so the draft) at that count: 8 GiB // (131,072 + 4,096) B = 63,550."""
-    head = _head(tmp_path)
-    shape = tmp_path / "s.yaml"
-    shape.write_text(
-        f"""name: eagle3
-engine: sglang
-engine_version: "0.5.2"
-model: {json.dumps(str(LLAMA))}
-card: {{total: 80 GiB}}
-budget: {{weights: 18 GiB, kv: 8 GiB}}
-serving: {{max_num_seqs: 4, max_model_len: 8192, dtype: float16, spec_tokens: 32}}
-launch:
-  speculative: {{method: eagle3, model: {head.name}}}
-"""
-    )
+    shape = _drafted_shape(tmp_path, "8 GiB", seqs=4, method="eagle3")
     result = CliRunner().invoke(main, ["plan", str(shape), "--json"])
     assert result.exit_code in (0, 1), result.output
     plan = json.loads(result.output)
@@ -113,7 +123,7 @@ launch:
     assert plan["tokens_backed"] == tokens
     argv = plan["launch"]["roles"][0]["argv"]
     assert argv[argv.index("--max-total-tokens") + 1] == str(tokens)
-    assert argv[argv.index("--speculative-draft-model-path") + 1] == head.name
+    assert argv[argv.index("--speculative-draft-model-path") + 1] == "eagle3-head"
 
 
 def test_an_mtp_draft_is_the_checkpoints_nextn_layers() -> None:
@@ -209,21 +219,8 @@ def test_verify_closes_the_token_count_of_a_drafted_boot(tmp_path: Path) -> None
     """The docs boot as a shape: a KV budget of 20,480 tokens at both cells (2,768,240,640
     B) plans --max-total-tokens 20480, and the boot's ledger (the target's line) holds the
     kv-tokens prediction."""
-    head = _head(tmp_path)
     budget = 20_480 * (TARGET_CELL + DRAFT_CELL)
-    shape = tmp_path / "docs.yaml"
-    shape.write_text(
-        f"""name: docs-eagle3
-engine: sglang
-engine_version: "0.5.2"
-model: {json.dumps(str(LLAMA))}
-card: {{total: 80 GiB}}
-budget: {{weights: 18 GiB, kv: {budget} B}}
-serving: {{max_num_seqs: 128, max_model_len: 8192, dtype: float16, spec_tokens: 32}}
-launch:
-  speculative: {{method: EAGLE3, model: {head.name}}}
-"""
-    )
+    shape = _drafted_shape(tmp_path, f"{budget} B", seqs=128, method="EAGLE3")
     plan = compile_plan(load_shape(shape))
     assert plan.tokens_backed == 20_480
     verdicts = ledger_verdicts(plan, parse_ledger(DOCS_BOOT, "sglang"))
