@@ -44,6 +44,7 @@ _OPTION_OF = {
     "card.total": "--card",
     "card.sms": "--sms",
     "card.capability": "--card-capability",
+    "card.sku": "--card-sku",
     "card.count": "--cards",
     "ceiling": "--ceiling",
     "budget.weights": "--weights",
@@ -65,6 +66,12 @@ _OPTION_OF = {
     "capability",
     help="The card's CUDA compute capability, e.g. \"9.0\" (a GPTQ, AWQ or W4A16 checkpoint's "
     "weights depend on the kernel it picks).",
+)
+@click.option(
+    "--card-sku",
+    "sku",
+    help="The card by name (fakplan cards lists them): fills --sms and --card-capability "
+    "from the card table, and gives each point its decode rate.",
 )
 @click.option("--cards", type=int, help="Cards per node [default: what the TP needs].")
 @click.option("--ceiling", help="The ceiling, where a boot ledger printed one (a byte size).")
@@ -117,6 +124,7 @@ def fit(
     card: str | None,
     sms: int | None,
     capability: str | None,
+    sku: str | None,
     cards: int | None,
     ceiling: str | None,
     weights: str | None,
@@ -157,7 +165,7 @@ def fit(
         engine,
         engine_version,
         card,
-        {"sms": sms, "capability": capability},
+        {"sms": sms, "capability": capability, "sku": sku},
         cards,
         ceiling,
         weights,

@@ -253,6 +253,15 @@ def test_fit_takes_the_card_capability(tmp_path: Path) -> None:
     assert unnamed.exit_code != 0 and "card.capability" in unnamed.output
     named = CliRunner().invoke(main, [*args, "--card-capability", "9.0"])
     assert named.exit_code == 0, named.output
+    by_sku = CliRunner().invoke(main, [*args, "--card-sku", "H100-SXM-80GB"])
+    assert by_sku.exit_code == 0, by_sku.output
+    layouts = json.loads(by_sku.output)["layouts"]
+    # the table's capability 9.0 plans the same frontier; its bandwidth gives each point a rate
+    assert (
+        json.loads(named.output)["layouts"][0]["frontier"][0]["max_num_seqs"]
+        == layouts[0]["frontier"][0]["max_num_seqs"]
+    )
+    assert layouts[0]["frontier"][0]["decode_tps_per_session"] is not None
 
 
 def test_awq_on_machete_keeps_zero_points_as_scales_by_hand() -> None:
