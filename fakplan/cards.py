@@ -405,6 +405,14 @@ def card_sku(name: str) -> CardSku | None:
     return _BY_SKU.get(name.strip().casefold())
 
 
+def unknown_sku(name: str) -> str:
+    """Why ``name`` names no row, with the nearest SKUs: one sentence for every place a
+    card is named (card.sku, --card-sku)."""
+    near = near_skus(name)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    return f"{name!r} is not a card fakplan knows{hint}; fakplan cards lists them"
+
+
 def near_skus(name: str) -> list[str]:
     """The SKUs nearest ``name``, for a "did you mean"."""
     folded = {card.sku.casefold(): card.sku for card in CARDS}

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fakplan.cards import CAPABILITY_PATTERN, card_sku, near_skus
+from fakplan.cards import CAPABILITY_PATTERN, card_sku, unknown_sku
 from fakplan.cli import FiniteRange
 from fakplan.contract import exact_number
 from fakplan.engines import (
@@ -346,12 +346,7 @@ def _from_card_table(sku: str, sms: int, query: dict[str, Any]) -> int:
     """--card-sku: the table's SMs and compute capability where the options leave them."""
     row = card_sku(sku)
     if row is None:
-        near = near_skus(sku)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        raise click.BadParameter(
-            f"{sku!r} is not a card fakplan knows{hint}; fakplan cards lists them",
-            param_hint="'--card-sku'",
-        )
+        raise click.BadParameter(unknown_sku(sku), param_hint="'--card-sku'")
     if query["capability"] is None:
         query["capability"] = row.capability
     source = click.get_current_context().get_parameter_source("card_sms")

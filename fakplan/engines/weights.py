@@ -340,8 +340,8 @@ def fp32_router(capability: str | None) -> bool:
     (fused_moe/router/gate_linear.py, v0.19.0); unknown capability: the model dtype."""
     if capability is None:
         return False
-    major, _, minor = capability.partition(".")
-    return not ((major, minor) == ("9", "0") or major == "10")
+    cap = capability_number(capability)
+    return not (cap == 90 or cap // 10 == 10)
 
 
 def _nemotron_h_layer_tensors(
@@ -695,8 +695,7 @@ def vllm_rank_weights(
     storage = linear_storage(text, model_type, quantization, capability=capability, tp=tp, sms=sms)
     if isinstance(storage, str) or (isinstance(storage, PackedStorage) and rope_bytes):
         return None  # (another engine's kernels for a packed checkpoint: not read)
-    stated = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
-    dtype = served or stated
+    dtype = served or stated_dtype(text)
     if dtype is None:
         return None
     size = element_type(dtype).block_bytes
@@ -871,8 +870,7 @@ def gemma_rank_weights(
       positions, LinearScalingRotaryEmbedding) built by the first global layer."""
     gemma3 = model_type in GEMMA3_FAMILIES
     cfg = {**GEMMA3_DEFAULTS, **text} if gemma3 else dict(text)
-    stated = CHECKPOINT_DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or ""))
-    dtype = served or stated
+    dtype = served or stated_dtype(cfg)
     if dtype is None:
         return None
     size = element_type(dtype).block_bytes
@@ -1012,8 +1010,7 @@ def linear_storage(
         if model_type not in DENSE_FAMILIES and not moe:
             return (
                 f"{article(found.text)} {found.text} {model_type} checkpoint: read for the "
-                "dense decoders (and "
-                "GPTQ's and AWQ's mixtures of experts)"
+                "dense decoders (and GPTQ's and AWQ's mixtures of experts)"
             )
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
         # awq_marlin unless the user asks for another method (--quantization gptq or awq
@@ -1219,10 +1216,11 @@ def weights_unknown(
     if isinstance(found, str):
         return found
     if isinstance(found, PackedStorage):
-        stated = text.get("torch_dtype") or text.get("dtype")
-        if CHECKPOINT_DTYPES.get(str(stated or "")) is None:
+        if stated_dtype(text) is None:
+            stated = text.get("torch_dtype") or text.get("dtype")
             return (
-                f"a {found.text} checkpoint whose config states no dtype ({stated!r}): give --dtype"
+                f"{article(found.text)} {found.text} checkpoint whose config states no dtype "
+                f"({stated!r}): give --dtype"
             )
         return (
             f"{article(found.text)} {found.text} checkpoint on compute capability "
@@ -1249,6 +1247,17 @@ def weights_refusal(
     )
 
 
+def stated_dtype(text: dict[str, Any]) -> str | None:
+    """The checkpoint's dtype as its config states it (torch_dtype, or dtype in newer
+    transformers), in fakplan's spelling; None where it states none fakplan reads."""
+    return CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+
+
+def _held(storage: PackedStorage, t: Tensor, size: int) -> list[int] | None:
+    """A packed checkpoint's linear tensor as its kernel keeps it (``packed_weights``)."""
+    return storage.allocations(t.elements, t.rows, t.split_input, size, t.experts)
+
+
 def _packed_total(storage: PackedStorage, tensors: Tensors, size: int) -> tuple[int, str] | None:
     """A packed checkpoint's linear layers on the rank, as their kernels hold them: the
     bytes and how they split, or None where a layer goes to a kernel not read."""
@@ -1258,7 +1267,7 @@ def _packed_total(storage: PackedStorage, tensors: Tensors, size: int) -> tuple[
     for t in tensors:
         if not t.linear:
             continue
-        found = storage.allocations(t.elements, t.rows, t.split_input, size, t.experts)
+        found = _held(storage, t, size)
         kernel = storage.kernel(t.rows, t.elements // t.rows, t.split_input, t.experts)
         if found is None or kernel is None:
             return None
@@ -1295,11 +1304,7 @@ def _creation_order(
         out = []
         for t in tensors:
             if isinstance(storage, PackedStorage):
-                held = (
-                    storage.allocations(t.elements, t.rows, t.split_input, size, t.experts)
-                    if t.linear
-                    else None
-                )
+                held = _held(storage, t, size) if t.linear else None
                 out += held or [t.elements * (t.element_bytes or size)]
                 continue
             out += storage.allocations(t, size)

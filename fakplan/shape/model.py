@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from fakplan.cards import CAPABILITY_PATTERN, CARDS, card_sku, near_skus
+from fakplan.cards import CAPABILITY_PATTERN, CARDS, card_sku, unknown_sku
 from fakplan.engines import ENGINES
 from fakplan.errors import SelectorError, UnitsError
 from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
@@ -170,13 +170,10 @@ class Card(Strict_):
             return None
         row = card_sku(value)
         if row is None:
-            near = near_skus(value)
-            hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise PydanticCustomError(
                 "card_sku",
-                "'{value}' is not a card fakplan knows{hint}; fakplan cards lists them, or "
-                "leave sku out and state card.bandwidth",
-                {"value": value, "hint": hint},
+                "{reason}, or leave sku out and state card.bandwidth",
+                {"reason": unknown_sku(value)},
             )
         return row.sku
 

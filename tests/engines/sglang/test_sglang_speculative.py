@@ -42,7 +42,7 @@ def _head(tmp_path: Path, layers: int = 1) -> Path:
     config = {**json.loads(LLAMA.read_text()), "num_hidden_layers": layers}
     config["architectures"] = ["LlamaForCausalLMEagle3"]
     folder = tmp_path / "eagle3-head"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
@@ -84,7 +84,8 @@ def _query(tmp_path: Path, method: str = "eagle3") -> KvQuery:
 
 
 def test_the_draft_pool_is_its_own_cell_beside_the_target(tmp_path: Path) -> None:
-    breakdown = kv_breakdown(_query(tmp_path))
+    query = _query(tmp_path)
+    breakdown = kv_breakdown(query)
     assert any("budget.weights must hold them" in rule for rule in breakdown.rules)
     parts = {c.kind: c for c in breakdown.components}
     assert parts["full"].page_bytes == TARGET_CELL
@@ -94,7 +95,13 @@ def test_the_draft_pool_is_its_own_cell_beside_the_target(tmp_path: Path) -> Non
     assert "K size: 1.25 GB, V size: 1.25 GB" in log and "K size: 0.04 GB, V size: 0.04 GB" in log
     assert round(20_481 * TARGET_CELL / 2 / GIB, 2) == 1.25
     assert round(20_481 * DRAFT_CELL / 2 / GIB, 2) == 0.04
-    assert round(20_481 * 2 * DRAFT_CELL / 2 / GIB, 2) == 0.08  # two layers would not print so
+    # a two-layer head, counted by the same arithmetic, would have printed 0.08: not this one
+    two = replace(
+        query,
+        draft=load_geometry(str(_head(tmp_path / "two", layers=2) / "config.json")),
+    )
+    drafted = next(c for c in kv_breakdown(two).components if c.kind == "draft")
+    assert round(20_481 * drafted.page_bytes / 2 / GIB, 2) == 0.08
 
 
 def test_the_printed_pool_is_the_targets_alone(tmp_path: Path) -> None:
