@@ -12,23 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench.accuracy import (
-    COVERAGE_END,
-    COVERAGE_START,
-    END,
-    FLOOR_END,
-    FLOOR_START,
-    GRAPHS_END,
-    GRAPHS_START,
-    SGLANG_END,
-    SGLANG_START,
-    START,
-    block,
-    coverage_block,
-    floor_block,
-    graphs_block,
-    sglang_block,
-)
+from tests.bench.accuracy import BLOCKS
 from tests.support.corpus import CORPUS, PUBLIC, cases, outcomes
 
 CASES = cases()
@@ -74,14 +58,7 @@ def test_the_corpus_is_large_and_spans_the_engines() -> None:
 def test_the_accuracy_tables_are_generated_from_the_corpus() -> None:
     files = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
     pages = [p.read_text(encoding="utf-8") for p in files]
-    blocks = (
-        (START, END, block),
-        (FLOOR_START, FLOOR_END, floor_block),
-        (SGLANG_START, SGLANG_END, sglang_block),
-        (GRAPHS_START, GRAPHS_END, graphs_block),
-        (COVERAGE_START, COVERAGE_END, coverage_block),
-    )
-    for start_mark, end_mark, made in blocks:
+    for start_mark, end_mark, made in BLOCKS:
         (page,) = [text for text in pages if start_mark in text]  # one page holds each
         start, end = page.index(start_mark), page.index(end_mark) + len(end_mark)
         assert page[start:end] == made(), (

@@ -291,3 +291,165 @@ def _feature_lines() -> str:
     for name, (n, w, pool) in sorted(tally.items()):
         lines.append(f"| {name} | {n} | {w} | {pool} |")
     return "\n".join(lines)
+
+
+# ---- fit and check kept apart (issue 31 item 8) ----------------------------------------
+#
+# vLLM's non-torch memory is the one term of the pool no config determines. Its range per
+# TP (floor.NON_TORCH_MEASURED) is fitted on a named set: every boot above that ran a release
+# whose profiler fakplan reads (floor.READ) at PP 1 and prints the term. All of them come from
+# one source, on one card and one release, so a score by source is not possible; the score
+# below leaves out each boot's model (every boot of the same config.json, at any TP) and
+# predicts its pool from a range fitted on the other models only.
+
+
+def fit_set() -> list[FloorRow]:
+    """The boots NON_TORCH_MEASURED is fitted on (the rule above, never a list of ids)."""
+    from fakplan.engines.releases import parse_version
+    from fakplan.engines.vllm.floor import READ
+
+    out = []
+    for row in rows():
+        launch = row.case.get("launch") or {}
+        release = parse_version(str(row.case["engine_version"]).split()[0])[:2]
+        if (
+            READ[0] <= release <= READ[1]
+            and _int(launch.get("pp"), 1) == 1
+            and row.printed["non_torch"] is not None
+        ):
+            out.append(row)
+    return out
+
+
+def tp_key(row: FloorRow) -> str:
+    return f"tp{_int((row.case.get('launch') or {}).get('tp'), 1)}"
+
+
+def non_torch_fit(
+    fitted: list[FloorRow], leave_out: str | None = None
+) -> dict[str, tuple[int, int]]:
+    """Per TP, the min-max of the printed non-torch memory over ``fitted``, leaving out
+    every boot of the config ``leave_out``."""
+    spans: dict[str, tuple[int, int]] = {}
+    for row in fitted:
+        if leave_out is not None and row.case.get("config") == leave_out:
+            continue
+        value = row.printed["non_torch"]
+        assert value is not None
+        low, high = spans.get(tp_key(row), (value, value))
+        spans[tp_key(row)] = (min(low, value), max(high, value))
+    return spans
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One boot's pool predicted with a non-torch range fitted without its model."""
+
+    row: FloorRow
+    non_torch: tuple[int, int] | None  # None: no other model measured at this TP
+    pool: tuple[int, int] | None
+    printed_pool: tuple[int, int]  # the pools the print's digits allow
+
+    @property
+    def inside(self) -> bool:
+        return self.pool is not None and (
+            self.pool[0] <= self.printed_pool[1] and self.printed_pool[0] <= self.pool[1]
+        )
+
+    @property
+    def error(self) -> float | None:
+        """The predicted interval's nearest bound against the printed pool, in % (0 inside)."""
+        if self.pool is None:
+            return None
+        if self.inside:
+            return 0.0
+        printed = (self.printed_pool[0] + self.printed_pool[1]) / 2
+        near = self.pool[1] if self.pool[1] < self.printed_pool[0] else self.pool[0]
+        return 100.0 * (near - printed) / printed
+
+
+def held_out() -> list[HeldOut]:
+    """Every predicted boot of the fit set, its pool from the other models' range."""
+    from fakplan.units import printed_interval
+
+    fitted = fit_set()
+    out = []
+    for row in fitted:
+        found = row.found
+        if isinstance(found, Unknown):
+            continue
+        figure = parse_ledger(row.log, "vllm").figure("kv_bytes")
+        assert figure is not None and figure.printed is not None
+        low, _, high = printed_interval(figure.printed)
+        span = non_torch_fit(fitted, leave_out=row.case.get("config")).get(tp_key(row))
+        pool = None
+        if span is not None:
+            # the pool is linear in the term: shift the shipped range's bounds to the held-out
+            # one (pool = requested - weights - activation - non-torch - graphs)
+            shipped_low, shipped_high = found.non_torch
+            pool = (
+                found.pool[0] + shipped_high - span[1],
+                found.pool[1] + shipped_low - span[0],
+            )
+        out.append(HeldOut(row, span, pool, (low, high)))
+    return out
+
+
+def _overlaps(pool: tuple[int, int], printed: tuple[int, int]) -> bool:
+    return pool[0] <= printed[1] and printed[0] <= pool[1]
+
+
+def _summary(name: str, pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> str:
+    """One row: how many predicted intervals hold the printed pool, the midpoints' error
+    and the intervals' width, each in % of the printed pool."""
+    errors, widths = [], []
+    for pool, printed in pairs:
+        middle = (printed[0] + printed[1]) / 2
+        errors.append(abs(100.0 * ((pool[0] + pool[1]) / 2 - middle) / middle))
+        widths.append(100.0 * (pool[1] - pool[0]) / middle)
+    inside = sum(1 for pool, printed in pairs if _overlaps(pool, printed))
+    return (
+        f"| {name} | {len(pairs)} | {inside} | {sum(errors) / len(errors):.2f} % "
+        f"| {max(errors):.2f} % | {sum(widths) / len(widths):.2f} % |"
+    )
+
+
+def held_out_table() -> str:
+    """Each predicted boot's pool from the non-torch range the other models printed, and
+    the score beside the shipped (in-sample) range's."""
+    lines = [
+        "| case | model | TP | non-torch printed / fitted without this model | "
+        "pool printed / held-out prediction | inside | nearest bound |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    found = held_out()
+    for h in found:
+        c = h.row.case
+        tp = tp_key(h.row)[2:]
+        printed = h.row.printed
+        if h.non_torch is None or h.pool is None or h.error is None:
+            lines.append(
+                f"| {c['id']} | {c['model']} | {tp} | {_gib(printed['non_torch'])} / no other "
+                f"model measured at TP {tp} | {_gib(printed['pool'])} / — | — | — |"
+            )
+            continue
+        lines.append(
+            f"| {c['id']} | {c['model']} | {tp} | {_gib(printed['non_torch'])} / "
+            f"{_gib(h.non_torch[0])}–{_gib(h.non_torch[1])} | {_gib(printed['pool'])} / "
+            f"{_gib(h.pool[0])}–{_gib(h.pool[1])} | {'yes' if h.inside else 'no'} "
+            f"| {h.error:+.2f} % |"
+        )
+    shipped = [
+        (h.row.found.pool, h.printed_pool) for h in found if not isinstance(h.row.found, Unknown)
+    ]
+    held = [(h.pool, h.printed_pool) for h in found if h.pool is not None]
+    models = {(h.row.case.get("config"), tp_key(h.row)) for h in found}
+    lines += [
+        "",
+        f"| non-torch range | boots ({len(models)} distinct model and TP) | interval holds the "
+        "print | midpoint mean abs. error | max abs. error | mean interval width |",
+        "|---|---|---|---|---|---|",
+        _summary("shipped (fitted on every boot: in sample)", shipped),
+        _summary("fitted without the boot's model (held out)", held),
+    ]
+    return "\n".join(lines)

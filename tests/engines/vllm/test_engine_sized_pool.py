@@ -19,11 +19,12 @@ from click.testing import CliRunner
 from fakplan.budget import DeviceMemory, _cuda_total, _node_memory, probe_budget
 from fakplan.cli import main
 from fakplan.engines import parse_ledger
+from fakplan.engines.vllm.floor import NON_TORCH_MEASURED
 from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import printed_interval
 from fakplan.verify import ledger_verdicts
-from tests.support.floor_corpus import rows
+from tests.support.floor_corpus import HeldOut, held_out, tp_key
 from tests.support.paths import DATA, PUBLIC
 from tests.test_cpu_device import TINY_CONFIG
 
@@ -126,12 +127,18 @@ def test_a_wrong_batch_kills_the_activation_peak(tmp_path: Path) -> None:
     assert verdicts["weights"].status == "held"
 
 
-@pytest.mark.parametrize(
-    "row", [r for r in rows() if not hasattr(r.found, "reason")], ids=lambda r: r.case["id"]
-)
-def test_every_evaluable_public_boot_holds(row: Any, tmp_path: Path) -> None:
-    """Every boot of the floor table fakplan models, as a shape: each sized prediction held."""
+@pytest.mark.parametrize("held", held_out(), ids=lambda h: h.row.case["id"])
+def test_every_evaluable_public_boot_against_constants_it_did_not_fit(
+    held: HeldOut, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every boot of the floor table fakplan models, as a shape, verified with the non-torch
+    range fitted without its model (the shipped range saw every one of these boots). The
+    config-determined terms hold; non-torch holds where the boot's print lies in the other
+    models' range; the pool holds within the plan's tolerance."""
+    row = held.row
     case, launch = row.case, row.case.get("launch") or {}
+    assert held.non_torch is not None  # every TP here has another model's boot
+    monkeypatch.setitem(NON_TORCH_MEASURED, tp_key(row), held.non_torch)
     ledger = parse_ledger(row.log, "vllm")
     assert ledger.total_gpu_bytes is not None and ledger.gpu_memory_utilization is not None
     online = "--quantization fp8" in str(launch.get("quantization"))
@@ -164,8 +171,18 @@ serving:
 {quantization}""",
     )
     verdicts = _verdicts(shape, row.log)
-    for name in ("kv-pool", "weights", "activation-peak", "non-torch"):
+    for name in ("weights", "activation-peak"):
         assert verdicts[name].status == "held", (name, verdicts[name])
+    # independent of fakplan's arithmetic: the boot's printed non-torch (its digits' span)
+    # against the min-max the other models printed
+    printed = parse_ledger(row.log, "vllm").figure("non_torch_bytes")
+    assert printed is not None and printed.printed is not None
+    low, _, high = printed_interval(printed.printed)
+    inside = held.non_torch[0] <= high and low <= held.non_torch[1]
+    assert verdicts["non-torch"].status == ("held" if inside else "killed"), verdicts["non-torch"]
+    # the pool is closed within the plan's sizing tolerance (1 % unless the shape says): the
+    # held-out pools the table shows outside their raw interval miss it by at most 0.16 %
+    assert verdicts["kv-pool"].status == "held", verdicts["kv-pool"]
 
 
 def test_the_cpu_builds_self_sized_pool(tmp_path: Path) -> None:

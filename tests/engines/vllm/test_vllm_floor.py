@@ -2,8 +2,9 @@
 
 Each case is one of llm-d-planner's vLLM 0.19.0 boots on an H100 80GB (CUDA total printed
 as 79.19 GiB): the log prints every term of the profiler and the pool it left. fakplan
-gets the model's config, the launch and the card, and must give each term within its
-printed rounding and the pool within the range its measured non-torch spread allows.
+gets the model's config, the launch and the card, and must give the weights within their
+printed rounding, the activation peak within its rounding less ``ACTIVATION_SHORTFALL``,
+and the pool within the range its measured non-torch spread allows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from tests.support.paths import PUBLIC
 
 H100_CUDA_TOTAL = printed_interval("79.19 GiB")  # torch.cuda.mem_get_info total, printed
 H100_SMS = 132
+# The derived activation peak lands below the print's span by 0.16 MiB (Llama-3.1-8B) to
+# 2.08 MiB (Llama-3.3-70B at TP 4, prof-009) in the floor table's boots: small tensors of
+# the profiling run the sum leaves out (not yet read). Allowed, and no more.
+ACTIVATION_SHORTFALL = 3 << 20
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def test_the_pool_vllm_sizes_for_itself(
         if "torch peak memory increase" in text
         else (0, 0, 1 << 62)
     )
-    assert act_low - 8 * 2**20 <= low.activation.bytes <= act_high + 8 * 2**20
+    assert act_low - ACTIVATION_SHORTFALL <= low.activation.bytes <= act_high
 
 
 def test_the_activation_peak_by_hand() -> None:
@@ -96,7 +101,7 @@ def test_the_activation_peak_by_hand() -> None:
     assert term.bytes == expected
     # printed: "torch peak memory increase: 1.89GiB" (prof-001)
     low, _, high = printed_interval("1.89 GiB")
-    assert abs(term.bytes - low) < 8 * 2**20 or low <= term.bytes <= high
+    assert low - ACTIVATION_SHORTFALL <= term.bytes <= high
 
 
 @pytest.mark.parametrize(
@@ -168,3 +173,22 @@ def test_fakplan_kv_says_the_engine_refuses_where_nothing_is_left(runner: Any) -
     two = runner.invoke(main, [*args, "--tp", "2"])
     assert "refuses to boot" not in two.output
     assert json.loads(runner.invoke(main, [*args, "--tp", "2", "--json"]).output)["tokens"] > 0
+
+
+def test_the_shipped_non_torch_range_is_its_fit_sets_min_max() -> None:
+    """NON_TORCH_MEASURED is no hand-picked figure: per TP, the min-max of the non-torch
+    memory printed by the fit set (every floor-table boot of a release whose profiler is
+    read, at PP 1). A boot added to that set that widens the range fails here until the
+    constant is refitted; the held-out score (docs/arithmetic.md) is made from the same set."""
+    from fakplan.engines.vllm.floor import NON_TORCH_MEASURED
+    from tests.support.floor_corpus import fit_set
+
+    printed: dict[str, list[float]] = {}
+    for row in fit_set():
+        log = row.log.read_text(encoding="utf-8")
+        value = float(_printed(log, r"non-torch forward increase memory: ([\d.]+) ?GiB").split()[0])
+        tp = re.search(r"tensor_parallel_size=(\d+)", log)
+        printed.setdefault(f"tp{tp[1] if tp else 1}", []).append(value)
+    assert sum(len(v) for v in printed.values()) >= 30
+    fitted = {tp: (round(min(v) * GIB), round(max(v) * GIB)) for tp, v in printed.items()}
+    assert fitted == NON_TORCH_MEASURED
