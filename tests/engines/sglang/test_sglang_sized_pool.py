@@ -4,7 +4,7 @@ SGLang's rule is checked against every public boot that prints the memory free b
 after its weights (tests/data/public/sizing/sglang-boots.yaml): the tokens it printed lie
 within what the rule gives for the printed figures' rounding. The shape's prediction is
 closed by `fakplan verify` against PR 4760's boot (tests/data/public/corpus/sglang-201.log),
-held and killed.
+held and killed, and once with its measured terms refitted on the other boot alone.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from fakplan.units import printed_interval
 from fakplan.verify import ledger_verdicts
 from tests.support.paths import PUBLIC, SHAPES
 from tests.support.sglang_boots import HALF, boots, rule_span
+
+GIB = 1 << 30
 
 BOOTS = boots()
 PR_4760 = PUBLIC / "corpus" / "sglang-201.log"
@@ -102,7 +104,39 @@ def test_the_pool_is_the_fraction_of_the_card_less_its_terms(tmp_path: Path) -> 
     assert plan.kv_budget_bytes == sizing.pool_low_bytes
 
 
+def _fitted_on_the_docs_boot_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two measured terms refitted without PR 4760's boot: from the docs CI boot
+    alone (free 78.81 GiB before the weights, 63.72 after; same model, TP 1, 80 GB card),
+    each printed figure +- 0.005 GiB, as sizing.py fits them on both."""
+    from fakplan.engines.sglang import sizing
+
+    before, after = 78.81, 63.72
+    in_use = (math.floor((79.185 - before - HALF) * GIB), math.ceil((79.195 - before + HALF) * GIB))
+    usage = (before - after - 2 * HALF, before - after + 2 * HALF)
+    counted = 8_030_261_248 * 2 + 131_072 * 128 * 4  # parameters x 2 B + fp32 rotary cache
+    residue = (math.floor(usage[0] * GIB) - counted, math.ceil(usage[1] * GIB) - counted)
+    monkeypatch.setitem(sizing.IN_USE_MEASURED, 1, (in_use, "the docs CI boot alone"))
+    monkeypatch.setattr(sizing, "LOAD_RESIDUE_MEASURED", (residue, "the docs CI boot alone"))
+
+
+def test_verify_on_a_boot_the_measured_terms_did_not_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PR 4760's boot, closed by constants fitted on the docs CI boot only. The memory in
+    use before the weights, a measured term closed within its measured span, is killed,
+    as the prints say it must be: 79.19 - (63.48 + 15.11) = 0.60 GiB there against
+    79.19 - 78.81 = 0.38 in the docs boot. The weights (mem usage 15.11 GiB against the
+    docs boot's 15.09), the pool and its tokens hold within the plan's 1 % tolerance."""
+    _fitted_on_the_docs_boot_alone(monkeypatch)
+    verdicts = _verdicts(_shape(tmp_path))
+    for id in ("kv-pool", "kv-tokens", "weights"):
+        assert verdicts[id].status == "held", (id, verdicts[id])
+    assert verdicts["memory-in-use"].status == "killed", verdicts["memory-in-use"]
+    assert verdicts["kv-tokens"].observed == 442750
+
+
 def test_verify_holds_the_prediction_on_the_boot(tmp_path: Path) -> None:
+    """In sample (the shipped terms were fitted on this boot and the docs boot)."""
     verdicts = _verdicts(_shape(tmp_path))
     for id in ("kv-pool", "kv-tokens", "weights", "memory-in-use"):
         assert verdicts[id].status == "held", (id, verdicts[id])
