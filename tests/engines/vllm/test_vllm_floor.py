@@ -192,3 +192,39 @@ def test_the_shipped_non_torch_range_is_its_fit_sets_min_max() -> None:
     assert sum(len(v) for v in printed.values()) >= 30
     fitted = {tp: (round(min(v) * GIB), round(max(v) * GIB)) for tp, v in printed.items()}
     assert fitted == NON_TORCH_MEASURED
+
+
+def _printed_per_tp(pattern: str, pp1_only: bool) -> dict[str, tuple[int, int]]:
+    """Per TP, the min-max of a GiB figure the 0.19.0 boots of the floor table print (each
+    +- the print's 0.005 GiB), as floor.py's measured ranges are made."""
+    from tests.support.floor_corpus import rows
+
+    seen: dict[str, list[float]] = {}
+    for row in rows():
+        log = row.log.read_text(encoding="utf-8")
+        if not str(row.case["engine_version"]).startswith("0.19."):
+            continue
+        pp = re.search(r"pipeline_parallel_size=(\d+)", log)
+        if pp1_only and pp is not None and pp[1] != "1":
+            continue
+        tp = re.search(r"tensor_parallel_size=(\d+)", log)
+        for match in re.finditer(pattern, log):
+            seen.setdefault(f"tp{tp[1] if tp else 1}", []).append(float(match[1]))
+    return {
+        tp: (round((min(v) - 0.005) * GIB), round((max(v) + 0.005) * GIB))
+        for tp, v in seen.items()
+    }
+
+
+def test_the_context_and_graph_ranges_are_their_fit_sets() -> None:
+    """CONTEXT_MEASURED (in use at the worker's init snapshot, PP 1) and GRAPHS_MEASURED
+    (what graph capture took, any PP) refitted from the 0.19.0 boots' own lines. The one
+    figure from outside tests/data: TP 1's top, the 0.60-0.61 GiB of vLLM 0.11.0 H100 boots
+    (llm-d-benchmark's empirical-vllm-memory-results.md, cited in floor.py)."""
+    from fakplan.engines.vllm.floor import CONTEXT_MEASURED, GRAPHS_MEASURED
+
+    context = _printed_per_tp(r"worker init memory snapshot: .*?cuda_memory=([\d.]+)GiB", True)
+    context["tp1"] = (context["tp1"][0], round(0.615 * GIB))
+    assert context == CONTEXT_MEASURED
+    graphs = _printed_per_tp(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB", False)
+    assert graphs == GRAPHS_MEASURED
