@@ -6,12 +6,19 @@ pool at boot. The plan then plans against the pool fakplan predicts, and
 every term of the prediction (the weights per rank, the profiling run's activation peak,
 the memory outside torch) is a prediction of its own that ``fakplan verify`` closes
 against the profiler lines of the boot ledger.
+
+One route serves the shape and ``fakplan kv``: each engine's ``size_pool`` takes the KV
+query, the fraction and the card's total and gives an ``EngineSizing`` (or a
+``SizingUnknown``); the shape plans against it, and ``fakplan kv`` reads it at both ends of
+the card figure's digits (``SizedPool``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,15 @@ class SizedTerm:
 
 
 @dataclass(frozen=True)
+class SizingUnknown:
+    """Why the pool the engine sizes is not predicted (never a guess); the rank's weights
+    where they were counted before another term stopped the prediction."""
+
+    reason: str
+    weights_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class EngineSizing:
     """The pool one rank will size for itself, as a range, with the terms it is left by."""
 
@@ -50,6 +66,9 @@ class EngineSizing:
     terms: tuple[SizedTerm, ...]
     weights_bytes: int  # the weights one rank loads (the plan's weights half)
     refusal: str  # what the engine does when no pool is left
+    # what the prediction rests on that is no term: (key, text), e.g. vLLM's model runner
+    # and why no CUDA-graph estimate is subtracted
+    details: tuple[tuple[str, str], ...] = ()
 
     @property
     def pool_low(self) -> int:
@@ -77,3 +96,114 @@ class EngineSizing:
             f"requested {self.requested_bytes:,} - {terms} = "
             f"{self.pool_low:,}..{self.pool_high:,} B per rank"
         )
+
+
+# fakplan.kv/1's ``floor`` keys, by term id: one rank's terms, each with its derivation
+_FLOOR_KEYS = {
+    "weights": "weights",
+    "activation-peak": "activation",
+    "non-torch": "non_torch",
+    "cuda-graphs": "cuda_graph",
+    "memory-in-use": "memory_in_use",
+    "non-kv": "non_kv",
+}
+
+
+def _term_json(t: SizedTerm) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "low_bytes": t.low,
+        "high_bytes": t.high,
+        "measured": t.measured,
+        "scaled": t.scaled,
+        "derivation": t.derivation,
+    }
+
+
+@dataclass(frozen=True)
+class SizedPool:
+    """The pool an engine sizes for itself at both ends of the card figure's digits
+    ("79.19 GiB" is an interval of totals): what ``fakplan kv`` prints and its JSON."""
+
+    low_card: EngineSizing | SizingUnknown
+    high_card: EngineSizing | None = None
+
+    @classmethod
+    def over_card(
+        cls, size: Callable[[int], EngineSizing | SizingUnknown], card: tuple[int, int]
+    ) -> SizedPool:
+        low = size(card[0])
+        if isinstance(low, SizingUnknown):
+            return cls(low)
+        high = size(card[1])
+        assert isinstance(high, EngineSizing)  # only the total moved
+        return cls(low, high)
+
+    @property
+    def pool_interval(self) -> tuple[int, int, int] | None:
+        if isinstance(self.low_card, SizingUnknown) or self.high_card is None:
+            return None
+        low = max(self.low_card.pool_low, 0)
+        return low, low, max(self.high_card.pool_high, 0)
+
+    def json(self) -> dict[str, Any]:
+        s = self.low_card
+        if isinstance(s, SizingUnknown):
+            counted = {} if s.weights_bytes is None else {"weights_bytes": s.weights_bytes}
+            return {"sizing": {"unknown": s.reason, **counted}, "floor": None}
+        interval = self.pool_interval
+        assert interval is not None
+        floor: dict[str, Any] = {
+            "activation_bytes": None,
+            "non_torch_bytes": None,
+            "cuda_graph_bytes": None,
+        }
+        for t in s.terms:
+            key = _FLOOR_KEYS.get(t.id, t.id.replace("-", "_"))
+            span = [t.low, t.high]
+            if key == "activation":  # its low end, and the range (the V2 runner has one)
+                floor.update(activation_bytes=t.low, activation_range=span)
+            else:
+                floor[f"{key}_bytes"] = t.low if key == "weights" and t.low == t.high else span
+            scaled = f"x {s.fraction:g}: " if t.scaled else ""
+            floor[f"{key}_derivation"] = scaled + t.derivation
+        floor.update(s.details)
+        return {
+            "sizing": {
+                "pool_range": [interval[0], interval[2]],
+                "requested_bytes": s.requested_bytes,
+                "requested_derivation": s.requested_derivation,
+                "terms": [_term_json(t) for t in s.terms],
+            },
+            "floor": floor,
+        }
+
+    def lines(self) -> list[str]:
+        s = self.low_card
+        if isinstance(s, SizingUnknown):
+            counted = (
+                []
+                if s.weights_bytes is None
+                else [f"weights per rank: {s.weights_bytes:,} B (counted)"]
+            )
+            return [f"engine-sized pool: unknown ({s.reason})", *counted]
+        interval = self.pool_interval
+        assert interval is not None
+        low, _, high = interval
+        lines = [
+            f"requested {s.requested_derivation}",
+            *(f"{t.id} {f'x {s.fraction:g}: ' if t.scaled else ''}{t.derivation}" for t in s.terms),
+            *(
+                f"{key.removesuffix('_derivation').replace('_', ' ')} {text}"
+                for key, text in s.details
+            ),
+            f"pool {low:,}..{high:,} B over the card total's digits (at the low total: "
+            f"{s.pool_derivation})",
+        ]
+        if high <= 0:
+            lines.append(
+                f"{s.refusal}: the requested memory does not cover one rank's "
+                f"{', '.join(t.id for t in s.terms)}; raise the fraction, or spread the "
+                "weights over more ranks (--tp)"
+            )
+        return lines

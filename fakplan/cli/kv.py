@@ -18,7 +18,6 @@ from fakplan.contract import exact_number
 from fakplan.engines import (
     DEFAULT_ENGINE,
     ENGINES,
-    PoolReport,
     kv_breakdown,
     modelled,
     printed_pool_tokens,
@@ -29,6 +28,7 @@ from fakplan.geometry.resolve import resolve_model
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.kv_report import kv_contract, kv_json
 from fakplan.plan import ComponentRecord, unstated_release
+from fakplan.sizing import SizedPool
 from fakplan.units import printed_interval
 
 
@@ -257,7 +257,7 @@ def kv(
     if pool is not None and kv_query.tp * kv_query.pp > 1 and over_ranks:
         notices.append(f"--pool with {kv_query.tp * kv_query.pp} ranks: {over_ranks}")
     interval = _pool_bytes(pool)
-    sizing: PoolReport | None = None
+    sizing: SizedPool | None = None
     fractions = {
         field: value
         for field, value in (
@@ -372,7 +372,7 @@ def _pool_report(
     card_total: str | None,
     sms: int,
     max_num_seqs: int | None,
-) -> PoolReport:
+) -> SizedPool:
     """The pool the engine sizes itself: the fraction given must be its own (its
     ``sizing_field``), with the card's total, read as the interval its digits allow."""
     engine = ENGINES[query.engine]
@@ -395,7 +395,12 @@ def _pool_report(
     except UnitsError as exc:
         raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
     text = f"--card-total {card_total}"
-    return engine.pool_report(query, fraction, (low, high), text, sms, max_num_seqs)
+    return SizedPool.over_card(
+        lambda total: engine.size_pool(
+            query, fraction, total, text, sms=sms, max_num_seqs=max_num_seqs
+        ),
+        (low, high),
+    )
 
 
 def _breakdown(query: KvQuery) -> KvBreakdown:

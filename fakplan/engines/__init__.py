@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakplan.engines.alerting import AlertFacts, AlertRule, quoted, range_regex
-from fakplan.engines.base import Engine, ModelledEngine, PoolReport
+from fakplan.engines.base import Engine, ModelledEngine
 from fakplan.engines.query import query_for_shape, shape_geometry, shape_model_source
 from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
 from fakplan.engines.served import served_weights, weights_source
@@ -119,7 +119,6 @@ __all__ = [
     "Flavour",
     "ModelledEngine",
     "Observed",
-    "PoolReport",
     "RefusalPattern",
     "TokenizeRoute",
     "boot_refusals",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from fakplan.contract import Capacity, KvCost
 from fakplan.engines.alerting import AlertFacts, AlertRule
@@ -31,19 +31,7 @@ if TYPE_CHECKING:
     from fakplan.launch import LaunchRecord
     from fakplan.ledger.patterns import LedgerFormat
     from fakplan.shape import LoadedShape
-    from fakplan.sizing import EngineSizing
-
-
-class PoolReport(Protocol):
-    """What ``fakplan kv`` prints of a pool the engine sizes itself: its interval over the
-    card figure's digits (None: unknown), the ``fakplan.kv/1`` keys, the text lines."""
-
-    @property
-    def pool_interval(self) -> tuple[int, int, int] | None: ...
-
-    def json(self) -> dict[str, Any]: ...
-
-    def lines(self) -> list[str]: ...
+    from fakplan.sizing import EngineSizing, SizingUnknown
 
 
 class Engine:
@@ -188,17 +176,19 @@ class Engine:
         """A stated pair's ceiling before any boot, from the engine's predicted floor."""
         return None, "unknown: the shape states no ceiling"
 
-    def pool_report(
+    def size_pool(
         self,
         query: KvQuery,
         fraction: float,
-        card: tuple[int, int],
-        card_text: str,
+        total: int,
+        total_derivation: str,
+        *,
         sms: int,
         max_num_seqs: int | None,
-    ) -> PoolReport:
-        """``fakplan kv``'s pool the engine sizes itself at ``fraction`` of a card whose
-        printed total spans ``card`` bytes (``sizing_field`` names the fraction)."""
+    ) -> EngineSizing | SizingUnknown:
+        """The pool one rank sizes for itself at ``fraction`` (``sizing_field``) of a card
+        whose total is ``total``, term by term, or why it is not predicted: the one route
+        ``sized_pool`` (the shape) and ``fakplan kv`` share."""
         raise FakplanError(f"{self.name} does not size its own pool")
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from fakplan.contract import CostComponent
 from fakplan.dtypes import element_type
 from fakplan.engines.alerting import AlertFacts, AlertRule
-from fakplan.engines.base import ModelledEngine, PoolReport
+from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import check_choice, check_dtypes, unsized
 from fakplan.engines.rate_bands import CUSTOM_ALL_REDUCE, SGLANG_DECODE
 from fakplan.engines.releases import newer_note, select
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
-    from fakplan.sizing import EngineSizing
+    from fakplan.sizing import EngineSizing, SizingUnknown
 
 
 def _gpt_oss_override(query: KvQuery) -> tuple[str, str] | None:
@@ -232,16 +232,17 @@ class SglangEngine(ModelledEngine):
     def alert_rules(self, facts: AlertFacts) -> tuple[AlertRule, ...]:
         return cluster.alert_rules(facts)
 
-    def pool_report(
+    def size_pool(
         self,
         query: KvQuery,
         fraction: float,
-        card: tuple[int, int],
-        card_text: str,
+        total: int,
+        total_derivation: str,
+        *,
         sms: int,
         max_num_seqs: int | None,
-    ) -> PoolReport:
-        return sizing.pool_report(query, fraction, card, card_text)
+    ) -> EngineSizing | SizingUnknown:
+        return sizing.sglang_sizing(query, fraction, total, total_derivation, DOWNCAST)
 
     def check(self, loaded: LoadedShape) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""

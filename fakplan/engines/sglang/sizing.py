@@ -29,14 +29,13 @@ boot measured the memory in use at.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.served import served_dtype
-from fakplan.engines.sglang.rules import DOWNCAST, NO_KV_METHODS
+from fakplan.engines.sglang.rules import NO_KV_METHODS
 from fakplan.engines.weights import vllm_rank_weights
-from fakplan.sizing import EngineSizing, SizedTerm
+from fakplan.sizing import EngineSizing, SizedTerm, SizingUnknown
 
 if TYPE_CHECKING:
     from fakplan.engines.served import Downcast
@@ -96,8 +95,8 @@ def shape_sizing(loaded: LoadedShape, downcast: Downcast) -> EngineSizing:
     assert fraction is not None
     total, total_text = loaded.engine_total()
     found = sglang_sizing(query_for_shape(loaded), fraction, total, total_text, downcast)
-    if isinstance(found, str):
-        raise _unknown(loaded, found)
+    if isinstance(found, SizingUnknown):
+        raise _unknown(loaded, found.reason)
     return found
 
 
@@ -107,26 +106,26 @@ def sglang_sizing(
     total: int,
     total_text: str,
     downcast: Downcast,
-) -> EngineSizing | str:
+) -> EngineSizing | SizingUnknown:
     """The pool one rank of SGLang sizes at ``fraction`` of a card whose CUDA total is
     ``total``; or why fakplan cannot say (the reason, never a guess)."""
     if query.spec_tokens and (query.spec_method or "").lower() not in NO_KV_METHODS:
-        return (
+        return SizingUnknown(
             "a speculative draft's weights and pool share the fraction (v0.5.23 charges "
             "its pool at the target's per-layer cell after loading both models; v0.5.2 "
             "reserved 2 GB and raised the count), which is not predicted"
         )
     if query.pp > 1:
-        return "no public boot measures the memory in use at PP > 1"
+        return SizingUnknown("no public boot measures the memory in use at PP > 1")
     if query.tp not in IN_USE_MEASURED:
         measured = ", ".join(map(str, IN_USE_MEASURED))
-        return (
+        return SizingUnknown(
             f"the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
             f"is measured at TP {measured} only, not TP {query.tp}"
         )
     g = query.geometry
     if g.text_config is None:
-        return f"{g.source}: no config.json to count the weights from"
+        return SizingUnknown(f"{g.source}: no config.json to count the weights from")
     served, _ = served_dtype(query, downcast)
     # a quantized checkpoint's layout is read for vLLM on a GPU only
     weights = (
@@ -137,7 +136,7 @@ def sglang_sizing(
         )
     )
     if weights is None:
-        return (
+        return SizingUnknown(
             f"{g.architecture}: its weights are not counted from a config (fakplan counts "
             "the plain dense and MoE decoders in 16 bits)"
         )
@@ -189,67 +188,3 @@ def _unknown(loaded: LoadedShape, reason: str) -> Exception:
         "serving",
         "mem_fraction_static",
     )
-
-
-# ---------------------------------------------------------------- fakplan kv's report
-
-
-@dataclass(frozen=True)
-class PoolReport:
-    """SGLang's pool at both ends of the card figure's digits, or why it is unknown."""
-
-    low_card: EngineSizing | str
-    high_card: EngineSizing | None = None
-
-    @property
-    def pool_interval(self) -> tuple[int, int, int] | None:
-        if isinstance(self.low_card, str) or self.high_card is None:
-            return None
-        low = max(self.low_card.pool_low, 0)
-        return low, low, max(self.high_card.pool_high, 0)
-
-    def json(self) -> dict[str, Any]:
-        s = self.low_card
-        if isinstance(s, str) or self.high_card is None:
-            return {"sizing": {"unknown": s}, "floor": None}
-        interval = self.pool_interval
-        assert interval is not None
-        terms = {t.id: t for t in s.terms}
-        weights, in_use = terms["weights"], terms["memory-in-use"]
-        return {
-            "sizing": {
-                "pool_range": [interval[0], interval[2]],
-                "requested_bytes": s.requested_bytes,
-                "requested_derivation": s.requested_derivation,
-            },
-            "floor": {
-                "weights_bytes": [weights.low, weights.high],
-                "weights_derivation": weights.derivation,
-                "memory_in_use_bytes": [in_use.low, in_use.high],
-                "memory_in_use_derivation": f"x {s.fraction:g}: {in_use.derivation}",
-                "activation_bytes": None,
-                "non_torch_bytes": None,
-                "cuda_graph_bytes": None,
-            },
-        }
-
-    def lines(self) -> list[str]:
-        s = self.low_card
-        if isinstance(s, str) or self.pool_interval is None:
-            return [f"engine-sized pool: unknown ({s})"]
-        low, _, high = self.pool_interval
-        return [
-            f"requested {s.requested_derivation}",
-            *(f"{t.id} {t.derivation}" for t in s.terms),
-            f"pool {low:,}..{high:,} B ({s.pool_derivation})",
-        ]
-
-
-def pool_report(query: KvQuery, fraction: float, card: tuple[int, int], text: str) -> PoolReport:
-    """SGLang's pool for both ends of the card figure's digits."""
-    low = sglang_sizing(query, fraction, card[0], text, DOWNCAST)
-    if isinstance(low, str):
-        return PoolReport(low)
-    high = sglang_sizing(query, fraction, card[1], text, DOWNCAST)
-    assert isinstance(high, EngineSizing)
-    return PoolReport(low, high)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fakplan.engines.alerting import AlertFacts, AlertRule
-from fakplan.engines.base import ModelledEngine, PoolReport
+from fakplan.engines.base import ModelledEngine
 from fakplan.engines.choices import check_dtypes, choices_for
 from fakplan.engines.rate_bands import CUSTOM_ALL_REDUCE, VLLM_DECODE
 from fakplan.engines.releases import select
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
     from fakplan.shape import LoadedShape
-    from fakplan.sizing import EngineSizing
+    from fakplan.sizing import EngineSizing, SizingUnknown
 
 __all__ = [
     "BLOCK_SIZE_CHOICES",
@@ -90,16 +90,19 @@ class VllmEngine(ModelledEngine):
     def alert_rules(self, facts: AlertFacts) -> tuple[AlertRule, ...]:
         return cluster.alert_rules(facts)
 
-    def pool_report(
+    def size_pool(
         self,
         query: KvQuery,
         fraction: float,
-        card: tuple[int, int],
-        card_text: str,
+        total: int,
+        total_derivation: str,
+        *,
         sms: int,
         max_num_seqs: int | None,
-    ) -> PoolReport:
-        return sizing.pool_report(query, fraction, card, sms, max_num_seqs)
+    ) -> EngineSizing | SizingUnknown:
+        return sizing.vllm_sizing(
+            query, fraction, total, total_derivation, sms=sms, max_num_seqs=max_num_seqs
+        )
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
         stage, layout = heaviest_stage(query)

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
@@ -31,7 +30,7 @@ from fakplan.engines.vllm.floor import (
 )
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
 from fakplan.engines.weights import vllm_rank_weights
-from fakplan.sizing import EngineSizing, SizedTerm
+from fakplan.sizing import EngineSizing, SizedTerm, SizingUnknown
 
 if TYPE_CHECKING:
     from fakplan.kv import KvQuery
@@ -54,9 +53,71 @@ def shape_sizing(loaded: LoadedShape, total: int, total_derivation: str) -> Engi
     shape = loaded.shape
     fraction = shape.serving.gpu_memory_utilization
     assert fraction is not None
-    if shape.card.device == "cpu":
-        return _cpu_sizing(loaded, fraction, total, total_derivation)
-    return _gpu_sizing(loaded, fraction, total, total_derivation)
+    if shape.card.device != "cpu" and shape.card.sms is None:
+        raise loaded.error(
+            "vLLM's sampler sizes a buffer by the card's streaming multiprocessors: state "
+            "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
+            "card",
+        )
+    found = vllm_sizing(
+        _shape_query(loaded), fraction, total, total_derivation,
+        sms=shape.card.sms or 0, max_num_seqs=shape.serving.max_num_seqs,
+    )  # fmt: skip
+    if isinstance(found, SizingUnknown):
+        raise _unknown(loaded, found.reason)
+    return found
+
+
+def vllm_sizing(
+    query: KvQuery,
+    fraction: float,
+    total: int,
+    total_derivation: str,
+    *,
+    sms: int,
+    max_num_seqs: int | None,
+) -> EngineSizing | SizingUnknown:
+    """The pool one rank of vLLM sizes at ``fraction`` of a card whose total is ``total``
+    (CUDA's, or the CPU worker's NUMA node), term by term; or why fakplan cannot say. The
+    shape and ``fakplan kv`` both come here."""
+    if query.device == "cpu":
+        return _cpu_sizing(query, fraction, total, total_derivation)
+    found = floor_for(
+        query, card_total=total, utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
+    )
+    if isinstance(found, Unknown):
+        return SizingUnknown(found.reason, found.weights)
+    low, high = found.non_torch
+    a_low, a_high = found.activation_span
+    terms = (
+        SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
+                  found.weights.bytes, found.weights.derivation),
+        SizedTerm("activation-peak", "the profiling run's torch peak", a_low, a_high,
+                  found.activation.derivation),
+        SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
+                  f"measured in public vLLM 0.19.0 boots on H100 at TP {query.tp}: "
+                  f"{low:,}..{high:,} B (no config gives it)", measured=True),
+        *_graph_terms(found),
+    )  # fmt: skip
+    details: tuple[tuple[str, str], ...] = (
+        ("runner", found.runner),
+        ("runner_rule", found.runner_rule),
+    )
+    if found.cuda_graph is None:
+        details += (("cuda_graph_derivation", found.graph_derivation),)
+    return EngineSizing(
+        flag=FLAG,
+        field=FIELD,
+        refusal=REFUSAL,
+        fraction=fraction,
+        total_bytes=total,
+        total_derivation=total_derivation,
+        requested_bytes=found.requested.bytes,
+        requested_derivation=found.requested.derivation,
+        terms=terms,
+        weights_bytes=found.weights.bytes,
+        details=details,
+    )
 
 
 # vLLM's default --gpu-memory-utilization (config/cache.py): 0.9 through 0.19, 0.92 from 0.20
@@ -143,58 +204,20 @@ def _unknown(loaded: LoadedShape, reason: str) -> Exception:
     )
 
 
-def _version(loaded: LoadedShape) -> str:
-    return select("vllm", RELEASES, loaded.shape.engine_version)[1]
+def _shape_query(loaded: LoadedShape) -> KvQuery:
+    """The shape's KV query at the release it plans for (the newest read where unstated)."""
+    version = select("vllm", RELEASES, loaded.shape.engine_version)[1]
+    return dataclasses.replace(query_for_shape(loaded), engine_version=version)
 
 
 def _shape_floor(loaded: LoadedShape, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
     """The floor of the shape's own query, at the release it plans for."""
-    query = dataclasses.replace(query_for_shape(loaded), engine_version=_version(loaded))
     return floor_for(
-        query,
+        _shape_query(loaded),
         card_total=total,
         utilization=fraction,
         sms=sms,
         max_num_seqs=loaded.shape.serving.max_num_seqs,
-    )
-
-
-def _gpu_sizing(
-    loaded: LoadedShape, fraction: float, total: int, total_derivation: str
-) -> EngineSizing:
-    shape = loaded.shape
-    if shape.card.sms is None:
-        raise loaded.error(
-            "vLLM's sampler sizes a buffer by the card's streaming multiprocessors: state "
-            "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
-            "card",
-        )
-    found = _shape_floor(loaded, shape.card.sms, total, fraction)
-    if isinstance(found, Unknown):
-        raise _unknown(loaded, found.reason)
-    low, high = found.non_torch
-    a_low, a_high = found.activation_span
-    terms = (
-        SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
-                  found.weights.bytes, found.weights.derivation),
-        SizedTerm("activation-peak", "the profiling run's torch peak", a_low, a_high,
-                  found.activation.derivation),
-        SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
-                  f"measured in public vLLM 0.19.0 boots on H100 at TP {shape.parallel.tensor}: "
-                  f"{low:,}..{high:,} B (no config gives it)", measured=True),
-        *_graph_terms(found),
-    )  # fmt: skip
-    return EngineSizing(
-        flag=FLAG,
-        field=FIELD,
-        refusal=REFUSAL,
-        fraction=fraction,
-        total_bytes=total,
-        total_derivation=total_derivation,
-        requested_bytes=found.requested.bytes,
-        requested_derivation=found.requested.derivation,
-        terms=terms,
-        weights_bytes=found.weights.bytes,
     )
 
 
@@ -210,31 +233,27 @@ def _graph_terms(found: VllmFloor) -> tuple[SizedTerm, ...]:
 
 
 def _cpu_sizing(
-    loaded: LoadedShape, fraction: float, total: int, total_derivation: str
-) -> EngineSizing:
-    shape = loaded.shape
-    version = _version(loaded)
+    query: KvQuery, fraction: float, total: int, total_derivation: str
+) -> EngineSizing | SizingUnknown:
+    version = query.engine_version or select("vllm", RELEASES, None)[1]
     release = ".".join(map(str, parse_version(version)[:2]))
     if release not in CPU_RUNTIME_MEASURED:
         measured = ", ".join(CPU_RUNTIME_MEASURED)
-        raise _unknown(
-            loaded, f"the CPU build's runtime memory is measured for {measured} only, not {version}"
+        return SizingUnknown(
+            f"the CPU build's runtime memory is measured for {measured} only, not {version}"
         )
-    query = query_for_shape(loaded)
     g = query.geometry
     served, _ = served_dtype(query, DOWNCAST)
     if g.text_config is None:
-        raise _unknown(loaded, f"{g.source}: no config.json to count the weights from")
+        return SizingUnknown(f"{g.source}: no config.json to count the weights from")
     # a quantized checkpoint's layout is read for the GPU build only
     weights = (
         None
         if "quantization_config" in g.text_config
-        else vllm_rank_weights(
-            g.text_config, g.architecture, tp=shape.parallel.tensor, served=served
-        )
+        else vllm_rank_weights(g.text_config, g.architecture, tp=query.tp, served=served)
     )
     if weights is None:
-        raise _unknown(loaded, f"{g.architecture}: its weights are not counted from a config")
+        return SizingUnknown(f"{g.architecture}: its weights are not counted from a config")
     requested = math.ceil(total * fraction)
     low, high = CPU_RUNTIME_MEASURED[release]
     rss = SizedTerm(
@@ -259,92 +278,3 @@ def _cpu_sizing(
         terms=(rss,),
         weights_bytes=weights.bytes,
     )
-
-
-# ---------------------------------------------------------------- fakplan kv's report
-
-
-@dataclass(frozen=True)
-class PoolReport:
-    """The pool at both ends of the card figure's digits, with its terms (fakplan kv)."""
-
-    found: VllmFloor | Unknown
-    low: int | None = None  # the pool's range, over the card figure's digits and
-    high: int | None = None  # the measured non-torch spread
-
-    @property
-    def pool_interval(self) -> tuple[int, int, int] | None:
-        if self.low is None or self.high is None:
-            return None
-        return self.low, self.low, self.high
-
-    def json(self) -> dict[str, Any]:
-        f = self.found
-        if isinstance(f, Unknown):
-            counted = {} if f.weights is None else {"weights_bytes": f.weights}
-            return {"sizing": {"unknown": f.reason, **counted}, "floor": None}
-        return {
-            "sizing": {
-                "pool_range": [self.low, self.high],
-                "requested_bytes": f.requested.bytes,
-                "requested_derivation": f.requested.derivation,
-            },
-            "floor": {
-                "weights_bytes": f.weights.bytes,
-                "weights_derivation": f.weights.derivation,
-                "activation_bytes": f.activation.bytes,
-                "activation_range": list(f.activation_span),
-                "activation_derivation": f.activation.derivation,
-                "non_torch_bytes": list(f.non_torch),
-                "non_torch_derivation": "measured in public vLLM 0.19.0 boots on H100 "
-                "(NCCL and CUDA modules; no config gives it)",
-                "cuda_graph_bytes": None if f.cuda_graph is None else list(f.cuda_graph),
-                "cuda_graph_derivation": f.graph_derivation,
-                "runner": f.runner,
-                "runner_rule": f.runner_rule,
-            },
-        }
-
-    def lines(self) -> list[str]:
-        f = self.found
-        if isinstance(f, Unknown):
-            counted = [] if f.weights is None else [f"weights per rank: {f.weights:,} B (counted)"]
-            return [f"engine-sized pool: unknown ({f.reason})", *counted]
-        return [
-            f"requested {f.requested.derivation}",
-            f"weights {f.weights.derivation}",
-            f"activation peak {f.activation.derivation}",
-            f"non-torch {f.non_torch[0]:,}..{f.non_torch[1]:,} B (measured, vLLM 0.19.0, H100)",
-            f"CUDA graphs {f.graph_derivation}",
-            f"runner {f.runner_rule}",
-            f"pool {self.low:,}..{self.high:,} B",
-            *(
-                [
-                    f"{REFUSAL}: the requested memory does not cover the weights, activation "
-                    "peak and non-torch memory of one rank; raise the fraction, or spread the "
-                    "weights over more ranks (--tp)"
-                ]
-                if self.high is not None and self.high <= 0
-                else []
-            ),
-        ]
-
-
-def pool_report(
-    query: KvQuery,
-    fraction: float,
-    card: tuple[int, int],
-    sms: int,
-    max_num_seqs: int | None,
-) -> PoolReport:
-    """The pool for both ends of the card figure's digits ("79.19 GiB" is an interval)."""
-    low = floor_for(
-        query, card_total=card[0], utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
-    )
-    if isinstance(low, Unknown):
-        return PoolReport(low)
-    high = floor_for(
-        query, card_total=card[1], utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
-    )
-    assert isinstance(high, VllmFloor)
-    return PoolReport(low, max(low.pool[0], 0), max(high.pool[1], 0))

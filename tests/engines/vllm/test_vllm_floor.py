@@ -141,7 +141,7 @@ def test_fakplan_kv_sizes_the_pool_before_the_boot(runner: Any) -> None:
     assert low <= kv_high and kv_low <= high
     assert out["floor"]["cuda_graph_bytes"] is None  # 0.19 does not subtract it
     text = runner.invoke(main, args).output
-    assert "activation peak" in text and "non-torch" in text
+    assert "activation-peak" in text and "non-torch" in text
 
 
 def test_fakplan_kv_says_why_it_cannot_size(runner: Any) -> None:
@@ -211,8 +211,7 @@ def _printed_per_tp(pattern: str, pp1_only: bool) -> dict[str, tuple[int, int]]:
         for match in re.finditer(pattern, log):
             seen.setdefault(f"tp{tp[1] if tp else 1}", []).append(float(match[1]))
     return {
-        tp: (round((min(v) - 0.005) * GIB), round((max(v) + 0.005) * GIB))
-        for tp, v in seen.items()
+        tp: (round((min(v) - 0.005) * GIB), round((max(v) + 0.005) * GIB)) for tp, v in seen.items()
     }
 
 
