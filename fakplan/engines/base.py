@@ -23,6 +23,7 @@ from fakplan.engines.serving import ServerFacts
 from fakplan.errors import FakplanError
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 from fakplan.rates import AllReduce, EfficiencyBand
+from fakplan.sizing import SizingUnknown
 from fakplan.units import human
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from fakplan.launch import LaunchRecord
     from fakplan.ledger.patterns import LedgerFormat
     from fakplan.shape import LoadedShape
-    from fakplan.sizing import EngineSizing, SizingUnknown
+    from fakplan.sizing import EngineSizing
 
 
 class Engine:
@@ -97,6 +98,9 @@ class Engine:
     # the serving field (gpu_memory_utilization, mem_fraction_static) whose fraction lets
     # the engine size its own pool, which fakplan then predicts; None: the shape states it
     sizing_field: ClassVar[str | None] = None
+    # where fakplan cannot predict that pool: how the shape states it instead (a budget,
+    # and the engine flag the launch then passes)
+    stated_pool: ClassVar[str] = "state budget {weights, kv} instead"
     # what the engine refuses at boot that a shape can cause (engines.refusals): the
     # ``boots`` gate checks each row that applies at the planned release
     boot_refusals: ClassVar[tuple[BootRefusal, ...]] = ()
@@ -192,8 +196,29 @@ class Engine:
         raise FakplanError(f"{self.name} does not size its own pool")
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
-        """The pool the engine will size for itself on one rank (``sizing_field``)."""
-        raise NotImplementedError
+        """The pool the engine will size for itself on one rank, from the shape's fraction
+        (``sizing_field``) and card: ``size_pool`` on the shape's query, a reason turned into
+        the shape's located error."""
+        field = self.sizing_field
+        assert field is not None  # the shape's checks refuse a fraction the engine lacks
+        fraction = getattr(loaded.shape.serving, field)
+        total, total_derivation = loaded.engine_total()
+        found = self.size_pool(
+            self.sizing_query(loaded), fraction, total, total_derivation,
+            sms=loaded.shape.card.sms or 0, max_num_seqs=loaded.shape.serving.max_num_seqs,
+        )  # fmt: skip
+        if not isinstance(found, SizingUnknown):
+            return found
+        raise loaded.error(
+            f"fakplan cannot predict the pool {self.title or self.name} sizes here: "
+            f"{found.reason}; {self.stated_pool}",
+            "serving",
+            field,
+        )
+
+    def sizing_query(self, loaded: LoadedShape) -> KvQuery:
+        """The KV query ``sized_pool`` asks about: the shape's."""
+        return query_for_shape(loaded)
 
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         """The env file's variables and each node role's argv."""

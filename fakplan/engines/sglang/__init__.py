@@ -40,7 +40,6 @@ from fakplan.engines.sglang.rules import (
     SglangRules,
 )
 from fakplan.engines.sglang.server import SERVER
-from fakplan.engines.sglang.sizing import shape_sizing
 from fakplan.errors import RuleError
 from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
@@ -215,6 +214,7 @@ class SglangEngine(ModelledEngine):
     shm_bytes = SHM_BYTES
     auto_downcast = DOWNCAST
     sizing_field = "mem_fraction_static"
+    stated_pool = "state budget {weights, kv} instead (the pool in tokens, --max-total-tokens)"
     decode_bands = SGLANG_DECODE
     all_reduce = CUSTOM_ALL_REDUCE
     borrowed_band = (
@@ -374,9 +374,6 @@ class SglangEngine(ModelledEngine):
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("sglang", RELEASES, loaded.shape.engine_version)[1]
-
-    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
-        return shape_sizing(loaded, DOWNCAST)
 
 
 # ---------------------------------------------------------------- launch flags

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from fakplan.engines.query import query_for_shape
 from fakplan.engines.served import served_dtype
 from fakplan.engines.sglang.rules import NO_KV_METHODS
 from fakplan.engines.weights import vllm_rank_weights
@@ -40,7 +39,6 @@ from fakplan.sizing import EngineSizing, SizedTerm, SizingUnknown
 if TYPE_CHECKING:
     from fakplan.engines.served import Downcast
     from fakplan.kv import KvQuery
-    from fakplan.shape import LoadedShape
 
 GIB = 1 << 30
 FLAG = "--mem-fraction-static"
@@ -85,19 +83,6 @@ LOAD_RESIDUE_MEASURED: tuple[tuple[int, int], str] = (
     "Llama-3.1-8B-Instruct) holds beyond the 16,127,631,360 B counted: kernels loaded on "
     "first use",
 )
-
-
-def shape_sizing(loaded: LoadedShape, downcast: Downcast) -> EngineSizing:
-    """The pool the shape's SGLang will size for itself, or the line saying why fakplan
-    cannot predict it."""
-    shape = loaded.shape
-    fraction = shape.serving.mem_fraction_static
-    assert fraction is not None
-    total, total_text = loaded.engine_total()
-    found = sglang_sizing(query_for_shape(loaded), fraction, total, total_text, downcast)
-    if isinstance(found, SizingUnknown):
-        raise _unknown(loaded, found.reason)
-    return found
 
 
 def sglang_sizing(
@@ -178,13 +163,4 @@ def sglang_sizing(
         ),
         terms=terms,
         weights_bytes=weights.bytes + residue_high,
-    )
-
-
-def _unknown(loaded: LoadedShape, reason: str) -> Exception:
-    return loaded.error(
-        f"fakplan cannot predict the pool SGLang sizes here: {reason}; state budget "
-        "{weights, kv} instead (the pool in tokens, --max-total-tokens)",
-        "serving",
-        "mem_fraction_static",
     )

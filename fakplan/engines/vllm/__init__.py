@@ -39,7 +39,12 @@ from fakplan.engines.vllm.rules import (
     VllmRules,
 )
 from fakplan.engines.vllm.server import SERVER
-from fakplan.engines.vllm.sizing import predicted_ceiling, quantized_weights, shape_sizing
+from fakplan.engines.vllm.sizing import (
+    predicted_ceiling,
+    quantized_weights,
+    shape_query,
+    sms_required,
+)
 from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
@@ -83,6 +88,7 @@ class VllmEngine(ModelledEngine):
     shm_bytes = SHM_BYTES
     auto_downcast = DOWNCAST
     sizing_field = "gpu_memory_utilization"
+    stated_pool = "state budget {weights, kv} instead (the pool in bytes, --kv-cache-memory-bytes)"
     boot_refusals = REFUSALS
     fit_kv_dtypes = ("auto", "fp8")
     quantizations = ("fp8",)  # --quantization fp8 of a 16-bit checkpoint (weights.py)
@@ -140,7 +146,11 @@ class VllmEngine(ModelledEngine):
         return quantized_weights(loaded)
 
     def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
-        return shape_sizing(loaded, *loaded.engine_total())
+        sms_required(loaded)
+        return super().sized_pool(loaded)
+
+    def sizing_query(self, loaded: LoadedShape) -> KvQuery:
+        return shape_query(loaded)
 
     def version_used(self, loaded: LoadedShape) -> str | None:
         return select("vllm", RELEASES, loaded.shape.engine_version)[1]

@@ -48,24 +48,14 @@ REFUSAL = "vLLM refuses to boot: no available memory for the cache blocks"
 CPU_RUNTIME_MEASURED = {"0.32": (round(0.59 * GIB), round(0.68 * GIB))}
 
 
-def shape_sizing(loaded: LoadedShape, total: int, total_derivation: str) -> EngineSizing:
-    """The pool the shape's vLLM will size for itself, or the line saying why fakplan cannot."""
-    shape = loaded.shape
-    fraction = shape.serving.gpu_memory_utilization
-    assert fraction is not None
-    if shape.card.device != "cpu" and shape.card.sms is None:
+def sms_required(loaded: LoadedShape) -> None:
+    """A GPU shape sizing vLLM's pool must state the card's SMs (the sampler's buffer)."""
+    if loaded.shape.card.device != "cpu" and loaded.shape.card.sms is None:
         raise loaded.error(
             "vLLM's sampler sizes a buffer by the card's streaming multiprocessors: state "
             "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
             "card",
         )
-    found = vllm_sizing(
-        _shape_query(loaded), fraction, total, total_derivation,
-        sms=shape.card.sms or 0, max_num_seqs=shape.serving.max_num_seqs,
-    )  # fmt: skip
-    if isinstance(found, SizingUnknown):
-        raise _unknown(loaded, found.reason)
-    return found
 
 
 def vllm_sizing(
@@ -195,16 +185,7 @@ def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
     return weights.bytes, f"vLLM --quantization {method}: {weights.derivation}"
 
 
-def _unknown(loaded: LoadedShape, reason: str) -> Exception:
-    return loaded.error(
-        f"fakplan cannot predict the pool vLLM sizes here: {reason}; state budget "
-        "{weights, kv} instead (the pool in bytes, --kv-cache-memory-bytes)",
-        "serving",
-        "gpu_memory_utilization",
-    )
-
-
-def _shape_query(loaded: LoadedShape) -> KvQuery:
+def shape_query(loaded: LoadedShape) -> KvQuery:
     """The shape's KV query at the release it plans for (the newest read where unstated)."""
     version = select("vllm", RELEASES, loaded.shape.engine_version)[1]
     return dataclasses.replace(query_for_shape(loaded), engine_version=version)
@@ -213,7 +194,7 @@ def _shape_query(loaded: LoadedShape) -> KvQuery:
 def _shape_floor(loaded: LoadedShape, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
     """The floor of the shape's own query, at the release it plans for."""
     return floor_for(
-        _shape_query(loaded),
+        shape_query(loaded),
         card_total=total,
         utilization=fraction,
         sms=sms,
