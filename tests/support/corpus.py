@@ -132,3 +132,42 @@ def _size(case: str, figure: str, text: str, predicted: int) -> Outcome:
     printed = round(float(str(text).split()[0]) * 100)
     hundredths = printed if low <= predicted <= high else round(predicted * 100 / MIB)
     return Outcome(case, figure, printed, hundredths, hundredths)
+
+
+def features(case: dict[str, Any]) -> list[str]:
+    """The boot's features for the accuracy table, read from its config and launch (never
+    the model's name): the layer kinds its cache holds, its experts, its quantized weights
+    or KV, a speculative draft; "plain" where none applies."""
+    query = query_of(case)
+    g = query.geometry
+    found = []
+    if g.sliding is not None:
+        found.append("sliding window")
+    if g.linear is not None or g.mamba is not None:
+        found.append("recurrent hybrid")
+    if g.mla is not None:
+        found.append("MLA")
+    if g.num_experts:
+        found.append("MoE")
+    if g.quant_method or case.get("quantization_config"):
+        found.append("quantized weights")
+    if str((case.get("query") or {}).get("kv_dtype", "auto")) not in (
+        "auto",
+        "bf16",
+        "f16",
+        "fp16",
+    ):
+        found.append("quantized KV")
+    if query.spec_tokens:
+        found.append("speculative")
+    return found or ["plain"]
+
+
+def era(case: dict[str, Any]) -> str:
+    """The release a boot ran, grouped: major.minor for vLLM and SGLang, thousands of
+    builds for llama.cpp (b4670: b4xxx)."""
+    version = str(case["engine_version"]).split()[0]
+    if case["engine"] == "llamacpp":
+        digits = version.lstrip("b")
+        return f"b{digits[0]}xxx" if digits[:1].isdigit() and len(digits) == 4 else version
+    return ".".join(version.split(".")[:2])
