@@ -169,8 +169,9 @@ def _hostile_shape(tmp_path: Path, engine: str, text: str, *, nodes: int = 1) ->
             "weights": text,
             "served_model_name": text,
             "extra_args": [text, "--x", text],
-            # a method that keeps no KV: the model is not resolved, only rendered
-            "speculative": {"method": "ngram", "model": text},
+            # a method that keeps no KV: the model is not resolved, only rendered (llama.cpp
+            # counts a draft model's contexts, so it resolves -md: not this one's text)
+            **({"speculative": {"method": "ngram", "model": text}} if engine != "llamacpp" else {}),
             **({"head_address": text} if nodes > 1 else {}),
         },
     }

@@ -24,7 +24,6 @@ from fakplan.engines.base import ModelledEngine
 from fakplan.engines.llamacpp.cache import (
     CacheLayout,
     build_of,
-    cache_bytes,
     cache_for,
     cache_type_refusal,
     is_unified,
@@ -33,6 +32,7 @@ from fakplan.engines.llamacpp.cache import (
     printed_cache_bytes,
     slot_tokens,
 )
+from fakplan.engines.llamacpp.draft import DRAFT_METHODS, cache_bytes, draft_cache
 from fakplan.engines.llamacpp.launch import launch_record
 from fakplan.engines.llamacpp.offload import gpu_weights, offload
 from fakplan.engines.llamacpp.refusals import REFUSALS
@@ -74,6 +74,7 @@ class LlamacppEngine(ModelledEngine):
     fit_kv_dtypes = ("f16", "q8_0")
     decode_bands = LLAMACPP_DECODE
     prefill_bands = LLAMACPP_PREFILL
+    draft_model_methods = DRAFT_METHODS
 
     def check(self, loaded: LoadedShape) -> None:
         shape = loaded.shape
@@ -92,12 +93,48 @@ class LlamacppEngine(ModelledEngine):
         if refused:
             raise loaded.error(refused, "serving", "kv_cache_dtype")
         self._check_hub_weights(loaded)
+        self._check_draft(loaded)
         if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
             raise loaded.error(
                 "llama-cpp-python's server serves one sequence at a time; "
                 "use launch.binary: llama-server for more slots",
                 "serving",
                 "max_num_seqs",
+            )
+
+    def _check_draft(self, loaded: LoadedShape) -> None:
+        """A speculative draft fakplan can count: llama-server's separate draft model
+        (-md), with its model and its tokens a step."""
+        spec = loaded.shape.launch.speculative
+        if spec is None:
+            return
+        if spec.method.lower() not in DRAFT_METHODS:
+            raise loaded.error(
+                f"method {spec.method!r}: fakplan plans llama-server's separate draft model "
+                "(method draft_model, -md); an MTP head (--spec-type draft-mtp) and the other "
+                "speculative types are not counted yet",
+                "launch",
+                "speculative",
+                "method",
+            )
+        if spec.model is None:
+            raise loaded.error(
+                "draft_model needs the draft's GGUF (or its config) for -md", "launch",
+                "speculative", "model",
+            )  # fmt: skip
+        if not loaded.shape.serving.spec_tokens:
+            raise loaded.error(
+                "a draft model needs serving.spec_tokens: the draft's tokens a step "
+                "(--spec-draft-n-max)",
+                "serving",
+                "spec_tokens",
+            )
+        if (loaded.shape.launch.binary or "llama-server") != "llama-server":
+            raise loaded.error(
+                "llama-cpp-python's server takes no draft model (-md): use launch.binary: "
+                "llama-server",
+                "launch",
+                "binary",
             )
 
     def _check_hub_weights(self, loaded: LoadedShape) -> None:
@@ -177,6 +214,20 @@ class LlamacppEngine(ModelledEngine):
                     False,
                     f"R + S of the recurrent layers in f32 = {cache.state_per_seq:,} B{kept} "
                     "per sequence",
+                )
+            )
+        draft = draft_cache(query, query.max_num_seqs * query.window)
+        if draft is not None:
+            components.append(
+                CostComponent(
+                    "draft model",
+                    "draft",
+                    draft.per_target_cell,
+                    0,
+                    False,
+                    f"{draft.per_target_cell:,} B per cell of the target's context; at -c "
+                    f"{query.max_num_seqs * query.window:,} (the slots' windows): "
+                    f"{draft.derivation}",
                 )
             )
         notes: tuple[str, ...] = ()
@@ -277,9 +328,11 @@ class LlamacppEngine(ModelledEngine):
             return Capacity(0, 0, pool_bytes, how, sessions=0, slot_tokens=0, used_bytes=0)
         per_stream, streams, _ = layout_cells(query, cache, n_ctx)
         used = cache_bytes(query, cache, n_ctx)
+        draft = draft_cache(query, n_ctx)
+        drafted = "" if draft is None else f" and the draft model's {draft.bytes:,} B"
         derivation = (
             f"{how}; llama.cpp pads to {pad_step(query, cache)}: {per_stream:,} cells x "
-            f"{streams} stream(s) "
+            f"{streams} stream(s){drafted} "
             f"take {used:,} B of budget.kv's {pool_bytes:,} B"
             + (
                 f", {pool_bytes - used:,} B unclaimed (the cache is sized by -c)"

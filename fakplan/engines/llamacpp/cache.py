@@ -221,7 +221,9 @@ def slot_tokens(query: KvQuery, cache: CacheLayout, per_stream: int, streams: in
     return per_stream
 
 
-def cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
+def own_cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
+    """The model's own caches for a -c: attention, SWA and recurrent state (a speculative
+    draft's context is the draft module's)."""
     per_stream, streams, swa = layout_cells(query, cache, n_ctx)
     kv = cache.cell_bytes() * per_stream * streams + cache.swa_cell_bytes() * swa * streams
     return kv + state_bytes(query, cache)
@@ -236,7 +238,7 @@ def printed_cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
     prints its SWA cache (or its recurrent state) first: that figure is the whole."""
     per_stream, streams, swa = layout_cells(query, cache, n_ctx)
     if not cache.full_layers:
-        return cache_bytes(query, cache, n_ctx)
+        return own_cache_bytes(query, cache, n_ctx)
     base = cache.cell_bytes() * per_stream * streams
     if cache.release.swa == "none":
         base += cache.swa_cell_bytes() * swa * streams

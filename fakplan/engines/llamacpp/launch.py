@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fakplan.engines.llamacpp.cache import CacheLayout, build_of, cache_for
+from fakplan.engines.llamacpp.draft import DRAFT_METHODS, DRAFT_N_MAX_FLAG_BUILD
 from fakplan.engines.llamacpp.rules import ALL_LAYERS, HF_MMPROJ_BUILD, UNQUANTIZED
 from fakplan.engines.query import query_for_shape
 from fakplan.hub import gguf_ref
@@ -32,6 +33,14 @@ class _Launch:
         return self.shape.launch.weights or self.shape.model
 
     @property
+    def draft_model(self) -> str | None:
+        """-md: the draft model a shape names for llama-server's speculative decoding."""
+        spec = self.shape.launch.speculative
+        if spec is None or spec.method.lower() not in DRAFT_METHODS:
+            return None
+        return spec.model
+
+    @property
     def quantized_v(self) -> bool:
         # a quantized V cache requires flash attention (src/llama-context.cpp, 0c1e57098)
         return self.cache.v_name not in UNQUANTIZED
@@ -47,6 +56,17 @@ def _model_words(i: _Launch) -> list[str]:
     else:
         words = ["-hf", f"{repo}:{selector}" if selector else repo]
     return [*words, "--no-mmproj"] if i.no_mmproj else words
+
+
+def _draft_n_max(i: _Launch) -> list[str]:
+    """The draft's tokens a step: --draft-max, --spec-draft-n-max from b8955 (14e733e36
+    left --draft-max a removed stub)."""
+    tokens = i.shape.serving.spec_tokens
+    if i.draft_model is None or not tokens:
+        return []
+    build = build_of(i.shape.engine_version) or ""
+    newer = not build.isdigit() or int(build) >= DRAFT_N_MAX_FLAG_BUILD
+    return ["--spec-draft-n-max" if newer else "--draft-max", str(tokens)]
 
 
 def _ggml_type(name: str) -> int:
@@ -68,6 +88,9 @@ SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("-ngl", lambda i: ALL_LAYERS if i.gpu_layers is None else i.gpu_layers),
     flag("-fa", lambda i: "on" if i.quantized_v else None),
     flag("--kv-unified", lambda i: bool(i.shape.serving.kv_unified)),
+    flag("-md", lambda i: i.draft_model),
+    flag("-ngld", lambda i: ALL_LAYERS if i.draft_model else None),
+    _draft_n_max,
     flag("--alias", lambda i: i.shape.launch.served_model_name),
 )
 # llama-cpp-python's server (llama_cpp/server/settings.py, 0.3.36): ggml type ids for types

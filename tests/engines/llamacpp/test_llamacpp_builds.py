@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakplan.engines.llamacpp.cache import cache_bytes, cache_for, layout_cells
+from fakplan.engines.llamacpp.cache import cache_for, layout_cells, own_cache_bytes
 from fakplan.geometry import load_geometry
 from fakplan.kv import KvQuery
 from fakplan.units import MIB
@@ -45,7 +45,7 @@ def test_gpt_oss_slots_and_swa(unified: bool, expected: tuple[int, int, int], mi
     q = _query(GPT_OSS, "b10573", max_num_seqs=4, kv_unified=unified)
     cache = cache_for(q)
     assert layout_cells(q, cache, 32768) == expected
-    assert cache_bytes(q, cache, 32768) == mib * MIB
+    assert own_cache_bytes(q, cache, 32768) == mib * MIB
 
 
 @pytest.mark.parametrize(
