@@ -28,6 +28,7 @@ from fakplan.engines import (
     ModelledEngine,
     findings,
     planned_version,
+    query_for_shape,
     served_weights,
     shape_geometry,
     shape_model_source,
@@ -401,6 +402,21 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
         return None
     g = shape_geometry(loaded)
     weight_bytes, weight_source = served_weights(loaded, g, ENGINES[shape.engine])
+    draft = query_for_shape(loaded).draft
+    if draft is not None and weight_bytes is not None:
+        # the engine loads a separate draft model beside the target (vLLM and SGLang on
+        # the same ranks, llama.cpp's -md on the card with -ngld 999)
+        if draft.weight_bytes is not None:
+            weight_bytes += draft.weight_bytes
+            weight_source = (
+                f"{weight_source}; + the draft model's {draft.weight_bytes:,} B "
+                f"({draft.weight_source or draft.source})"
+            )
+        else:
+            weight_source = (
+                f"{weight_source}; the draft model ({draft.source}) states no weight bytes: "
+                "not counted"
+            )
     return ModelFacts(
         source=g.source,
         trained_context=g.context_length,

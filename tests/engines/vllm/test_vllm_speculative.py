@@ -139,3 +139,33 @@ def test_a_shapes_eagle_head_costs_its_layers(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["plan", str(shape), "--json"])
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.output)["rate_bytes_per_token"] == 34 * 4_096
+
+
+def test_the_weights_gate_counts_a_draft_model_beside_the_target(tmp_path: Path) -> None:
+    """vLLM loads a draft_model's weights on the same ranks as the target's: the weights
+    gate holds budget.weights against both. By hand from the configs: Llama-3.1-8B has
+    8,030,261,248 parameters; Llama-3.2-3B (tied embeddings) 128,256 x 3,072 + 3,072 +
+    28 x (3,072 x 64 x 128 + 3 x 3,072 x 8,192 + 2 x 3,072); both in bf16."""
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape
+
+    shape = tmp_path / "drafted.yaml"
+    shape.write_text(
+        """name: drafted
+engine: vllm
+engine_version: "0.19.0"
+model: meta-llama/Llama-3.1-8B-Instruct
+card: {total: 80 GiB}
+budget: {weights: 16 GiB, kv: 40 GiB}
+serving: {max_num_seqs: 16, max_model_len: 8192, spec_tokens: 3}
+launch:
+  speculative: {method: draft_model, model: meta-llama/Llama-3.2-3B-Instruct}
+""",
+        encoding="utf-8",
+    )
+    draft = 128_256 * 3_072 + 3_072 + 28 * (3_072 * 64 * 128 + 3 * 3_072 * 8_192 + 2 * 3_072)
+    plan = compile_plan(load_shape(shape))
+    (gate,) = [g for g in plan.gates if g.id == "weights-fit"]
+    assert gate.status == "fail"  # 16 GiB held the target alone
+    assert gate.numbers["weights_per_rank_bytes"] == (8_030_261_248 + draft) * 2
+    assert "the draft model's" in gate.detail
