@@ -241,6 +241,35 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "profile",
+        "vLLM v0.19.0 gpu_worker.py:661 (DEBUG), v0.27.1 gpu_worker.py:789 (INFO) memory summary",
+        "Free memory on device (",
+        rf"Free memory on device \((?P<free>{_GIB})/(?P<total>{_GIB}) GiB\) on startup\. "
+        rf"Desired GPU memory utilization is \((?P<util>[\d.]+), (?P<usable>{_GIB}) GiB\)",
+        (
+            fig("total_gpu_bytes", IN_GIB, "total"),
+            fig("card_total_bytes", IN_GIB, "total"),
+            fig("gpu_memory_utilization", ratio, "util"),
+            fig("usable_bytes", IN_GIB, "usable"),
+            fig("free_before_load_bytes", IN_GIB, "free"),
+        ),
+    ),
+    Row(
+        "profile",
+        # from 0.27 the pool is requested - C - H - G: C the memory consumed since the init
+        # snapshot (weights and non-torch), "peak activation" H + G (gpu_worker.py:527-548)
+        "vLLM v0.27.0-v0.33.0 gpu_worker.py memory summary (consumed, peak activation)",
+        "for consumed memory (weights + non-torch)",
+        rf"Actual usage is (?P<consumed>{_GIB}) GiB for consumed memory \(weights \+ "
+        rf"non-torch\), (?P<act>{_GIB}) GiB for peak activation, and (?P<graph>{_GIB}) GiB for "
+        "CUDAGraph memory",
+        (
+            fig("consumed_bytes", IN_GIB, "consumed"),
+            fig("activation_bytes", IN_GIB, "act"),
+            fig("graph_bytes", IN_GIB, "graph"),
+        ),
+    ),
+    Row(
+        "profile",
         "vLLM v0.19.0 gpu_model_runner.py:5955 CUDA graph estimate",
         "Estimated CUDA graph memory:",
         rf"Estimated CUDA graph memory: (?P<graph_estimate_bytes>{_GIB}) GiB total",

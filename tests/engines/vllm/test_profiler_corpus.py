@@ -28,6 +28,7 @@ FIELDS = {
     "cuda_graph_gib": "graph_estimate_bytes",
     "cuda_graph_actual_gib": "graph_bytes",
     "kv_gib": "kv_bytes",
+    "consumed_gib": "consumed_bytes",  # 0.27+: weights + non-torch, C
 }
 
 
