@@ -118,6 +118,7 @@ GRAPH_ESTIMATE_MEASURED = {
 }
 MIB = 1 << 20
 READ = ((0, 17), (0, 26))  # the releases whose terms were all read
+EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
 GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 (envs.py)
 
 
@@ -162,6 +163,13 @@ def _release_read(version: str) -> str | None:
     wanted = parse_version(version)[:2]
     if READ[0] <= wanted <= READ[1]:
         return None
+    if wanted >= EXTENSIBLE_KV_CACHE:
+        return (
+            f"vllm {version}: from 0.34 the extensible KV cache (on by default on CUDA and "
+            "ROCm, utilization default 1.0) measures the pool after warm-up and graph capture "
+            "(v1/worker/extensible_kv_cache.py), which fakplan does not read "
+            "(docs/vllm-memory.md)"
+        )
     if wanted > READ[1]:
         return (
             f"vllm {version}: from 0.27 the non-KV memory is C + H, the memory consumed "

@@ -108,6 +108,7 @@ def test_the_activation_peak_by_hand() -> None:
     ("kw", "reason"),
     [
         ({"version": "0.27.0"}, "C + H"),
+        ({"version": "0.34.0"}, "extensible KV cache"),
         ({"version": "0.16.0"}, "0.17-0.26 only"),
         ({"pp": 2}, "PP > 1"),
         ({"tp": 8}, "TP 8"),
