@@ -32,7 +32,7 @@ from fakplan.engines.llamacpp.cache import (
     printed_cache_bytes,
     slot_tokens,
 )
-from fakplan.engines.llamacpp.draft import DRAFT_METHODS, cache_bytes, draft_cache
+from fakplan.engines.llamacpp.draft import DRAFT_METHODS, MTP_METHODS, cache_bytes, draft_cache
 from fakplan.engines.llamacpp.launch import launch_record
 from fakplan.engines.llamacpp.offload import gpu_weights, offload
 from fakplan.engines.llamacpp.refusals import REFUSALS
@@ -108,31 +108,31 @@ class LlamacppEngine(ModelledEngine):
         spec = loaded.shape.launch.speculative
         if spec is None:
             return
-        if spec.method.lower() not in DRAFT_METHODS:
+        if spec.method.lower() not in (*DRAFT_METHODS, *MTP_METHODS):
             raise loaded.error(
                 f"method {spec.method!r}: fakplan plans llama-server's separate draft model "
-                "(method draft_model, -md); an MTP head (--spec-type draft-mtp) and the other "
-                "speculative types are not counted yet",
+                "(method draft_model, -md) and the checkpoint's MTP layers (method mtp, "
+                "--spec-type draft-mtp); the other speculative types are not counted yet",
                 "launch",
                 "speculative",
                 "method",
             )
-        if spec.model is None:
+        if spec.method.lower() in DRAFT_METHODS and spec.model is None:
             raise loaded.error(
                 "draft_model needs the draft's GGUF (or its config) for -md", "launch",
                 "speculative", "model",
             )  # fmt: skip
         if not loaded.shape.serving.spec_tokens:
             raise loaded.error(
-                "a draft model needs serving.spec_tokens: the draft's tokens a step "
+                "a speculative draft needs serving.spec_tokens: its tokens a step "
                 "(--spec-draft-n-max)",
                 "serving",
                 "spec_tokens",
             )
         if (loaded.shape.launch.binary or "llama-server") != "llama-server":
             raise loaded.error(
-                "llama-cpp-python's server takes no draft model (-md): use launch.binary: "
-                "llama-server",
+                "llama-cpp-python's server takes no speculative draft (-md, --spec-type): use "
+                "launch.binary: llama-server",
                 "launch",
                 "binary",
             )
@@ -220,7 +220,7 @@ class LlamacppEngine(ModelledEngine):
         if draft is not None:
             components.append(
                 CostComponent(
-                    "draft model",
+                    "MTP context" if query.draft is None else "draft model",
                     "draft",
                     draft.per_target_cell,
                     0,

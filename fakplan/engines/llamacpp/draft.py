@@ -65,6 +65,14 @@ DRAFT_CACHE_TYPE = "f16"  # -ctkd/-ctvd's default (common/common.h)
 DRAFT_METHODS = ("draft_model",)
 # --draft-max became a removed stub at b8955 (14e733e36): --spec-draft-n-max from then
 DRAFT_N_MAX_FLAG_BUILD = 8955
+# launch.speculative.method for the checkpoint's own MTP layers: --spec-type draft-mtp
+# (255582687 #22673, b9180), one context on the target's weights holding only the nextn
+# layers (llama-model.cpp b9180:1952-2047 filters il >= n_layer - nextn_predict_layers for
+# the Gated DeltaNet and Mamba hybrids; b10587 ~2327-2437), at the target's cells, in the
+# target's -ctk/-ctv until b9317 and in -ctkd/-ctvd (f16) from b9318 (6c4cbdc70 #23646)
+MTP_METHODS = ("mtp",)
+MTP_BUILD = 9180
+MTP_DRAFT_TYPES_BUILD = 9318
 
 
 def draft_era(version: str | None) -> DraftEra:
@@ -92,6 +100,8 @@ def draft_cache(query: KvQuery, n_ctx: int, stated_c: int | None = None) -> Draf
     ``stated_c``: the ``-c`` on the command line where it differs (0: the trained context).
     None without a draft model."""
     draft = query.draft
+    if (query.spec_method or "").lower() in MTP_METHODS and query.spec_tokens:
+        return mtp_cache(query, n_ctx)
     if draft is None:
         return None
     if draft.sliding is not None or draft.linear is not None or draft.mamba is not None:
@@ -156,3 +166,53 @@ def cache_bytes(query: KvQuery, cache: CacheLayout, n_ctx: int) -> int:
     speculative draft model's contexts."""
     found = draft_cache(query, n_ctx)
     return own_cache_bytes(query, cache, n_ctx) + (0 if found is None else found.bytes)
+
+
+def mtp_cache(query: KvQuery, n_ctx: int) -> DraftCache:
+    """The MTP draft context llama-server makes against the target (--spec-type draft-mtp):
+    the checkpoint's nextn layers at the target's cells."""
+    g = query.geometry
+    build = build_of(query.engine_version)
+    number = int(build) if build and build.isdigit() else DRAFT_ERAS[0].first
+    if number < MTP_BUILD:
+        raise RuleError(
+            f"llama.cpp b{number}: MTP drafting (--spec-type draft-mtp) arrived in b{MTP_BUILD} "
+            "(255582687, #22673)",
+            "launch",
+            "speculative",
+            "method",
+        )
+    if not g.num_nextn_layers:
+        raise RuleError(
+            f"{g.source} has no MTP (nextn) layers for --spec-type draft-mtp",
+            "launch",
+            "speculative",
+            "method",
+        )
+    if g.linear is None and g.mamba is None:
+        raise RuleError(
+            f"llama.cpp's MTP context for {g.architecture}: the nextn-layer filter is read for "
+            "the Gated DeltaNet and Mamba hybrids only (others may cache every layer): not counted",
+            "launch",
+            "speculative",
+            "method",
+        )
+    types = query.kv_dtype if number < MTP_DRAFT_TYPES_BUILD else DRAFT_CACHE_TYPE
+    shape = dataclasses.replace(query, kv_dtype=types)
+    cache = cache_for(shape)
+    per_layer = cache.k.row_bytes(cache.k_elems) + cache.v.row_bytes(cache.v_elems)
+    per_stream, streams, _ = layout_cells(shape, cache, n_ctx)
+    layers = g.num_nextn_layers
+    total = per_layer * layers * per_stream * streams
+    which = "the target's -ctk/-ctv" if types == query.kv_dtype else "-ctkd/-ctvd, f16"
+    return DraftCache(
+        1,
+        per_stream,
+        streams,
+        total,
+        f"MTP context on the target's weights: {layers} nextn layer(s) x {streams} stream(s) x "
+        f"{per_stream:,} cells (the target's) x {per_layer:,} B per layer-cell in "
+        f"{cache.k_name}/{cache.v_name} ({which}) = {total:,} B (llama.cpp 255582687 #22673; "
+        "types 6c4cbdc70 #23646)",
+        per_layer * layers,
+    )

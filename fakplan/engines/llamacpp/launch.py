@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fakplan.engines.llamacpp.cache import CacheLayout, build_of, cache_for
-from fakplan.engines.llamacpp.draft import DRAFT_METHODS, DRAFT_N_MAX_FLAG_BUILD
+from fakplan.engines.llamacpp.draft import DRAFT_METHODS, DRAFT_N_MAX_FLAG_BUILD, MTP_METHODS
 from fakplan.engines.llamacpp.rules import ALL_LAYERS, HF_MMPROJ_BUILD, UNQUANTIZED
 from fakplan.engines.query import query_for_shape
 from fakplan.hub import gguf_ref
@@ -41,6 +41,12 @@ class _Launch:
         return spec.model
 
     @property
+    def mtp(self) -> bool:
+        """--spec-type draft-mtp: the checkpoint's own MTP layers draft (b9180 on)."""
+        spec = self.shape.launch.speculative
+        return spec is not None and spec.method.lower() in MTP_METHODS
+
+    @property
     def quantized_v(self) -> bool:
         # a quantized V cache requires flash attention (src/llama-context.cpp, 0c1e57098)
         return self.cache.v_name not in UNQUANTIZED
@@ -62,7 +68,7 @@ def _draft_n_max(i: _Launch) -> list[str]:
     """The draft's tokens a step: --draft-max, --spec-draft-n-max from b8955 (14e733e36
     left --draft-max a removed stub)."""
     tokens = i.shape.serving.spec_tokens
-    if i.draft_model is None or not tokens:
+    if (i.draft_model is None and not i.mtp) or not tokens:
         return []
     build = build_of(i.shape.engine_version) or ""
     newer = not build.isdigit() or int(build) >= DRAFT_N_MAX_FLAG_BUILD
@@ -90,6 +96,7 @@ SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--kv-unified", lambda i: bool(i.shape.serving.kv_unified)),
     flag("-md", lambda i: i.draft_model),
     flag("-ngld", lambda i: ALL_LAYERS if i.draft_model else None),
+    flag("--spec-type", lambda i: "draft-mtp" if i.mtp else None),
     _draft_n_max,
     flag("--alias", lambda i: i.shape.launch.served_model_name),
 )

@@ -175,3 +175,72 @@ def test_a_draft_fakplan_cannot_count_is_one_located_line(
     assert result.exit_code == 2, result.output
     (line,) = [x for x in result.output.splitlines() if x.strip()]
     assert "drafted.yaml" in line and field in line, line
+
+
+QWEN36_27B = DATA / "public" / "configs" / "nvidia--Qwen3.6-27B-NVFP4" / "config.json"
+
+
+@pytest.mark.parametrize(
+    ("build", "mib"),
+    [
+        # the boot issue 31 quotes: the target's 16 full-attention layers in q8_0 print
+        # 4,352 MiB at 131,072 cells, the MTP context 272 MiB: 1 nextn layer x 4 KV heads x
+        # 256 in q8_0 (1,088 B a row, K and V) x 131,072 cells, the target's -ctk/-ctv
+        ("b9200", 272),
+        # from b9318 the MTP context takes -ctkd/-ctvd, f16: 1 x 2 x 1,024 x 2 B x 131,072
+        ("b9318", 512),
+    ],
+)
+def test_the_mtp_context_of_a_gated_deltanet_hybrid(build: str, mib: int) -> None:
+    from fakplan.engines import ENGINES
+
+    query = KvQuery(
+        geometry=load_geometry(str(QWEN36_27B)), engine="llamacpp", engine_version=build,
+        kv_dtype="q8_0", max_num_seqs=4, kv_unified=True, max_model_len=32_768,
+        spec_tokens=2, spec_method="mtp",
+    )  # fmt: skip
+    found = draft_cache(query, 131_072)
+    assert found is not None and found.bytes == mib * 2**20
+    assert (found.cells, found.streams) == (131_072, 1)
+    target = ENGINES["llamacpp"].printed_pool(
+        query, ENGINES["llamacpp"].breakdown(query), 4352 << 20
+    )
+    assert target.extra["n_ctx"] == 131_072  # the printed pool is the target's cache alone
+
+
+def test_mtp_before_its_build_is_refused() -> None:
+    from fakplan.errors import RuleError
+
+    query = KvQuery(
+        geometry=load_geometry(str(QWEN36_27B)), engine="llamacpp", engine_version="b9100",
+        spec_tokens=2, spec_method="mtp",
+    )  # fmt: skip
+    with pytest.raises(RuleError, match="b9180"):
+        draft_cache(query, 4096)
+
+
+def test_a_shape_with_mtp_launches_the_draft_type(tmp_path: Path) -> None:
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape
+
+    path = tmp_path / "mtp.yaml"
+    path.write_text(
+        f"""name: mtp
+engine: llamacpp
+engine_version: "b10587"
+model: {json.dumps(str(QWEN36_27B))}
+card: {{total: 32 GiB}}
+budget: {{weights: 20 GiB, kv: 8 GiB}}
+serving: {{max_num_seqs: 1, max_model_len: 32768, spec_tokens: 2}}
+launch:
+  speculative: {{method: mtp}}
+""",
+        encoding="utf-8",
+    )
+    plan = compile_plan(load_shape(path))
+    (role,) = plan.launch.roles
+    argv = list(role.argv)
+    assert argv[argv.index("--spec-type") + 1] == "draft-mtp"
+    assert argv[argv.index("--spec-draft-n-max") + 1] == "2"
+    assert "-md" not in argv
+    assert any(c.name == "MTP context" for c in plan.components)
