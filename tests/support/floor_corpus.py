@@ -29,6 +29,7 @@ from tests.support.paths import DATA
 
 PUBLIC = DATA / "public"
 PROFILER = PUBLIC / "profiler"
+GRAPHS = PUBLIC / "graphs"
 CORPUS = PUBLIC / "corpus"
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -49,7 +50,8 @@ def _int(value: Any, default: int) -> int:
 
 
 def _cases() -> list[tuple[dict[str, Any], Path]]:
-    """Every boot once: the profiler corpus, then the dev corpus's own profiler logs."""
+    """Every boot once: the profiler corpus, the dev corpus's own profiler logs, then the
+    CUDA-graph check set's."""
     listed = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     out = [(case, PROFILER / case["log"]) for case in listed]
     seen = {case["source"] for case in listed}
@@ -60,6 +62,13 @@ def _cases() -> list[tuple[dict[str, Any], Path]]:
             continue
         if "non-torch forward increase memory" in log.read_text(encoding="utf-8"):
             out.append(({**case, "launch": case["query"]}, log))
+    # the CUDA-graph check set's 0.20-0.22 boots print their weights and pool (no CUDA
+    # total, no config here): seen, and counted against coverage
+    graphs = yaml.safe_load((GRAPHS / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    for case in graphs:
+        out.append(
+            ({**case, "config": None, "launch": {"tp": case.get("tp", 1)}}, GRAPHS / case["log"])
+        )
     return out
 
 
