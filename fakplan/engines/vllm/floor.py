@@ -358,7 +358,10 @@ def activation_peak_v2(
         + (f" + {moe.derivation}" if moe else "")
         + f" = {low:,} B, up to the forward's estimate ({forward_text}, + cuBLAS) = "
         f"{high:,} B (the dummy sampler has no request to process and no top-k/top-p: "
-        "v1/worker/gpu/model_runner.py _dummy_sampler_run, sample/sampler.py)"
+        "v1/worker/gpu/model_runner.py _dummy_sampler_run, sample/sampler.py); no public "
+        "boot of 0.20-0.26 checks this range, and two 0.27.1 V2 boots of Qwen2.5-0.5B "
+        "printed a larger peak (0.25 and 0.31 GiB against 0.11 and 0.12-0.28: "
+        "docs/vllm-memory.md), so the pool may be lower than predicted"
     )
     return Term(low, derivation), high
 
