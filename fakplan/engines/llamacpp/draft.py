@@ -117,10 +117,12 @@ def draft_cache(query: KvQuery, n_ctx: int, stated_c: int | None = None) -> Draf
     target = cache_for(query)
     per_stream, streams, _ = layout_cells(query, target, n_ctx)
     slots = query.max_num_seqs
-    shape = dataclasses.replace(query, geometry=draft, kv_dtype=DRAFT_CACHE_TYPE, draft=None,
-                                spec_tokens=0, gpu_layers=None)  # fmt: skip
+    draft_query = dataclasses.replace(
+        query, geometry=draft, kv_dtype=DRAFT_CACHE_TYPE, draft=None, spec_tokens=0,
+        gpu_layers=None,
+    )  # fmt: skip
     if era.contexts == "per_slot":
-        shape = dataclasses.replace(shape, max_num_seqs=1, kv_unified=None)
+        draft_query = dataclasses.replace(draft_query, max_num_seqs=1, kv_unified=None)
         contexts = slots
         if era.cells == "split":
             wanted = stated // slots if stated else draft.context_length
@@ -129,18 +131,18 @@ def draft_cache(query: KvQuery, n_ctx: int, stated_c: int | None = None) -> Draf
             wanted, how = per_stream, "the target's cells per sequence (llama_n_ctx_seq)"
     else:
         contexts = 1
-        shape = dataclasses.replace(shape, kv_unified=is_unified(query))
+        draft_query = dataclasses.replace(draft_query, kv_unified=is_unified(query))
         if era.cells == "n_ctx" and stated:
             wanted, how = stated, f"-c {stated:,}"
         elif era.cells == "n_ctx":
             wanted, how = draft.context_length, "-c 0: the draft's trained context"
         else:
             wanted, how = per_stream * streams, "the target's cells (llama_n_ctx)"
-    cache = cache_for(shape)
+    cache = cache_for(draft_query)
     whole = era.cells == "n_ctx_seq" and is_unified(query) and slots > 1
     per_target_cell = cache.cell_bytes() * (slots if whole else 1)
-    cells, kept, _ = layout_cells(shape, cache, wanted)
-    one = own_cache_bytes(shape, cache, wanted)
+    cells, kept, _ = layout_cells(draft_query, cache, wanted)
+    one = own_cache_bytes(draft_query, cache, wanted)
     total = one * contexts
     temporary = (
         "; while loading, one more context of the same size is made and freed before the "
@@ -198,10 +200,10 @@ def mtp_cache(query: KvQuery, n_ctx: int) -> DraftCache:
             "method",
         )
     types = query.kv_dtype if number < MTP_DRAFT_TYPES_BUILD else DRAFT_CACHE_TYPE
-    shape = dataclasses.replace(query, kv_dtype=types)
-    cache = cache_for(shape)
+    mtp_query = dataclasses.replace(query, kv_dtype=types)
+    cache = cache_for(mtp_query)
     per_layer = cache.k.row_bytes(cache.k_elems) + cache.v.row_bytes(cache.v_elems)
-    per_stream, streams, _ = layout_cells(shape, cache, n_ctx)
+    per_stream, streams, _ = layout_cells(mtp_query, cache, n_ctx)
     layers = g.num_nextn_layers
     total = per_layer * layers * per_stream * streams
     which = "the target's -ctk/-ctv" if types == query.kv_dtype else "-ctkd/-ctvd, f16"
