@@ -587,3 +587,35 @@ def test_the_cards_given_decide_the_tp_widths_tried() -> None:
     one_card = [a for a in args if a not in ("--cards", "8")]
     _, document = _fit("Qwen/Qwen2.5-7B-Instruct", *one_card)
     assert [lay["tensor"] for lay in document["layouts"]] == [1]
+
+
+def test_fit_with_a_draft_model_plans_its_weights_and_its_kv() -> None:
+    """--speculative-config makes every point a shape with launch.speculative: vLLM keeps a
+    draft_model's layers in the target's blocks and loads its weights beside the target's.
+    By hand: the weights budget holds (8,030,261,248 + 3,212,749,824 (Llama-3.2-3B, tied
+    embeddings)) x 2 B = 22,486,022,144 B; a token costs 32 x 8 x 128 x 2 x 2 B for the
+    target and 28 x 8 x 128 x 2 x 2 B for the draft = 245,760 B."""
+    args = [
+        "fit", "meta-llama/Llama-3.1-8B-Instruct", "--engine", "vllm", "--engine-version",
+        "0.19.0", "--card", "24 GiB", "--sms", "128", "--window", "1024", "--json",
+    ]  # fmt: skip
+    plain = json.loads(CliRunner().invoke(main, args).output)["layouts"][0]["frontier"][0]
+    config = (
+        '{"method": "draft_model", "model": "meta-llama/Llama-3.2-3B-Instruct", '
+        '"num_speculative_tokens": 3}'
+    )
+    result = CliRunner().invoke(main, [*args, "--speculative-config", config])
+    assert result.exit_code == 0, result.output
+    drafted = json.loads(result.output)["layouts"][0]["frontier"][0]
+    assert drafted["weights_budget_bytes"] >= 22_486_022_144 > plain["weights_budget_bytes"]
+    per_token = 245_760
+    assert drafted["tokens_backed"] <= drafted["kv_budget_bytes"] // per_token
+    assert drafted["tokens_backed"] > drafted["kv_budget_bytes"] // per_token - 16  # a block
+    assert drafted["max_num_seqs"] < plain["max_num_seqs"]
+
+
+def test_fit_takes_the_draft_from_the_shape_file() -> None:
+    result = CliRunner().invoke(
+        main, ["fit", str(SHAPES / "example.yaml"), "--speculative-config", "{}"]
+    )
+    assert result.exit_code == 2 and "launch.speculative and serving.spec_tokens" in result.output

@@ -26,6 +26,37 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def speculative_config(text: str) -> tuple[str, int, str | None]:
+    """``--speculative-config`` as vLLM takes it: (method, tokens a step, draft model)."""
+    import json
+
+    hint = "'--speculative-config'"
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc.msg} at {exc.pos})", param_hint=hint) from None
+    if not isinstance(found, dict):
+        raise click.BadParameter('a JSON object, e.g. {"method": "mtp", ...}', param_hint=hint)
+    method, tokens, draft = (
+        found.get("method"),
+        found.get("num_speculative_tokens"),
+        found.get("model"),
+    )
+    if not isinstance(method, str) or not method:
+        raise click.BadParameter('"method": a string (mtp, eagle3, ngram, ...)', param_hint=hint)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise click.BadParameter('"num_speculative_tokens": an integer >= 1', param_hint=hint)
+    if draft is not None and not isinstance(draft, str):
+        raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
+    return method, tokens, draft
+
+
+SPECULATIVE_HELP = (
+    'vLLM\'s --speculative-config, e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\' '
+    'or \'{"method": "eagle3", "model": "org/draft", "num_speculative_tokens": 3}\''
+)
+
+
 def out_option(help_text: str) -> Callable[[F], F]:
     """``-o/--out DIR``: the folder of compiled records, the same for every command that writes one."""
     return click.option(

@@ -13,7 +13,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from fakplan.cli import EXIT_FAILED, EXIT_OK, gates_option
+from fakplan.cli import EXIT_FAILED, EXIT_OK, SPECULATIVE_HELP, gates_option, speculative_config
 from fakplan.engines import ENGINES, shape_geometry
 from fakplan.errors import FakplanError, ShapeError
 from fakplan.files import write_atomic
@@ -110,6 +110,13 @@ _OPTION_OF = {
     help="Tensor-parallel widths to try [default: the powers of two the cards allow that "
     "divide the attention heads; one card: 1].",
 )
+@click.option(
+    "--speculative-config",
+    "speculative",
+    metavar="JSON",
+    help=SPECULATIVE_HELP + ": every point plans the draft (its KV in the pool, its weights "
+    "in the budget), as a shape's launch.speculative and serving.spec_tokens would.",
+)
 @gates_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.fit/1).")
 @click.option(
@@ -134,6 +141,7 @@ def fit(
     kv_dtype: tuple[str, ...],
     quantization: tuple[str, ...],
     tp: tuple[int, ...],
+    speculative: str | None,
     gates_dir: Path | None,
     as_json: bool,
     emit: Path | None,
@@ -171,6 +179,7 @@ def fit(
         weights,
         utilization,
         gates_dir,
+        speculative,
     )
     quants = tuple(None if q == "none" else q for q in quantization) or (None,)
     layouts = tuple(
@@ -204,6 +213,7 @@ def _fitter(
     weights: str | None,
     utilization: float | None,
     gates_dir: Path | None,
+    speculative: str | None = None,
 ) -> tuple[Fitter, str, tuple[str, ...], tuple[int, ...]]:
     """The fitter over a shape file, or over a shape made of the options; its name, the KV
     dtypes and the tensor-parallel widths to try."""
@@ -217,6 +227,11 @@ def _fitter(
         for option, value in (("engine", engine), ("card", card), ("utilization", utilization)):
             if value is not None:
                 raise click.BadParameter(f"{value}: the shape states it", param_hint=f"--{option}")
+        if speculative is not None:
+            raise click.BadParameter(
+                "a shape states its draft: launch.speculative and serving.spec_tokens",
+                param_hint="--speculative-config",
+            )
         _override(data, engine_version, card_facts, cards, ceiling, weights)
         folder = gates_dir or gates_folder(path)
         gates = load_gates(folder) if folder is not None else ()
@@ -235,6 +250,10 @@ def _fitter(
         "card": {"total": card},
         "serving": {"max_num_seqs": 1, "max_model_len": SMALLEST_WINDOW},
     }
+    if speculative is not None:
+        method, tokens, draft = speculative_config(speculative)
+        made["serving"]["spec_tokens"] = tokens
+        made["launch"] = {"speculative": {"method": method, **({"model": draft} if draft else {})}}
     if utilization is not None:
         sizing = ENGINES[engine].sizing_field
         if sizing is None:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cards import CAPABILITY_PATTERN, card_sku, unknown_sku
-from fakplan.cli import FiniteRange
+from fakplan.cli import FiniteRange, speculative_config
 from fakplan.contract import exact_number
 from fakplan.engines import (
     DEFAULT_ENGINE,
@@ -309,32 +309,15 @@ def kv(
 
 
 def _speculative(text: str | None, spec_tokens: int, engine: str) -> dict[str, Any] | None:
-    """--speculative-config as vLLM takes it: the method, the tokens per step and, for a
-    draft with attention layers of its own, its model (resolved as MODEL is)."""
+    """--speculative-config: the method, the tokens per step and, for a draft with attention
+    layers of its own, its model (resolved as MODEL is)."""
     if text is None:
         return None
-    hint = "'--speculative-config'"
-    try:
-        found = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON ({exc.msg} at {exc.pos})", param_hint=hint) from None
-    if not isinstance(found, dict):
-        raise click.BadParameter('a JSON object, e.g. {"method": "mtp", ...}', param_hint=hint)
-    method, tokens, draft = (
-        found.get("method"),
-        found.get("num_speculative_tokens"),
-        found.get("model"),
-    )
-    if not isinstance(method, str) or not method:
-        raise click.BadParameter('"method": a string (mtp, eagle3, ngram, ...)', param_hint=hint)
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise click.BadParameter('"num_speculative_tokens": an integer >= 1', param_hint=hint)
+    method, tokens, draft = speculative_config(text)
     if spec_tokens and spec_tokens != tokens:
         raise click.UsageError(
             f"--spec-tokens {spec_tokens} and num_speculative_tokens {tokens} differ: give one"
         )
-    if draft is not None and not isinstance(draft, str):
-        raise click.BadParameter('"model": a path or a Hugging Face id', param_hint=hint)
     geometry = None
     methods = ENGINES[engine].draft_model_methods if engine in ENGINES else ()
     if draft is not None and method.lower() in methods:
