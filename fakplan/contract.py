@@ -102,6 +102,9 @@ class Capacity:
     slot_tokens: int | None = None
     slots_share: bool = False  # one cache every slot draws on (llama.cpp's unified cache)
     used_bytes: int | None = None
+    # a speculative draft's KV as the boot will print it: (bytes summed over its context
+    # lines, those lines, the derivation); None without a draft whose KV the engine prints
+    draft_printed: tuple[int, int, str] | None = None
 
 
 def windows_held(cells_per_stream: int, streams: int, slots: int, window: int) -> int:

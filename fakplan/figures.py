@@ -53,6 +53,7 @@ class Figures:
     slot_tokens: int | None = None
     slots_share: bool = False
     kv_used_bytes: int | None = None
+    draft_printed: tuple[int, int, str] | None = None  # Capacity.draft_printed
 
     # a pool the engine sizes for itself (serving.gpu_memory_utilization): the prediction,
     # the tokens at its ends widened by the tolerance, and that tolerance

@@ -390,6 +390,7 @@ def _figures(loaded: LoadedShape, ledger_path: Path | None) -> Figures:
         slot_tokens=capacity.slot_tokens,
         slots_share=capacity.slots_share,
         kv_used_bytes=capacity.used_bytes,
+        draft_printed=capacity.draft_printed,
         sizing=stated.sizing,
         sized_tokens=stated.sized_tokens,
         sizing_tolerance_pct=shape.limits.sizing_tolerance_pct,

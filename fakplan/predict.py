@@ -39,6 +39,7 @@ NON_TORCH = "non-torch"
 NON_KV = "non-kv"
 MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
 CUDA_GRAPHS = "cuda-graphs"  # vLLM 0.20+: the graph estimate subtracted from the pool
+DRAFT_KV = "draft-kv"  # a speculative draft's KV beside the pool (llama.cpp's contexts)
 # rates before boot (fakplan.rate_plan): one session as the decode probe runs it, and a
 # window-sized prompt as the prefill probe sends it
 DECODE_TPS_ONE = "decode-tps-one"
@@ -268,6 +269,27 @@ def _sized_tokens(path: str, f: Figures, tokens: tuple[int, int]) -> Prediction:
         ),
         closed_by="ledger",
         command=_verify_command(path),
+    )
+
+
+# half of the last printed digit of a llama.cpp size (0.01 MiB): each line's rounding
+_HALF_CENTI_MIB = (1 << 20) // 200
+
+
+def _draft_kv(path: str, f: Figures) -> Prediction | None:
+    """The draft's KV the boot prints (the sum of its contexts' cache lines), exact to each
+    line's rounding."""
+    if f.draft_printed is None:
+        return None
+    total, lines, derivation = f.draft_printed
+    slack = lines * _HALF_CENTI_MIB
+    return _ledger_bytes(
+        path,
+        DRAFT_KV,
+        f"the draft's KV cache lines print {human(total)} in all ({lines} line(s))",
+        total,
+        (total - slack, total + slack),
+        derivation,
     )
 
 
@@ -567,6 +589,7 @@ def predictions_for(
         _weights(path, f),
         *_sized(path, f),
         _unclaimed(path, f),
+        _draft_kv(path, f),
         *_rate_predictions(path, f, rates),
         *(_expectation(shape, expectation, path) for expectation in shape.expect),
     ]

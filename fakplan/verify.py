@@ -24,6 +24,7 @@ from fakplan.plan import Plan
 from fakplan.predict import (
     ACTIVATION_PEAK,
     CUDA_GRAPHS,
+    DRAFT_KV,
     KV_POOL,
     KV_TOKENS,
     MEMORY_IN_USE,
@@ -231,6 +232,19 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
     return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
 
 
+def _draft_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    """The draft's cache lines summed; each printed to 0.01 MiB, so the sum is an interval
+    as wide as its lines' roundings."""
+    figure = ledger.figure("draft_kv_bytes")
+    lines = ledger.draft_kv_contexts
+    if figure is None or ledger.draft_kv_bytes is None or lines is None:
+        return Observation(None, ledger.file, _unstated(ledger, "draft_kv_bytes", "draft KV"))
+    half = lines * ((1 << 20) // 200)
+    span = (ledger.draft_kv_bytes - half, ledger.draft_kv_bytes + half)
+    note = f"{figure.derivation}: any of {span[0]:,}..{span[1]:,} B"
+    return Observation(ledger.draft_kv_bytes, _figure_source(ledger, "draft_kv_bytes"), note, span)
+
+
 def _cuda_graphs(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     return _printed_bytes(ledger, "graph_estimate_bytes", "CUDA-graph estimate")
 
@@ -276,6 +290,7 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     NON_KV: _non_kv,
     MEMORY_IN_USE: _memory_in_use,
     CUDA_GRAPHS: _cuda_graphs,
+    DRAFT_KV: _draft_kv,
 }
 
 

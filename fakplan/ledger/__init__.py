@@ -69,6 +69,7 @@ def read_ledger(
     boot, boot_notes, boots = _boot(path, scan, stats)
     agg = aggregate(boot)
     scan.fmt.derive(Derivations(agg, boot))
+    _draft_figures(agg.figures, boot)
     figures = _ordered(agg.figures)
     data: dict[str, object] = {
         "file": str(path),
@@ -88,6 +89,22 @@ def read_ledger(
     }
     _place(data, figures)
     return Ledger.model_validate(data)
+
+
+def _draft_figures(figures: dict[str, LedgerFigure], boot: Boot) -> None:
+    """A draft's KV as its cache lines printed it, summed: beside the pool, not in it."""
+    if not boot.draft_kv:
+        return
+    first, _, text = boot.draft_kv[0]
+    total = sum(size for _, size, _ in boot.draft_kv)
+    lines = len(boot.draft_kv)
+    how = f"the draft's {lines} cache size line(s) summed, from line {first}"
+    figures["draft_kv_bytes"] = LedgerFigure(
+        value=total, line=first, text=text, derived=True, derivation=how, unit="B"
+    )
+    figures["draft_kv_contexts"] = LedgerFigure(
+        value=lines, line=first, text=text, derived=True, derivation=how
+    )
 
 
 def _scan(

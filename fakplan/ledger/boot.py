@@ -56,6 +56,8 @@ class Boot:
     # per (rank, series): the occurrence its next line has at least (Row.opens)
     series_floor: dict[tuple[str | None, str], int] = field(default_factory=dict)
     second_model: dict[str | None, int] = field(default_factory=dict)
+    # a draft's cache summary lines, (line, bytes, text): its KV, kept apart from the pool
+    draft_kv: list[tuple[int, int, str]] = field(default_factory=list)
     serving_from: int | None = None  # the line saying the server is up
     request_errors: int = 0  # failure lines after it: requests', not the boot's
     defaults: dict[str, tuple[Default, int, str]] = field(default_factory=dict)

@@ -130,6 +130,10 @@ class Ledger(_Record):
     graph_estimate_bytes: int | None = Field(
         None, description="vLLM's CUDA-graph memory estimate before capture"
     )
+    # a speculative draft's KV, beside the pool: the size its cache lines print, summed over
+    # its contexts (llama.cpp prints one per context, a temporary one included)
+    draft_kv_bytes: int | None = None
+    draft_kv_contexts: int | None = None
     free_before_load_bytes: int | None = None
     free_after_weights_bytes: int | None = None
     free_after_pool_bytes: int | None = None

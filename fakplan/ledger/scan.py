@@ -76,7 +76,9 @@ class EngineScan:
             matched = True
             signature = signature or row.signature
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
-            if row.series is not None:
+            # a draft's lines repeat the target's series (its cache lines again): they are
+            # kept apart by _apply, not counted in the series
+            if row.series is not None and not _drafting(self.current, rank):
                 key = (rank, row.series, groups.get("device"))
                 floor = self.current.series_floor.get((rank, row.series), 0)
                 if max(self.current.series_count.get(key, 0), floor) != row.occurrence:
@@ -122,7 +124,10 @@ class EngineScan:
     ) -> None:
         """Record what one matched line states, in the boot it belongs to."""
         if not row.server and _drafting(self.current, rank):
-            return  # a second model (a draft) is loading: its lines are not this boot's
+            # a second model (a draft) is loading: its lines are not this boot's figures,
+            # but its cache's size is kept apart (the draft's KV beside the pool)
+            _draft_kv(self.current, row, groups, number, text)
+            return
         if _after_boot(self.current, row, groups, number):
             return
         if self._full(self.current, number, rank, None):
@@ -291,6 +296,30 @@ def _after_boot(boot: Boot, row: Row, groups: dict[str, str], number: int) -> bo
             boot.serving_from = number
         return True
     return False
+
+
+# the row kinds that print a cache's whole size (not one device's buffer)
+_CACHE_SUMMARIES = ("kv_summary", "kv_summary_swa")
+MAX_DRAFT_LINES = 4096  # a draft's contexts per boot kept; more is no server's
+
+
+def _draft_kv(boot: Boot, row: Row, groups: dict[str, str], number: int, text: str) -> None:
+    """Keep a draft context's printed cache size."""
+    if row.kind not in _CACHE_SUMMARIES or len(boot.draft_kv) >= MAX_DRAFT_LINES:
+        return
+    if boot.draft_kv and boot.draft_kv[-1][0] == number:
+        return  # the same line, matched by the SWA cache's row too
+    for fig in row.figures:
+        raw = groups.get(fig.group)
+        if raw is None or not fig.name.endswith("kv_bytes"):
+            continue
+        try:
+            reading = fig.conv(raw)
+        except Unreadable:
+            return
+        if isinstance(reading.value, int):
+            boot.draft_kv.append((number, reading.value, text.strip()[:200]))
+        return
 
 
 def _second_model(

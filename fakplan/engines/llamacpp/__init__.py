@@ -349,6 +349,7 @@ class LlamacppEngine(ModelledEngine):
             slot_tokens=slot_tokens(query, cache, per_stream, streams),
             slots_share=streams == 1 and seqs > 1 and cache.release.split_streams,
             used_bytes=used,
+            draft_printed=None if draft is None else draft.printed(),
         )
 
     def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:

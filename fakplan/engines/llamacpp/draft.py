@@ -93,6 +93,17 @@ class DraftCache:
     # what one cell of the target's context costs in the draft's (padding aside): the
     # draft's cell, times -np where every slot's context holds the whole unified context
     per_target_cell: int
+    temporary: bool = False  # one more context of the same size is made and freed at load
+
+    def printed(self) -> tuple[int, int, str]:
+        """What the boot's cache lines print for the draft, summed: every context's line,
+        the temporary one's too (llama-server prints it as it makes it)."""
+        one = self.bytes // self.contexts
+        lines = self.contexts + int(self.temporary)
+        return one * lines, lines, (
+            f"{lines} context line(s) x {one:,} B" + (" (the temporary one included)" if
+            self.temporary else "") + f": {self.derivation}"
+        )  # fmt: skip
 
 
 def draft_cache(query: KvQuery, n_ctx: int, stated_c: int | None = None) -> DraftCache | None:
@@ -160,6 +171,7 @@ def draft_cache(query: KvQuery, n_ctx: int, stated_c: int | None = None) -> Draf
         f"{DRAFT_CACHE_TYPE} (-ctkd/-ctvd, never -ctk/-ctv) = {total:,} B "
         f"(llama.cpp {era.source}){temporary}",
         per_target_cell,
+        era.temporary,
     )
 
 

@@ -244,3 +244,43 @@ launch:
     assert argv[argv.index("--spec-draft-n-max") + 1] == "2"
     assert "-md" not in argv
     assert any(c.name == "MTP context" for c in plan.components)
+
+
+@pytest.mark.parametrize(
+    ("log", "build", "kv", "lines"),
+    [
+        ("b10587_c4096_np2_lv4", "b10587", "auto", 1),  # one shared context
+        ("b5873_c4096_np2_fa_q8", "b5873", "q8_0", 3),  # a temporary one and one per slot
+    ],
+)
+def test_verify_closes_the_draft_kv_against_the_boot(
+    tmp_path: Path, log: str, build: str, kv: str, lines: int
+) -> None:
+    """The plan predicts what the draft's cache lines print, summed; `fakplan verify` closes
+    it against the real boot (the target's cache stays the pool), and the same window over
+    four unified slots is judged by what that build would print."""
+    from fakplan.engines import parse_ledger
+    from fakplan.plan import compile_plan
+    from fakplan.shape import load_shape
+    from fakplan.verify import ledger_verdicts
+
+    extra = "" if kv == "auto" else f"  kv_cache_dtype: {kv}\n"
+    path = _shape(tmp_path, build)
+    path.write_text(path.read_text().replace(
+        "serving: {max_num_seqs: 2, max_model_len: 2048, spec_tokens: 3}",
+        f"serving:\n  max_num_seqs: 2\n  max_model_len: 2048\n  spec_tokens: 3\n{extra}",
+    ))  # fmt: skip
+    plan = compile_plan(load_shape(path))
+    (predicted,) = [p for p in plan.predictions if p.id == "draft-kv"]
+    assert str(lines) in predicted.claim
+    ledger = parse_ledger(RUNS / f"{log}.log", "llamacpp")
+    assert ledger.draft_kv_contexts == lines
+    verdicts = ledger_verdicts(plan, ledger)
+    assert verdicts["draft-kv"].status == "held", verdicts["draft-kv"]
+    unified = path.read_text().replace("max_num_seqs: 2", "max_num_seqs: 4\n  kv_unified: true")
+    path.write_text(unified.replace("max_model_len: 2048", "max_model_len: 1024"))
+    other = ledger_verdicts(compile_plan(load_shape(path)), ledger)
+    # b10587: one context of the target's 4,096 cells either way, so it still holds; b5873:
+    # a context per slot of -c / -np = 1,024 cells, five lines of 0.25 MiB, not three of 0.5
+    expected = "held" if build == "b10587" else "killed"
+    assert other["draft-kv"].status == expected, other["draft-kv"]
