@@ -408,7 +408,8 @@ def vllm_floor(
         return Unknown(f"a {served} served model: its sampler peak is not read", weights.bytes)
     if spec_tokens:
         return Unknown(
-            "a speculative draft: its weights, its profile and its graphs are not counted",
+            "a speculative draft: the drafter's share of the profiling run and of the CUDA "
+            "graphs is not read",
             weights.bytes,
         )
     key = f"tp{tp}"
@@ -503,7 +504,7 @@ def floor_for(
         return Unknown("state --engine-version: the memory profiler is read for 0.17-0.26")
     tokens, seqs = serve_defaults(card_total)
     served, _ = served_dtype(query, DOWNCAST)
-    return vllm_floor(
+    found = vllm_floor(
         g.text_config,
         g.architecture,
         version=query.engine_version,
@@ -519,4 +520,30 @@ def floor_for(
         hybrid=g.is_hybrid,
         spec_tokens=query.spec_tokens,
         capability=query.capability,
+    )
+    if isinstance(found, Unknown) and found.weights is not None and query.spec_tokens:
+        return _with_draft_weights(found, query, served)
+    return found
+
+
+def _with_draft_weights(found: Unknown, query: KvQuery, served: str) -> Unknown:
+    """A speculative boot's weights: vLLM loads the drafter inside the same memory profile
+    as the target (gpu_model_runner.py load_model, 0.19.0), so "Model loading took" holds
+    both. A draft_model's are a whole model's, sharded as the target's; an EAGLE head's
+    share the target's embedding or head by its checkpoint, which is not read."""
+    draft = query.draft
+    method = (query.spec_method or "mtp").lower()
+    if draft is None or method != "draft_model" or draft.text_config is None:
+        return Unknown(
+            f"{found.reason}; the weights are the target's alone ({method}'s own tensors are "
+            "not counted)",
+            found.weights,
+        )
+    counted = vllm_rank_weights(draft.text_config, draft.architecture, tp=query.tp, served=served)
+    if counted is None or found.weights is None:
+        return found
+    return Unknown(
+        f"{found.reason}; the weights are the target's {found.weights:,} B and the draft "
+        f"model's {counted.bytes:,} B ({counted.derivation})",
+        found.weights + counted.bytes,
     )

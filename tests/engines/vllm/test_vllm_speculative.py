@@ -169,3 +169,24 @@ launch:
     assert gate.status == "fail"  # 16 GiB held the target alone
     assert gate.numbers["weights_per_rank_bytes"] == (8_030_261_248 + draft) * 2
     assert "the draft model's" in gate.detail
+
+
+def test_kv_counts_a_draft_models_weights_with_the_targets() -> None:
+    """vLLM loads the drafter inside the target's memory profile, so its weights are in
+    "Model loading took": Llama-3.1-8B's 16,094,076,928 B (with its rotary cache) and the
+    3B draft's 3,212,749,824 parameters x 2 B plus its rotary cache 131,072 x 128 x 2 B."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
+            "--gpu-memory-utilization", "0.9", "--card-total", "79.19 GiB", "--json",
+            "--speculative-config",
+            '{"method": "draft_model", "model": "meta-llama/Llama-3.2-3B-Instruct", '
+            '"num_speculative_tokens": 3}',
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    sizing = json.loads(result.output)["sizing"]
+    draft = 3_212_749_824 * 2 + 131_072 * 128 * 2
+    assert sizing["weights_bytes"] == 16_094_076_928 + draft
+    assert "profiling run" in sizing["unknown"]
