@@ -123,7 +123,11 @@ class EngineScan:
         self, row: Row, groups: dict[str, str], number: int, text: str, rank: str | None
     ) -> None:
         """Record what one matched line states, in the boot it belongs to."""
-        if not row.server and _drafting(self.current, rank):
+        if (
+            not row.server
+            and _drafting(self.current, rank)
+            and not _target_pool_pending(self.current, row, groups, rank)
+        ):
             # a second model (a draft) is loading: its lines are not this boot's figures,
             # but its cache's size is kept apart (the draft's KV beside the pool)
             _draft_kv(self.current, row, groups, number, text)
@@ -301,6 +305,22 @@ def _after_boot(boot: Boot, row: Row, groups: dict[str, str], number: int) -> bo
 # the row kinds that print a cache's whole size (not one device's buffer)
 _CACHE_SUMMARIES = ("kv_summary", "kv_summary_swa")
 MAX_DRAFT_LINES = 4096  # a draft's contexts per boot kept; more is no server's
+
+
+# the figures that state the pool: the target prints its pool before a draft's in every
+# order read (SGLang 0.5.2: target load, pool, then the draft's; 0.5.23: both loads, then
+# the target's pool and the draft's, mem_cache/kv_cache_configurator.py; llama.cpp: the
+# target's context before "loading draft model")
+_POOL_STATED = ("kv_bytes", "k_bytes", "v_bytes", "num_blocks")
+
+
+def _target_pool_pending(boot: Boot, row: Row, groups: dict[str, str], rank: str | None) -> bool:
+    """Whether a line after a draft's load states the target's pool: the first pool line
+    of the boot is the target's, whichever model loaded last."""
+    stated = {fig.name for fig in row.figures if fig.group in groups}
+    if not stated & set(_POOL_STATED):
+        return False
+    return not any((rank, name) in boot.hits for name in _POOL_STATED)
 
 
 def _draft_kv(boot: Boot, row: Row, groups: dict[str, str], number: int, text: str) -> None:
