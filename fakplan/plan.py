@@ -42,7 +42,7 @@ from fakplan.launch import LaunchRecord, shape_relative_paths, with_shape_env
 from fakplan.predict import Prediction, predictions_for
 from fakplan.rate_plan import RatesRecord, plan_rates
 from fakplan.shape import LoadedShape
-from fakplan.sizing import EngineSizing
+from fakplan.sizing import EngineSizing, term_fields
 from fakplan.units import human
 
 PLAN_SCHEMA = "fakplan.plan/1"
@@ -118,17 +118,7 @@ class SizingRecord(BaseModel):
             pool_low_bytes=sizing.pool_low,
             pool_high_bytes=sizing.pool_high,
             pool_derivation=sizing.pool_derivation,
-            terms=tuple(
-                SizedTermRecord(
-                    id=t.id,
-                    low_bytes=t.low,
-                    high_bytes=t.high,
-                    measured=t.measured,
-                    scaled=t.scaled,
-                    derivation=t.derivation,
-                )
-                for t in sizing.terms
-            ),
+            terms=tuple(SizedTermRecord(**term_fields(t)) for t in sizing.terms),
         )
 
 

@@ -272,23 +272,18 @@ def _sized_tokens(path: str, f: Figures, tokens: tuple[int, int]) -> Prediction:
     )
 
 
-# half of the last printed digit of a llama.cpp size (0.01 MiB): each line's rounding
-_HALF_CENTI_MIB = (1 << 20) // 200
-
-
 def _draft_kv(path: str, f: Figures) -> Prediction | None:
-    """The draft's KV the boot prints (the sum of its contexts' cache lines), exact to each
-    line's rounding."""
+    """The draft's KV the boot prints (the sum of its contexts' cache lines), exact: the
+    prints' rounding is the observation's (verify)."""
     if f.draft_printed is None:
         return None
     total, lines, derivation = f.draft_printed
-    slack = lines * _HALF_CENTI_MIB
     return _ledger_bytes(
         path,
         DRAFT_KV,
         f"the draft's KV cache lines print {human(total)} in all ({lines} line(s))",
         total,
-        (total - slack, total + slack),
+        (total, total),
         derivation,
     )
 

@@ -109,7 +109,9 @@ _FLOOR_KEYS = {
 }
 
 
-def _term_json(t: SizedTerm) -> dict[str, Any]:
+def term_fields(t: SizedTerm) -> dict[str, Any]:
+    """A term as plan.json's ``engine_sizing.terms`` and fakplan.kv/1's ``sizing.terms``
+    record it."""
     return {
         "id": t.id,
         "low_bytes": t.low,
@@ -173,7 +175,7 @@ class SizedPool:
                 "pool_range": [interval[0], interval[2]],
                 "requested_bytes": s.requested_bytes,
                 "requested_derivation": s.requested_derivation,
-                "terms": [_term_json(t) for t in s.terms],
+                "terms": [term_fields(t) for t in s.terms],
             },
             "floor": floor,
         }

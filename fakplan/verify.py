@@ -232,6 +232,10 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
     return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
 
 
+# half of the last digit of a llama.cpp cache size (printed to 0.01 MiB)
+_HALF_CENTI_MIB = (1 << 20) // 200
+
+
 def _draft_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
     """The draft's cache lines summed; each printed to 0.01 MiB, so the sum is an interval
     as wide as its lines' roundings."""
@@ -239,7 +243,7 @@ def _draft_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observati
     lines = ledger.draft_kv_contexts
     if figure is None or ledger.draft_kv_bytes is None or lines is None:
         return Observation(None, ledger.file, _unstated(ledger, "draft_kv_bytes", "draft KV"))
-    half = lines * ((1 << 20) // 200)
+    half = lines * _HALF_CENTI_MIB
     span = (ledger.draft_kv_bytes - half, ledger.draft_kv_bytes + half)
     note = f"{figure.derivation}: any of {span[0]:,}..{span[1]:,} B"
     return Observation(ledger.draft_kv_bytes, _figure_source(ledger, "draft_kv_bytes"), note, span)

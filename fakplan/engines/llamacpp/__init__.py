@@ -23,11 +23,13 @@ from fakplan.contract import Capacity, CostComponent, KvCost, windows_held
 from fakplan.engines.base import ModelledEngine
 from fakplan.engines.llamacpp.cache import (
     CacheLayout,
+    build_number,
     build_of,
     cache_for,
     cache_type_refusal,
     is_unified,
     layout_cells,
+    own_cache_bytes,
     pad_step,
     printed_cache_bytes,
     slot_tokens,
@@ -150,8 +152,7 @@ class LlamacppEngine(ModelledEngine):
                 "GGUF and name its path, or use launch.binary: llama-server (-hf)",
                 *field,
             )
-        stated = build_of(loaded.shape.engine_version) or ""
-        build = int(stated) if stated.isdigit() else None
+        build = build_number(loaded.shape.engine_version)
         need = HF_FILE_BUILD if ref[1].endswith(".gguf") else HF_TAG_BUILD
         if build is not None and build < need:
             raise loaded.error(
@@ -327,8 +328,8 @@ class LlamacppEngine(ModelledEngine):
         if not n_ctx:
             return Capacity(0, 0, pool_bytes, how, sessions=0, slot_tokens=0, used_bytes=0)
         per_stream, streams, _ = layout_cells(query, cache, n_ctx)
-        used = cache_bytes(query, cache, n_ctx)
         draft = draft_cache(query, n_ctx)
+        used = own_cache_bytes(query, cache, n_ctx) + (0 if draft is None else draft.bytes)
         drafted = "" if draft is None else f" and the draft model's {draft.bytes:,} B"
         derivation = (
             f"{how}; llama.cpp pads to {pad_step(query, cache)}: {per_stream:,} cells x "

@@ -157,6 +157,12 @@ def build_of(version: str | None) -> str | None:
     return None if version is None else version.lstrip("bB")
 
 
+def build_number(version: str | None) -> int | None:
+    """The build a version names (b9108: 9108); None where unstated or not a number."""
+    build = build_of(version)
+    return int(build) if build and build.isdigit() else None
+
+
 def pad_step(query: KvQuery, cache: CacheLayout) -> int:
     """The cells n_ctx is padded to (LlamacppRules.pad); before b6325 flash attention is
     on only where fakplan's launch passes -fa (a quantized V cache needs it)."""

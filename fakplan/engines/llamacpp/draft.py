@@ -30,7 +30,7 @@ from typing import Literal
 
 from fakplan.engines.llamacpp.cache import (
     CacheLayout,
-    build_of,
+    build_number,
     cache_for,
     is_unified,
     layout_cells,
@@ -75,9 +75,14 @@ MTP_BUILD = 9180
 MTP_DRAFT_TYPES_BUILD = 9318
 
 
+def _build(version: str | None) -> int:
+    """The build a version names; the newest era's where unstated."""
+    number = build_number(version)
+    return DRAFT_ERAS[0].first if number is None else number
+
+
 def draft_era(version: str | None) -> DraftEra:
-    build = build_of(version)
-    number = int(build) if build and build.isdigit() else DRAFT_ERAS[0].first
+    number = _build(version)
     return next(e for e in DRAFT_ERAS if number >= e.first)
 
 
@@ -186,8 +191,7 @@ def mtp_cache(query: KvQuery, n_ctx: int) -> DraftCache:
     """The MTP draft context llama-server makes against the target (--spec-type draft-mtp):
     the checkpoint's nextn layers at the target's cells."""
     g = query.geometry
-    build = build_of(query.engine_version)
-    number = int(build) if build and build.isdigit() else DRAFT_ERAS[0].first
+    number = _build(query.engine_version)
     if number < MTP_BUILD:
         raise RuleError(
             f"llama.cpp b{number}: MTP drafting (--spec-type draft-mtp) arrived in b{MTP_BUILD} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fakplan.engines.llamacpp.cache import CacheLayout, build_of, cache_for
+from fakplan.engines.llamacpp.cache import CacheLayout, build_number, cache_for
 from fakplan.engines.llamacpp.draft import DRAFT_METHODS, DRAFT_N_MAX_FLAG_BUILD, MTP_METHODS
 from fakplan.engines.llamacpp.rules import ALL_LAYERS, HF_MMPROJ_BUILD, UNQUANTIZED
 from fakplan.engines.query import query_for_shape
@@ -70,8 +70,8 @@ def _draft_n_max(i: _Launch) -> list[str]:
     tokens = i.shape.serving.spec_tokens
     if (i.draft_model is None and not i.mtp) or not tokens:
         return []
-    build = build_of(i.shape.engine_version) or ""
-    newer = not build.isdigit() or int(build) >= DRAFT_N_MAX_FLAG_BUILD
+    build = build_number(i.shape.engine_version)
+    newer = build is None or build >= DRAFT_N_MAX_FLAG_BUILD
     return ["--spec-draft-n-max" if newer else "--draft-max", str(tokens)]
 
 
@@ -126,8 +126,8 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     loads = shape.launch.weights or shape.model
     ref = gguf_ref(loads)
     hub = ref if ref is not None and not loaded.resolve(loads).exists() else None
-    stated = build_of(shape.engine_version) or ""
-    no_mmproj = hub is not None and (not stated.isdigit() or int(stated) >= HF_MMPROJ_BUILD)
+    stated = build_number(shape.engine_version)
+    no_mmproj = hub is not None and (stated is None or stated >= HF_MMPROJ_BUILD)
     inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub, no_mmproj)
     if hub is not None:
         derivations["-hf"] = (
