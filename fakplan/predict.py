@@ -36,6 +36,8 @@ UNCLAIMED = "unclaimed"
 KV_POOL = "kv-pool"
 ACTIVATION_PEAK = "activation-peak"
 NON_TORCH = "non-torch"
+# vLLM 0.27+: the memory consumed since the init snapshot beyond the weights
+CONSUMED_BEYOND_WEIGHTS = "consumed-beyond-weights"
 NON_KV = "non-kv"
 MEMORY_IN_USE = "memory-in-use"  # SGLang: in use before the weights load
 CUDA_GRAPHS = "cuda-graphs"  # vLLM 0.20+: the graph estimate subtracted from the pool

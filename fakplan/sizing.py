@@ -103,6 +103,7 @@ _FLOOR_KEYS = {
     "weights": "weights",
     "activation-peak": "activation",
     "non-torch": "non_torch",
+    "consumed-beyond-weights": "consumed_beyond_weights",
     "cuda-graphs": "cuda_graph",
     "memory-in-use": "memory_in_use",
     "non-kv": "non_kv",

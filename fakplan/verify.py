@@ -23,6 +23,7 @@ from fakplan.ledger.model import spread
 from fakplan.plan import Plan
 from fakplan.predict import (
     ACTIVATION_PEAK,
+    CONSUMED_BEYOND_WEIGHTS,
     CUDA_GRAPHS,
     DRAFT_KV,
     KV_POOL,
@@ -232,6 +233,32 @@ def _non_kv(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation
     return _printed_bytes(ledger, "consumed_bytes", "memory consumed by non-KV usages")
 
 
+def _consumed_beyond_weights(ledger: Ledger, plan: Plan, engine_floor: int | None) -> Observation:
+    """vLLM 0.27+: the consumed memory it prints less the weights it prints, an interval as
+    wide as the two prints' roundings."""
+    consumed, weights = ledger.figure("consumed_bytes"), ledger.figure("weights_bytes")
+    if (
+        consumed is None
+        or weights is None
+        or ledger.consumed_bytes is None
+        or ledger.weights_bytes is None
+    ):
+        return Observation(
+            None,
+            ledger.file,
+            _unstated(ledger, "consumed_bytes", "consumed memory and the weights"),
+        )
+    value = ledger.consumed_bytes - ledger.weights_bytes
+    c_span, w_span = _printed_span(consumed), _printed_span(weights)
+    span = None if c_span is None or w_span is None else (
+        c_span[0] - w_span[1], c_span[1] - w_span[0]
+    )  # fmt: skip
+    note = f"consumed {consumed.printed} - weights {weights.printed}" + (
+        f": any of {span[0]:,}..{span[1]:,} B" if span else ""
+    )
+    return Observation(value, _figure_source(ledger, "consumed_bytes"), note, span)
+
+
 # half of the last digit of a llama.cpp cache size (printed to 0.01 MiB)
 _HALF_CENTI_MIB = (1 << 20) // 200
 
@@ -291,6 +318,7 @@ OBSERVERS: dict[str, Callable[[Ledger, Plan, int | None], Observation]] = {
     KV_POOL: _kv_pool,
     ACTIVATION_PEAK: _activation_peak,
     NON_TORCH: _non_torch,
+    CONSUMED_BEYOND_WEIGHTS: _consumed_beyond_weights,
     NON_KV: _non_kv,
     MEMORY_IN_USE: _memory_in_use,
     CUDA_GRAPHS: _cuda_graphs,

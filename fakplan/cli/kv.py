@@ -154,7 +154,7 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     type=FRACTION,
     default=None,
     help="vLLM: the fraction of the card the engine may take; with --card-total, gives the "
-    "pool vLLM sizes for itself, before any boot (0.17-0.26 read).",
+    "pool vLLM sizes for itself, before any boot (0.17-0.33 read).",
 )
 @click.option(
     "--mem-fraction-static",

@@ -83,6 +83,7 @@ def rows() -> list[FloorRow]:
             "non_torch": ledger.non_torch_bytes,
             "pool": ledger.kv_bytes,
             "non_kv": ledger.non_kv_bytes,
+            "consumed": ledger.consumed_bytes,
         }
         out.append(FloorRow(case, log, printed, _predict(case, ledger, text)))
     return out
@@ -103,6 +104,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
     geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
     launch = case.get("launch") or {}
+    card = case.get("card") or {}
     assert geometry.text_config is not None
     text = dict(geometry.text_config)
     if "quantization_config" in case:  # the checkpoint's scheme over its base config
@@ -117,10 +119,10 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         utilization=ledger.gpu_memory_utilization,
         batched_tokens=_int(launch.get("max_num_batched_tokens"), 8192),
         max_num_seqs=_int(launch.get("max_num_seqs"), 1024),
-        sms=132,  # H100 (every boot with a CUDA total here ran on one)
+        sms=int(card.get("sms", 132)),  # an H100's unless the case names its card
         served=served,
         quantization=quantization,
-        capability="9.0",  # H100
+        capability=str(card.get("capability", "9.0")),
     )
 
 
@@ -314,20 +316,75 @@ def _feature_lines() -> str:
 
 def fit_set() -> list[FloorRow]:
     """The boots NON_TORCH_MEASURED is fitted on (the rule above, never a list of ids)."""
-    from fakplan.engines.releases import parse_version
-    from fakplan.engines.vllm.floor import READ
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
 
-    out = []
-    for row in rows():
-        launch = row.case.get("launch") or {}
-        release = parse_version(str(row.case["engine_version"]).split()[0])[:2]
-        if (
-            READ[0] <= release <= READ[1]
-            and _int(launch.get("pp"), 1) == 1
-            and row.printed["non_torch"] is not None
-        ):
-            out.append(row)
-    return out
+    return [
+        row
+        for row in rows()
+        if READ[0] <= _release_of(row) < CONSUMED_ERA
+        and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
+        and row.printed["non_torch"] is not None
+    ]
+
+
+def _release_of(row: FloorRow) -> tuple[int, ...]:
+    from fakplan.engines.releases import parse_version
+
+    return parse_version(str(row.case["engine_version"]).split()[0])[:2]
+
+
+# From 0.27 the term no config gives is what the worker consumed beyond its weights
+# (floor.CONSUMED_BEYOND_WEIGHTS_MEASURED), and the V2 runner's printed peak goes beyond
+# fakplan's estimate by a measured margin (floor.V2_PEAK_EXCESS_MEASURED). Both are fitted on
+# every boot that ran 0.27-0.33 at PP 1 and prints its consumed memory and weights. The fit set
+# is two boots of one model, one source and one card: no boot is left to hold out, and the
+# tables say the 0.27 rows are in sample.
+
+
+def consumed_fit_set() -> list[FloorRow]:
+    """The boots the 0.27+ measured terms are fitted on (the rule above)."""
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
+
+    return [
+        row
+        for row in rows()
+        if CONSUMED_ERA <= _release_of(row) <= READ[1]
+        and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
+        and row.printed["consumed"] is not None
+        and row.printed["weights"] is not None
+    ]
+
+
+HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
+
+
+def consumed_fit(fitted: list[FloorRow]) -> dict[str, tuple[int, int]]:
+    """Per TP, the range of printed consumed memory less printed weights over ``fitted``,
+    each widened by the two prints' rounding."""
+    spans: dict[str, tuple[int, int]] = {}
+    for row in fitted:
+        consumed, weights = row.printed["consumed"], row.printed["weights"]
+        assert consumed is not None and weights is not None
+        low = consumed - weights - 2 * HALF_CENTI_GIB
+        high = consumed - weights + 2 * HALF_CENTI_GIB
+        was = spans.get(tp_key(row), (low, high))
+        spans[tp_key(row)] = (min(was[0], low), max(was[1], high))
+    return spans
+
+
+def v2_peak_excess_fit(fitted: list[FloorRow]) -> int:
+    """The most a V2 boot's printed peak activation (to the top of its rounding) exceeded
+    the top of fakplan's estimate before the margin, over ``fitted``."""
+    from fakplan.engines.vllm.floor import V2_PEAK_EXCESS_MEASURED
+
+    most = 0
+    for row in fitted:
+        found, printed = row.found, row.printed["activation"]
+        if isinstance(found, Unknown) or found.runner != "v2" or printed is None:
+            continue
+        estimate = found.activation_span[1] - V2_PEAK_EXCESS_MEASURED
+        most = max(most, printed + HALF_CENTI_GIB - estimate)
+    return most
 
 
 def tp_key(row: FloorRow) -> str:

@@ -1,6 +1,6 @@
 """A shape's pool as vLLM sizes it from --gpu-memory-utilization: the floor, as predictions.
 
-On a GPU (0.17-0.26, ``floor.vllm_floor``): requested = ceil(CUDA total x fraction);
+On a GPU (0.17-0.33, ``floor.vllm_floor``): requested = ceil(CUDA total x fraction);
 pool = requested - (weights + the profiling run's activation peak + non-torch memory),
 and from 0.20 the CUDA-graph estimate where the release's runner measures one.
 
@@ -77,16 +77,12 @@ def vllm_sizing(
     )
     if isinstance(found, Unknown):
         return SizingUnknown(found.reason, found.weights)
-    low, high = found.non_torch
     a_low, a_high = found.activation_span
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
                   found.weights.bytes, found.weights.derivation),
-        SizedTerm("activation-peak", "the profiling run's torch peak", a_low, a_high,
-                  found.activation.derivation),
-        SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
-                  f"measured in public vLLM 0.19.0 boots on H100 at TP {query.tp}: "
-                  f"{low:,}..{high:,} B (no config gives it)", measured=True),
+        _activation_term(found, a_low, a_high),
+        _measured_term(found, query.tp),
         *_graph_terms(found),
     )  # fmt: skip
     details: tuple[tuple[str, str], ...] = (
@@ -200,6 +196,36 @@ def _shape_floor(loaded: LoadedShape, sms: int, total: int, fraction: float) -> 
         sms=sms,
         max_num_seqs=loaded.shape.serving.max_num_seqs,
     )
+
+
+def _activation_term(found: VllmFloor, low: int, high: int) -> SizedTerm:
+    """The profiling run's peak: its torch peak increase (0.17-0.26), or from 0.27 what vLLM
+    prints as "peak activation", the transient peak + the graph estimate."""
+    if found.era == "consumed":
+        return SizedTerm("activation-peak", "the profiling run's transient peak + graph estimate",
+                         low, high, found.activation.derivation, measured=True)  # fmt: skip
+    return SizedTerm("activation-peak", "the profiling run's torch peak", low, high,
+                     found.activation.derivation)  # fmt: skip
+
+
+def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
+    """The term no config gives: non-torch memory (0.17-0.26), or from 0.27 what the worker
+    consumed beyond its weights (non-torch, runner buffers, allocator slack)."""
+    low, high = found.non_torch
+    if found.era == "consumed":
+        return SizedTerm(
+            "consumed-beyond-weights",
+            "memory consumed since the init snapshot beyond the weights (non-torch memory, "
+            "runner buffers, allocator slack)",
+            low,
+            high,
+            f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
+            f"printed weights): {low:,}..{high:,} B (no config gives it)",
+            measured=True,
+        )
+    return SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
+                     f"measured in public vLLM 0.19.0 boots on H100 at TP {tp}: "
+                     f"{low:,}..{high:,} B (no config gives it)", measured=True)  # fmt: skip
 
 
 def _graph_terms(found: VllmFloor) -> tuple[SizedTerm, ...]:

@@ -248,7 +248,9 @@ def test_a_release_whose_profiler_is_not_read_is_refused_at_the_fraction(
         for i, text in enumerate(shape.read_text().splitlines(), 1)
         if "gpu_memory_utilization" in text
     )
-    assert f"{shape}:{number}:" in line and "0.17-0.26" in line, line
+    # 0.33 runs the V2 runner for a Llama; its graph estimate is measured at boot, and no
+    # public boot prints it: the refusal names the term
+    assert f"{shape}:{number}:" in line and "V2 runner's CUDA-graph estimate" in line, line
 
 
 def test_a_fraction_that_leaves_no_pool_is_refused(tmp_path: Path, runner: CliRunner) -> None:
@@ -474,3 +476,51 @@ def test_the_h200_figures_the_issue_quotes() -> None:
     says 615 MiB reserved on it (the README's H200 reading), and 143,771 - 615 = 143,156."""
     total, _ = _cuda_total((DeviceMemory(0, "NVIDIA H200", 143_771 << 20, 0, 0, 615 << 20),))
     assert total == 143_156 << 20
+
+
+@pytest.mark.parametrize("case_id", ["prof-020", "prof-021"])
+def test_a_0_27_boots_terms_close_against_its_summary_line(tmp_path: Path, case_id: str) -> None:
+    """vLLM 0.27.1 on an RTX 4090 (enginrect/llmso's labs): the plan predicts the pool from
+    requested - weights - consumed beyond the weights - peak activation, and verify closes
+    each against the boot's own memory summary ("Actual usage is C GiB for consumed memory
+    (weights + non-torch), A GiB for peak activation ..."). The measured terms were fitted on
+    these two boots (the fit set has no other): in sample, as docs/arithmetic.md says."""
+    import yaml
+
+    cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    case = next(c for c in cases if c["id"] == case_id)
+    log = PROFILER / case["log"]
+    ledger = parse_ledger(log, "vllm")
+    total = ledger.figure("total_gpu_bytes")
+    assert total is not None and total.printed is not None
+    assert ledger.gpu_memory_utilization is not None
+    launch = case["launch"]  # prof-021 states no window: the model's 32,768 positions
+    config = PUBLIC / "configs" / case["config"] / "config.json"
+    shape = _shape(
+        tmp_path,
+        f"""name: {case_id}
+engine: vllm
+engine_version: "0.27.1"
+model: {json.dumps(str(config))}
+card: {{total: "{total.printed}", sms: 128, capability: "8.9"}}
+serving:
+  max_num_seqs: {int(str(launch["max_num_seqs"]).split()[0])}
+  max_model_len: {launch.get("max_model_len", 32768)}
+  max_num_batched_tokens: {int(str(launch["max_num_batched_tokens"]).split()[0])}
+  prefix_caching: false
+  gpu_memory_utilization: {ledger.gpu_memory_utilization}
+""",
+    )
+    plan = compile_plan(load_shape(shape))
+    assert plan.engine_sizing is not None
+    assert [t.id for t in plan.engine_sizing.terms] == [
+        "weights", "activation-peak", "consumed-beyond-weights"
+    ]  # fmt: skip
+    verdicts = ledger_verdicts(plan, ledger)
+    for name in ("weights", "activation-peak", "consumed-beyond-weights", "kv-pool"):
+        assert verdicts[name].status == "held", (name, verdicts[name])
+    # the observation is the boot's own arithmetic: consumed - weights as printed
+    consumed = verdicts["consumed-beyond-weights"]
+    printed = case["printed"]
+    expected = float(printed["consumed_gib"].split()[0]) - float(printed["weights_gib"].split()[0])
+    assert consumed.observed == pytest.approx(expected * (1 << 30), abs=2 << 20)

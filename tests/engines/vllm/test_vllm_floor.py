@@ -10,6 +10,7 @@ and the pool within the range its measured non-torch spread allows.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -107,9 +108,10 @@ def test_the_activation_peak_by_hand() -> None:
 @pytest.mark.parametrize(
     ("kw", "reason"),
     [
-        ({"version": "0.27.0"}, "C + H"),
+        ({"version": "0.27.0", "tp": 2}, "consumes beyond its weights"),
+        ({"version": "0.29.0"}, "V2 runner's CUDA-graph estimate"),
         ({"version": "0.34.0"}, "extensible KV cache"),
-        ({"version": "0.16.0"}, "0.17-0.26 only"),
+        ({"version": "0.16.0"}, "0.17-0.33 only"),
         ({"pp": 2}, "PP > 1"),
         ({"tp": 8}, "TP 8"),
         ({"served": "fp32"}, "fp32 served"),
@@ -228,3 +230,84 @@ def test_the_context_and_graph_ranges_are_their_fit_sets() -> None:
     assert context == CONTEXT_MEASURED
     graphs = _printed_per_tp(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB", False)
     assert graphs == GRAPHS_MEASURED
+
+
+def test_the_consumed_era_ranges_are_their_fit_sets() -> None:
+    """From 0.27 (non-KV = consumed + transient peak): CONSUMED_BEYOND_WEIGHTS_MEASURED is, per
+    TP, the range of printed consumed memory less printed weights over the fit set (every
+    floor-table boot of 0.27-0.33 at PP 1 that prints both), each +- the two prints' rounding;
+    V2_PEAK_EXCESS_MEASURED is the most a V2 boot's printed peak activation went beyond
+    fakplan's estimate. Refitted here from the boots' own lines."""
+    from fakplan.engines.vllm.floor import (
+        CONSUMED_BEYOND_WEIGHTS_MEASURED,
+        V2_PEAK_EXCESS_MEASURED,
+    )
+    from tests.support.floor_corpus import consumed_fit, consumed_fit_set, v2_peak_excess_fit
+
+    fitted = consumed_fit_set()
+    assert len(fitted) >= 2
+    for row in fitted:  # the ledger's figures are the log's own
+        log = row.log.read_text(encoding="utf-8")
+        consumed = float(_printed(log, r"Actual usage is ([\d.]+) GiB for consumed memory"))
+        assert row.printed["consumed"] == round(consumed * GIB)
+    spans = consumed_fit(fitted)
+    # rounded to the 0.01 GiB the prints carry
+    assert {tp: (round(lo / GIB, 2), round(hi / GIB, 2)) for tp, (lo, hi) in spans.items()} == {
+        tp: (round(lo / GIB, 2), round(hi / GIB, 2))
+        for tp, (lo, hi) in CONSUMED_BEYOND_WEIGHTS_MEASURED.items()
+    }
+    excess = v2_peak_excess_fit(fitted)
+    assert 0 < excess <= V2_PEAK_EXCESS_MEASURED
+    assert V2_PEAK_EXCESS_MEASURED - excess < GIB // 1000  # refitted, to the MiB
+
+
+def test_a_0_27_boot_is_predicted_as_consumed_plus_transient_peak() -> None:
+    """vLLM 0.27.1 on an RTX 4090 (prof-021: Qwen2.5-0.5B, offline LLM, V2 runner) printed
+    requested 22.07, consumed 1.23, peak activation 0.31, KV 20.52 GiB; the pool is requested -
+    consumed - peak (gpu_worker.py:544-547, 0.27.1). fakplan's interval holds the printed pool,
+    its weights are the 0.93 printed, and the terms are named as the era has them."""
+    from fakplan.engines.vllm.floor import VllmFloor
+    from tests.support.floor_corpus import rows
+
+    row = next(r for r in rows() if r.case["id"] == "prof-021")
+    found = row.found
+    assert isinstance(found, VllmFloor), found
+    assert found.era == "consumed" and found.cuda_graph is None and found.runner == "v2"
+    assert round(found.weights.bytes / GIB, 2) == 0.93
+    requested = math.ceil(round(23.99 * GIB) * 0.92)  # the interval holds the print's totals
+    assert abs(found.requested.bytes - requested) < GIB // 100
+    printed_pool = row.printed["pool"]
+    assert printed_pool is not None
+    assert found.pool[0] <= printed_pool + GIB // 200 and printed_pool - GIB // 200 <= found.pool[1]
+    # the width is what the measured terms leave: consumed's range + the peak's
+    width = found.pool[1] - found.pool[0]
+    consumed_low, consumed_high = found.non_torch
+    a_low, a_high = found.activation_span
+    assert width == (consumed_high - consumed_low) + (a_high - a_low)
+
+
+def test_0_29_on_the_v2_runners_graph_estimate_is_unknown_with_its_reason() -> None:
+    """The V2 runner measures its CUDA-graph estimate from 0.29 by capturing graphs, which no
+    public boot prints yet: the pool says so rather than guessing."""
+    from fakplan.engines.vllm.floor import Unknown
+    from tests.support.floor_corpus import rows
+
+    row = next(r for r in rows() if r.case["id"] == "prof-021")
+    found = row.found
+    assert not isinstance(found, Unknown)
+    import dataclasses
+
+    from fakplan.engines.vllm.floor import vllm_floor
+    from fakplan.geometry import load_geometry
+    from tests.support.paths import DATA
+
+    geometry = load_geometry(str(DATA / "public/configs/Qwen--Qwen2.5-0.5B/config.json"))
+    assert geometry.text_config is not None
+    later = vllm_floor(
+        dict(geometry.text_config), geometry.architecture, version="0.29.0", tp=1, pp=1,
+        card_total=found.requested.bytes, utilization=0.9, batched_tokens=8192,
+        max_num_seqs=256, sms=128, capability="8.9",
+    )  # fmt: skip
+    assert isinstance(later, Unknown)
+    assert "V2 runner's CUDA-graph estimate" in later.reason and later.weights is not None
+    assert dataclasses.is_dataclass(later)

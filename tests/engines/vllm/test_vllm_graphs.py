@@ -181,9 +181,14 @@ def test_a_dense_llama_on_023_runs_v2_with_no_graph_term() -> None:
     assert found.activation_span == (low, high)
 
 
-def test_027_on_is_refused_with_what_is_missing() -> None:
+def test_027_on_takes_the_consumed_era_terms() -> None:
+    """0.27-0.28: a dense Llama runs the V2 runner, which estimates no graphs; the pool is
+    requested - weights - (consumed beyond weights) - transient peak, no graph term."""
     found = _llama("0.27.0", 85_030_000_000)
-    assert isinstance(found, Unknown) and "C + H" in found.reason
+    assert isinstance(found, VllmFloor) and found.era == "consumed"
+    assert found.cuda_graph is None and found.runner == "v2"
+    later = _llama("0.29.0", 85_030_000_000)
+    assert isinstance(later, Unknown) and "V2 runner's CUDA-graph estimate" in later.reason
     assert set(GRAPH_ESTIMATE_MEASURED) == set(NON_TORCH_MEASURED)
 
 
