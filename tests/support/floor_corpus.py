@@ -168,7 +168,7 @@ def _err(predicted: int, printed: int | None) -> float | None:
 def floor_table() -> str:
     lines = [
         "| case | model | release | TP | weights GiB (printed / fakplan) | activation | "
-        "non-torch | pool | pool error |",
+        "non-torch | pool (printed / interval, its width) | midpoint error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     errors: dict[str, list[float]] = {
@@ -203,7 +203,11 @@ def floor_table() -> str:
         seen[1] += 1
         seen[2] += 1
         pool = (f.pool[0] + f.pool[1]) // 2
-        for name, value in (("weights", f.weights.bytes), ("activation", f.activation.bytes)):
+        a_low, a_high = f.activation_span
+        points = [("weights", f.weights.bytes)]
+        if a_low == a_high:  # a range (the V2 runner's) is scored by the pool it leaves
+            points.append(("activation", a_low))
+        for name, value in points:
             e = _err(value, p[name])
             if e is not None:
                 errors[name].append(abs(e))
@@ -216,11 +220,22 @@ def floor_table() -> str:
         total_error = _err(non_kv, p["non_kv"])
         if total_error is not None:
             errors["non-KV total"].append(abs(total_error))
+        # from 0.27 the measured term is the memory consumed beyond the weights (C - W, marked
+        # "C−W"), and the activation is printed with the graph estimate: both as ranges, in
+        # sample (the fit set is these boots)
+        measured = p["non_torch"]
+        mark = ""
+        if f.era == "consumed":
+            measured = None if p["consumed"] is None else p["consumed"] - (p["weights"] or 0)
+            mark = " C−W"
+        activation = _gib(a_low) if a_low == a_high else f"{_gib(a_low)}–{_gib(a_high)}"
         lines.append(
             head + f"| {_gib(p['weights'])} / {_gib(f.weights.bytes)} "
-            f"| {_gib(p['activation'])} / {_gib(f.activation.bytes)} "
-            f"| {_gib(p['non_torch'])} / {_gib(f.non_torch[0])}–{_gib(f.non_torch[1])} "
-            f"| {_gib(p['pool'])} / {_gib(pool)} | {pool_error:+.2f} % |"
+            f"| {_gib(p['activation'])} / {activation} "
+            f"| {_gib(measured)} / {_gib(f.non_torch[0])}–{_gib(f.non_torch[1])}{mark} "
+            f"| {_gib(p['pool'])} / {_gib(f.pool[0])}–{_gib(f.pool[1])} "
+            f"({100.0 * (f.pool[1] - f.pool[0]) / (p['pool'] or 1):.2f} %) "
+            f"| {pool_error:+.2f} % |"
         )
     lines += ["", "| term | boots | mean abs. error | max abs. error |", "|---|---|---|---|"]
     for name, found in errors.items():

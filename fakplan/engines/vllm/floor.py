@@ -131,9 +131,12 @@ GRAPH_ESTIMATE_MEASURED = {
 # memory, the runner's persistent buffers and allocator slack, no config's figure. The fit
 # set: every boot of tests/data/public/profiler that ran 0.27-0.33 at PP 1 and prints both
 # (prof-020: 1.49 - 0.93, prof-021: 1.23 - 0.93, RTX 4090, V2 runner), each +- the two
-# prints' 0.005 GiB; tests/engines/vllm/test_vllm_floor refits it
+# prints' 0.005 GiB; tests/engines/vllm/test_vllm_floor refits it. The low end is one figure
+# from outside tests/data: a public ~0.28 source build's boot on a 16 GB SM 12.0 card printed
+# 10.47 - 10.24 = 0.23 GiB (yeasah/vllm-golite tests/data/vllm-start-qwen3.8-27b.log at
+# 07c863c0; a dev version string, so no release row of its own)
 CONSUMED_BEYOND_WEIGHTS_MEASURED = {
-    "tp1": (round(0.29 * GIB), round(0.57 * GIB)),
+    "tp1": (round(0.22 * GIB), round(0.57 * GIB)),
 }
 # What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
 # runner estimating no graphs) exceeded the top of fakplan's estimate by, in the same fit
@@ -175,6 +178,9 @@ class VllmFloor:
     # on: C + H, ``non_torch`` the measured C - W; the activation term is H + the graph
     # estimate, as vLLM prints it, and ``cuda_graph`` is None)
     era: str = "profile"
+    # 0.27 on: what the profiling run leaves allocated that fakplan derives (a mixture's
+    # fused-MoE workspaces), counted in ``non_torch`` beside the measured range
+    persistent: Term | None = None
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -507,7 +513,20 @@ def vllm_floor(
                 return Unknown(f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate")
             graphs, graph_text = (found[0], found[1]), found[2]
     low, high = measured[key]
+    persistent: Term | None = None
     if consumed_era:
+        # the fused-MoE workspaces are kept (v1/worker/workspace.py): from 0.27 they are in
+        # the consumed memory, not in the transient peak
+        persistent = _moe_workspace(text, model_type, tp, batched_tokens)
+        if persistent is not None:
+            low, high = low + persistent.bytes, high + persistent.bytes
+            activation = Term(
+                activation.bytes - persistent.bytes,
+                f"{activation.derivation}; less the {persistent.bytes:,} B of fused-MoE "
+                "workspaces, which stay allocated and so are consumed memory",
+            )
+            if activation_high is not None:
+                activation_high -= persistent.bytes
         activation, activation_high = _transient_peak(activation, activation_high, choice, graphs)
         graphs = None
     a_low, a_high = activation.bytes, activation_high or activation.bytes
@@ -525,6 +544,7 @@ def vllm_floor(
         runner=choice.runner,
         runner_rule=choice.why,
         era="consumed" if consumed_era else "profile",
+        persistent=persistent,
     )
 
 

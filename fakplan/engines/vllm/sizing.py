@@ -219,13 +219,25 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
             "runner buffers, allocator slack)",
             low,
             high,
-            f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
-            f"printed weights): {low:,}..{high:,} B (no config gives it)",
+            _consumed_derivation(found, tp),
             measured=True,
         )
     return SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
                      f"measured in public vLLM 0.19.0 boots on H100 at TP {tp}: "
                      f"{low:,}..{high:,} B (no config gives it)", measured=True)  # fmt: skip
+
+
+def _consumed_derivation(found: VllmFloor, tp: int) -> str:
+    low, high = found.non_torch
+    kept = found.persistent
+    measured = (low, high) if kept is None else (low - kept.bytes, high - kept.bytes)
+    text = (
+        f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
+        f"printed weights): {measured[0]:,}..{measured[1]:,} B (no config gives it)"
+    )
+    if kept is not None:
+        text += f" + {kept.derivation} (kept allocated) = {low:,}..{high:,} B"
+    return text
 
 
 def _graph_terms(found: VllmFloor) -> tuple[SizedTerm, ...]:

@@ -251,6 +251,9 @@ def test_the_consumed_era_ranges_are_their_fit_sets() -> None:
         consumed = float(_printed(log, r"Actual usage is ([\d.]+) GiB for consumed memory"))
         assert row.printed["consumed"] == round(consumed * GIB)
     spans = consumed_fit(fitted)
+    # the one figure from outside tests/data (cited in floor.py): a ~0.28 source build's
+    # 10.47 - 10.24 GiB, - the two prints' rounding
+    spans["tp1"] = (round(0.22 * GIB), spans["tp1"][1])
     # rounded to the 0.01 GiB the prints carry
     assert {tp: (round(lo / GIB, 2), round(hi / GIB, 2)) for tp, (lo, hi) in spans.items()} == {
         tp: (round(lo / GIB, 2), round(hi / GIB, 2))
