@@ -141,8 +141,8 @@ CONSUMED_BEYOND_WEIGHTS_MEASURED = {
 # What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
 # runner estimating no graphs) exceeded the top of fakplan's estimate by, in the same fit
 # set (prof-020 0.25 GiB printed against 0.1075, prof-021 0.31 against 0.28), + the print's
-# 0.005 GiB (tests/engines/vllm/test_vllm_floor refits it): the profiling forward also runs torch.compile's first compilation, whose
-# workspace no config gives (a cold compile cache printed 1.18 GiB for a launch that printed
+# 0.005 GiB (tests/engines/vllm/test_vllm_floor refits it): the profiling forward also runs
+# torch.compile's first compilation, whose workspace no config gives (a cold compile cache printed 1.18 GiB for a launch that printed
 # 0.19 warm in a study note: such a boot falls outside, and verify says so)
 V2_PEAK_EXCESS_MEASURED = round(0.1475 * GIB)
 MIB = 1 << 20

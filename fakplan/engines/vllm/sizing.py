@@ -21,6 +21,7 @@ from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.floor import (
+    CONSUMED_BEYOND_WEIGHTS_MEASURED,
     CONTEXT_MEASURED,
     GRAPHS_MEASURED,
     REDUNDANCY,
@@ -228,15 +229,14 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
 
 
 def _consumed_derivation(found: VllmFloor, tp: int) -> str:
-    low, high = found.non_torch
-    kept = found.persistent
-    measured = (low, high) if kept is None else (low - kept.bytes, high - kept.bytes)
+    measured_low, measured_high = CONSUMED_BEYOND_WEIGHTS_MEASURED[f"tp{tp}"]
     text = (
         f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
-        f"printed weights): {measured[0]:,}..{measured[1]:,} B (no config gives it)"
+        f"printed weights): {measured_low:,}..{measured_high:,} B (no config gives it)"
     )
-    if kept is not None:
-        text += f" + {kept.derivation} (kept allocated) = {low:,}..{high:,} B"
+    if found.persistent is not None:
+        low, high = found.non_torch
+        text += f" + {found.persistent.derivation} (kept allocated) = {low:,}..{high:,} B"
     return text
 
 
