@@ -50,6 +50,13 @@ class SizingUnknown:
 
     reason: str
     weights_bytes: int | None = None
+    weights_high: int | None = None  # the top of the weights' interval, where they have one
+
+
+def _weights_text(s: SizingUnknown) -> str:
+    if s.weights_high is None:
+        return f"{s.weights_bytes:,} B"
+    return f"{s.weights_bytes:,}..{s.weights_high:,} B"
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,11 @@ class SizedPool:
     def json(self) -> dict[str, Any]:
         s = self.low_card
         if isinstance(s, SizingUnknown):
-            counted = {} if s.weights_bytes is None else {"weights_bytes": s.weights_bytes}
+            counted: dict[str, Any] = (
+                {} if s.weights_bytes is None else {"weights_bytes": s.weights_bytes}
+            )
+            if s.weights_bytes is not None and s.weights_high is not None:
+                counted["weights_range"] = [s.weights_bytes, s.weights_high]
             return {"sizing": {"unknown": s.reason, **counted}, "floor": None}
         interval = self.pool_interval
         assert interval is not None
@@ -187,7 +198,7 @@ class SizedPool:
             counted = (
                 []
                 if s.weights_bytes is None
-                else [f"weights per rank: {s.weights_bytes:,} B (counted)"]
+                else [f"weights per rank: {_weights_text(s)} (counted)"]
             )
             return [f"engine-sized pool: unknown ({s.reason})", *counted]
         interval = self.pool_interval

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from fakplan.dtypes import element_type
+from fakplan.engines.mxfp4_weights import gpt_oss_rank_weights, gpt_oss_refusal
 from fakplan.engines.packed_weights import (
     PackedStorage,
     article,
@@ -44,6 +45,7 @@ from fakplan.engines.packed_weights import (
     packed_storage,
     wna16_storage,
 )
+from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
 
@@ -59,14 +61,6 @@ QWEN3_VISION_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text")
 MAMBA_FAMILIES = ("nemotron_h",)
 # MiMoV2FlashForCausalLM: sliding-window and full attention by hybrid_layer_pattern
 SWA_HYBRID_FAMILIES = ("mimo_v2_flash",)
-
-VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
-
-
-@dataclass(frozen=True)
-class RankWeights:
-    bytes: int
-    derivation: str
 
 
 _Count = Callable[..., "RankWeights | None"]
@@ -667,6 +661,12 @@ def vllm_rank_weights(
     (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
     frees and reuses blocks); ``capability``, ``sms``: the card's, for a weight-only
     integer checkpoint, whose kernel keeps tensors of its own (``packed_weights``)."""
+    if model_type == "gpt_oss":
+        if rope_bytes is not None or gpt_oss_refusal(
+            text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability
+        ):
+            return None
+        return gpt_oss_rank_weights(text, tp=tp, cuda_blocks=cuda_blocks)
     if model_type in GEMMA_FAMILIES:
         if quantization is not None or "quantization_config" in text or pp != 1:
             return None
@@ -985,9 +985,7 @@ def linear_storage(
         *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
     )  # fmt: skip
     if model_type not in counted:
-        return FAMILY_REASONS.get(
-            model_type, f"{model_type}: its weights per rank are not counted from a config"
-        )
+        return f"{model_type}: its weights per rank are not counted from a config"
     experts = model_type in (
         *MOE_FAMILIES, *MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES,
     )  # fmt: skip
@@ -1058,18 +1056,6 @@ def _fp8_on_card(
         text=f"{storage.text}, repacked for Marlin on compute capability {capability} "
         "(scales in the model dtype per output channel)",
     )
-
-
-# why a family read in vLLM's source is still not counted
-FAMILY_REASONS = {
-    "gpt_oss": (
-        "gpt_oss: its MXFP4 experts take the card's kernel layout at load (Triton on SM "
-        "9.x-10.x pads and swizzles them and their scales, keeping the original scales; "
-        "Marlin repacks them before SM 9.0; quantization/mxfp4.py, fused_moe/oracle/"
-        "mxfp4.py, v0.19.0), so their bytes depend on the card and on which freed blocks "
-        "the copies reuse: not counted"
-    ),
-}
 
 
 # what an fp8 checkpoint may leave unquantized that vLLM never quantizes anyway (the
@@ -1240,8 +1226,14 @@ def weights_refusal(
     tp: int,
     pp: int,
     capability: str | None = None,
+    served: str | None = None,
 ) -> str:
     """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
+    if model_type == "gpt_oss":
+        found = gpt_oss_refusal(
+            text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability
+        )
+        return found or "gpt_oss: its config lacks a field its layers need"
     return layout_refusal(text, model_type, tp, pp) or weights_unknown(
         text, model_type, quantization, capability, tp
     )

@@ -161,6 +161,12 @@ def _gib(n: int | None) -> str:
     return "—" if n is None else f"{n / GIB:.2f}"
 
 
+def _span(low: int, high: int | None) -> str:
+    """A count in GiB, or its interval where the allocator's reuse leaves one (scored at
+    its midpoint)."""
+    return _gib(low) if high is None else f"{_gib(low)}–{_gib(high)}"
+
+
 def _err(predicted: int, printed: int | None) -> float | None:
     return None if not printed else 100.0 * (predicted - printed) / printed
 
@@ -192,10 +198,10 @@ def floor_table() -> str:
         if isinstance(f, Unknown):
             if f.weights is not None:
                 seen[1] += 1
-                e = _err(f.weights, p["weights"])
+                e = _err((f.weights + (f.weights_high or f.weights)) // 2, p["weights"])
                 if e is not None:
                     errors["weights"].append(abs(e))
-            counted = "unknown" if f.weights is None else _gib(f.weights)
+            counted = "unknown" if f.weights is None else _span(f.weights, f.weights_high)
             lines.append(
                 head + f"| {_gib(p['weights'])} / {counted} | pool unknown: {f.reason} | | | |"
             )
@@ -204,7 +210,7 @@ def floor_table() -> str:
         seen[2] += 1
         pool = (f.pool[0] + f.pool[1]) // 2
         a_low, a_high = f.activation_span
-        points = [("weights", f.weights.bytes)]
+        points = [("weights", (f.weights.bytes + (f.weights_high or f.weights.bytes)) // 2)]
         if a_low == a_high:  # a range (the V2 runner's) is scored by the pool it leaves
             points.append(("activation", a_low))
         for name, value in points:
@@ -230,7 +236,7 @@ def floor_table() -> str:
             mark = " C−W"
         activation = _gib(a_low) if a_low == a_high else f"{_gib(a_low)}–{_gib(a_high)}"
         lines.append(
-            head + f"| {_gib(p['weights'])} / {_gib(f.weights.bytes)} "
+            head + f"| {_gib(p['weights'])} / {_span(f.weights.bytes, f.weights_high)} "
             f"| {_gib(p['activation'])} / {activation} "
             f"| {_gib(measured)} / {_gib(f.non_torch[0])}–{_gib(f.non_torch[1])}{mark} "
             f"| {_gib(p['pool'])} / {_gib(f.pool[0])}–{_gib(f.pool[1])} "

@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fakplan.engines.rank_weights import RankWeights
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import DOWNCAST
@@ -163,7 +164,7 @@ class VllmFloor:
     """One rank's boot-time memory before the pool, term by term, and the pool left."""
 
     requested: Term
-    weights: Term
+    weights: Term  # its low end where it is a range (``weights_high``)
     activation: Term  # its low end where it is a range (``activation_span``)
     non_torch: tuple[int, int]  # measured range
     pool: tuple[int, int]  # the range the measured terms leave
@@ -181,6 +182,7 @@ class VllmFloor:
     # 0.27 on: what the profiling run leaves allocated that fakplan derives (a mixture's
     # fused-MoE workspaces), counted in ``non_torch`` beside the measured range
     persistent: Term | None = None
+    weights_high: int | None = None  # the top of the weights' interval, where they have one
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -194,6 +196,7 @@ class Unknown:
 
     reason: str
     weights: int | None = None
+    weights_high: int | None = None  # the top of the weights' interval, where they have one
 
 
 def _release_read(version: str) -> str | None:
@@ -284,6 +287,11 @@ def _peak_unread(text: dict[str, Any], model_type: str) -> str:
         return (
             "the activation peak of Mamba-2 layers (their chunked-scan workspaces and the "
             "hybrid's non-gated MoE) is not read"
+        )
+    if model_type == "gpt_oss":
+        return (
+            "the activation peak of gpt-oss's MXFP4 experts (the Triton kernels' "
+            "workspaces beside its attention sinks) is not read"
         )
     if model_type in SWA_HYBRID_FAMILIES:
         return (
@@ -431,14 +439,16 @@ def vllm_floor(
         capability=capability, sms=sms,
     )  # fmt: skip
     if weights is None:
-        return Unknown(weights_refusal(text, model_type, quantization, tp, 1, capability))
-    if served not in {"bf16", "fp16"}:
-        return Unknown(f"a {served} served model: its sampler peak is not read", weights.bytes)
-    if spec_tokens:
         return Unknown(
+            weights_refusal(text, model_type, quantization, tp, 1, capability, served=served)
+        )
+    if served not in {"bf16", "fp16"}:
+        return _unknown(f"a {served} served model: its sampler peak is not read", weights)
+    if spec_tokens:
+        return _unknown(
             "a speculative draft: the drafter's share of the profiling run and of the CUDA "
             "graphs is not read",
-            weights.bytes,
+            weights,
         )
     key = f"tp{tp}"
     release = parse_version(version)[:2]
@@ -450,18 +460,18 @@ def vllm_floor(
             if consumed_era
             else "vLLM's non-torch memory"
         )
-        return Unknown(f"TP {tp}: no public boot measures {what} there", weights.bytes)
+        return _unknown(f"TP {tp}: no public boot measures {what} there", weights)
     if "vision_config" in text or "vocab_size" not in text:
-        return Unknown(
-            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but the activation "
+        return _unknown(
+            f"{model_type}: weights counted ({_counted(weights)} per rank), but the activation "
             "peak of a model with a vision tower (the profiling run of its encoder) is not read",
-            weights.bytes,
+            weights,
         )
     unread_peak = _peak_unread(text, model_type)
     if unread_peak:
-        return Unknown(
-            f"{model_type}: weights counted ({weights.bytes:,} B per rank), but {unread_peak}",
-            weights.bytes,
+        return _unknown(
+            f"{model_type}: weights counted ({_counted(weights)} per rank), but {unread_peak}",
+            weights,
         )
     traits = ModelTraits(
         architectures=tuple(str(a) for a in text.get("architectures") or ()),
@@ -500,17 +510,19 @@ def vllm_floor(
         if not graphs_estimated(version, choice.runner):
             graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
         elif choice.runner == "v2":
-            return Unknown(
+            return _unknown(
                 f"vllm {version}: the V2 runner's CUDA-graph estimate (0.29 on, "
                 "v1/worker/gpu/cudagraph_utils.py) is measured by capturing graphs, and no "
                 f"public boot measures it yet ({choice.why})",
-                weights.bytes,
+                weights,
             )
         else:
             count = capture_sizes(max_num_seqs, batched_tokens)
             found = graph_estimate(tp, count)
             if found is None:
-                return Unknown(f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate")
+                return _unknown(
+                    f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate", weights
+                )
             graphs, graph_text = (found[0], found[1]), found[2]
     low, high = measured[key]
     persistent: Term | None = None
@@ -532,12 +544,14 @@ def vllm_floor(
     a_low, a_high = activation.bytes, activation_high or activation.bytes
     g_low, g_high = graphs or (0, 0)
     base = requested - weights.bytes
+    w_spread = weights.top - weights.bytes
     return VllmFloor(
         requested=request,
         weights=Term(weights.bytes, weights.derivation),
+        weights_high=weights.high,
         activation=activation,
         non_torch=(low, high),
-        pool=(base - a_high - high - g_high, base - a_low - low - g_low),
+        pool=(base - w_spread - a_high - high - g_high, base - a_low - low - g_low),
         cuda_graph=graphs,
         graph_derivation=graph_text,
         activation_high=activation_high,
@@ -546,6 +560,17 @@ def vllm_floor(
         era="consumed" if consumed_era else "profile",
         persistent=persistent,
     )
+
+
+def _counted(weights: RankWeights) -> str:
+    return (
+        f"{weights.bytes:,} B" if weights.high is None else f"{weights.bytes:,}..{weights.high:,} B"
+    )
+
+
+def _unknown(reason: str, weights: RankWeights) -> Unknown:
+    """Why the pool is not predicted, with the weights counted before it stopped."""
+    return Unknown(reason, weights.bytes, weights.high)
 
 
 def _transient_peak(
@@ -630,6 +655,7 @@ def _with_draft_weights(found: Unknown, query: KvQuery, served: str) -> Unknown:
             f"{found.reason}; the weights are the target's alone ({method}'s own tensors are "
             "not counted)",
             found.weights,
+            found.weights_high,
         )
     counted = vllm_rank_weights(draft.text_config, draft.architecture, tp=query.tp, served=served)
     if counted is None or found.weights is None:
@@ -638,4 +664,7 @@ def _with_draft_weights(found: Unknown, query: KvQuery, served: str) -> Unknown:
         f"{found.reason}; the weights are the target's {found.weights:,} B and the draft "
         f"model's {counted.bytes:,} B ({counted.derivation})",
         found.weights + counted.bytes,
+        None
+        if found.weights_high is None and counted.high is None
+        else (found.weights_high or found.weights) + counted.top,
     )

@@ -77,11 +77,11 @@ def vllm_sizing(
         query, card_total=total, utilization=fraction, sms=sms, max_num_seqs=max_num_seqs
     )
     if isinstance(found, Unknown):
-        return SizingUnknown(found.reason, found.weights)
+        return SizingUnknown(found.reason, found.weights, found.weights_high)
     a_low, a_high = found.activation_span
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
-                  found.weights.bytes, found.weights.derivation),
+                  found.weights_high or found.weights.bytes, found.weights.derivation),
         _activation_term(found, a_low, a_high),
         _measured_term(found, query.tp),
         *_graph_terms(found),
@@ -102,7 +102,7 @@ def vllm_sizing(
         requested_bytes=found.requested.bytes,
         requested_derivation=found.requested.derivation,
         terms=terms,
-        weights_bytes=found.weights.bytes,
+        weights_bytes=found.weights_high or found.weights.bytes,
         details=details,
     )
 

@@ -376,21 +376,20 @@ def test_deepseek_v3_fp8_tp8_by_hand() -> None:
     assert found is not None and found.bytes == total
 
 
-# the catalog's architectures whose weights fakplan does not count yet (issue 30), each
-# for the reason weights_unknown gives: MXFP4 and NVFP4 checkpoints, hybrids with linear
-# attention or Mamba layers, and models whose layers are not read
+# the catalog's architectures whose weights fakplan does not count yet (issue 30) on an
+# H100 (compute capability 9.0), each for the reason weights_refusal gives: NVFP4
+# checkpoints and Gemma 4's layers
 NOT_COUNTED = {
     "gemma4_text",
-    "gpt_oss",
     "qwen3_5_moe_text",  # nvidia's NVFP4 checkpoints: NVFP4 is not counted
     "qwen3_5_text",
 }
 
 
 def test_the_catalog_architectures_counted() -> None:
-    """Every catalog model's weights per rank are counted at TP 1, or it is one of the
-    architectures listed above, with a reason."""
-    from fakplan.engines.weights import weights_unknown
+    """Every catalog model's weights per rank are counted at TP 1 on an H100, or it is one
+    of the architectures listed above, with a reason."""
+    from fakplan.engines.weights import weights_refusal
     from fakplan.geometry.catalog import catalog_ids, lookup
 
     missing: dict[str, str] = {}
@@ -398,8 +397,8 @@ def test_the_catalog_architectures_counted() -> None:
         geometry = lookup(model_id)
         assert geometry is not None and geometry.text_config is not None
         text, family = geometry.text_config, geometry.architecture
-        if vllm_rank_weights(text, family) is None:
-            missing[family] = weights_unknown(text, family, None)
+        if vllm_rank_weights(text, family, capability="9.0") is None:
+            missing[family] = weights_refusal(text, family, None, 1, 1, "9.0")
     assert set(missing) == NOT_COUNTED
     assert all(reason for reason in missing.values())
 
@@ -581,3 +580,69 @@ def test_what_vllm_would_not_build_is_refused_not_counted(
     config = {**config, **change}
     assert vllm_rank_weights(config, family, tp=tp, pp=pp) is None
     assert weights_refusal(config, family, None, tp, pp)
+
+
+def test_gpt_oss_20b_tp2_on_hopper_by_hand() -> None:
+    """gpt-oss-20b at TP 2 on compute capability 9.0 (Triton), vLLM 0.19.0's
+    quantization/mxfp4.py and the wheel's triton_kernels Hopper layouts, by hand:
+
+    - the vocab matrices: 201,088 (a multiple of 64) / 2 = 100,544 rows x 2,880, twice;
+    - per layer, in bf16: 32 sinks; qkv (32 + 2 x 4 heads) x 64 = 2,560 out of 2,880 in,
+      its bias; o 2,048 x 2,880 and its bias 2,880 (a row-parallel bias is whole); the
+      router 2,880 x 32 + 32; two norms of 2,880;
+    - the experts: 2,880 / 2 = 1,440 per rank, rounded up to 64 for Triton: I' = 1,472.
+      Loaded: w13 32 x 2,944 x 1,440 B, its scales 32 x 2,944 x 90, w2 32 x 2,880 x 736,
+      its scales 32 x 2,880 x 46, biases 32 x (2,944 + 2,880) x 2 B. After the load: w13
+      swizzled to 32 x 1,472 x 2,944 (1,440 padded to 64) and w2 to 32 x 768 x 2,880
+      replace the originals; new scales of 32 x 3,072 (rows padded to 256) x 90 and x 46
+      (even already) join the originals; the biases become float32 (4 B, not 2);
+    - the final norm 2,880; the float32 YaRN rotary cache 4,096 x 32 positions x 64 x 4 B.
+    """
+    attention = 32 + 2_880 * 2_560 + 2_560 + 2_048 * 2_880 + 2_880
+    bf16 = attention + 2_880 * 32 + 32 + 2 * 2_880
+    experts = (
+        32 * 1_472 * 2_944  # w13, swizzled
+        + 32 * 2_944 * 90 + 32 * 3_072 * 90  # w13 scales, original and swizzled
+        + 32 * 768 * 2_880  # w2, swizzled
+        + 32 * 2_880 * 46 + 32 * 3_072 * 46  # w2 scales
+        + 32 * (2_944 + 2_880) * 4  # biases in float32
+    )  # fmt: skip
+    total = 2 * 100_544 * 2_880 * 2 + 24 * (bf16 * 2 + experts) + 2_880 * 2
+    total += 4_096 * 32 * 64 * 4
+    config = json.loads((PUBLIC / "configs" / "openai--gpt-oss-20b" / "config.json").read_text())
+    found = vllm_rank_weights(config, "gpt_oss", tp=2, capability="9.0")
+    assert found is not None and found.bytes == total and found.high is None
+
+
+def test_gpt_oss_20b_print_inside_the_interval() -> None:
+    """prof-013 (vLLM 0.19.0, H100, TP 2) printed 7.01 GiB. The count is an interval, from
+    the live tensors' bytes to the allocator's blocks with no freed block reused; the
+    print (7.005-7.015 GiB) lies inside it, and the interval is narrow (under 1 %)."""
+    assert "Model loading took 7.01 GiB" in (PUBLIC / "profiler/prof-013.log").read_text()
+    config = json.loads((PUBLIC / "configs" / "openai--gpt-oss-20b" / "config.json").read_text())
+    found = vllm_rank_weights(config, "gpt_oss", tp=2, capability="9.0", cuda_blocks=True)
+    assert found is not None and found.high is not None
+    low, _, high = printed_interval("7.01 GiB")
+    assert found.bytes <= low and high <= found.high
+    assert found.high - found.bytes < found.bytes // 100
+
+
+@pytest.mark.parametrize(
+    ("change", "tp", "capability", "said"),
+    [
+        ({}, 1, None, "give the card's compute capability"),
+        ({}, 1, "8.0", "Marlin before 9.0"),
+        ({}, 1, "10.0", "FlashInfer"),
+        ({}, 3, "9.0", "do not split evenly"),
+        ({"quantization_config": None}, 1, "9.0", "read for the published mxfp4"),
+    ],
+)
+def test_gpt_oss_refused_where_its_kernel_is_not_read(
+    change: dict[str, Any], tp: int, capability: str | None, said: str
+) -> None:
+    from fakplan.engines.weights import weights_refusal
+
+    config = json.loads((PUBLIC / "configs" / "openai--gpt-oss-20b" / "config.json").read_text())
+    config = {**config, **change}
+    assert vllm_rank_weights(config, "gpt_oss", tp=tp, capability=capability) is None
+    assert said in weights_refusal(config, "gpt_oss", None, tp, 1, capability)

@@ -1,0 +1,21 @@
+"""The weights one rank holds, as counted from a config: the record every counter returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """``bytes`` with its derivation; ``high``: the top of an interval where the caching
+    allocator's reuse of freed blocks decides the rest (None: exact)."""
+
+    bytes: int
+    derivation: str
+    high: int | None = None
+
+    @property
+    def top(self) -> int:
+        return self.bytes if self.high is None else self.high
