@@ -84,7 +84,7 @@ CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096
 # non-torch memory measured in vLLM 0.19.0 boots on H100 80GB (llm-d-planner, PR #205):
 # (low, high) bytes as printed ("non-torch forward increase memory"), the min-max per TP of
 # the fit set: every boot of tests/data/public/profiler and the dev corpus that ran a release
-# in READ at PP 1 and prints the term (34 boots, 12 configs; tests/engines/vllm/test_vllm_floor
+# in READ at PP 1 and prints the term (37 boots, 12 configs; tests/engines/vllm/test_vllm_floor
 # refits it). Scored with each boot's model left out in docs/arithmetic.md.
 NON_TORCH_MEASURED = {
     "tp1": (round(0.24 * GIB), round(0.27 * GIB)),
@@ -123,7 +123,7 @@ REDUNDANCY = 150 << 20
 # per-graph" of the 0.19.0 H100 boots of tests/data/public/profiler (the fit set), by TP,
 # in MiB: (first low, first high, FULL per-graph low, high, PIECEWISE per-graph low, high)
 GRAPH_ESTIMATE_MEASURED = {
-    # prof-001, -005..-007, -011, -012, -014, -015, -022, -023; prof-023 (phi-4, added after
+    # prof-001, -005..-007, -011, -012, -014, -015, -022..-026; prof-023 (phi-4, added after
     # the first fit) printed 4 MiB per FULL graph, below the 6 fitted before it
     "tp1": (112, 522, 4, 10, 6, 12),
     "tp2": (128, 268, 6, 14, 6, 26),  # prof-002, -008, -010, -013
