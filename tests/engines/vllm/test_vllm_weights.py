@@ -658,3 +658,19 @@ def test_gpt_oss_refused_where_its_kernel_is_not_read(
     config = {**config, **change}
     assert vllm_rank_weights(config, "gpt_oss", tp=tp, capability=capability) is None
     assert said in weights_refusal(config, "gpt_oss", None, tp, 1, capability)
+
+
+@pytest.mark.parametrize(("stage", "printed"), [(0, "4.26"), (1, "3.28"), (2, "3.28"), (3, "4.26")])
+def test_each_stage_of_a_pp4_boot_inside_its_print(stage: int, printed: str) -> None:
+    """Llama-3.1-8B at PP 4 (vLLM 0.19.0, H100): every stage prints its own weights. The
+    first holds the embedding and 8 layers, the middle two 8 layers each, the last 8
+    layers, the final norm and lm_head (get_pp_indices; untied)."""
+    lines = (PUBLIC / "weights/llama-3.1-8b-pp4-h100-v0.19.0.log").read_text().splitlines()
+    pattern = rf"Worker_PP{stage} .*weights memory: ([0-9.]+)GiB"
+    found = [m[1] for line in lines if (m := re.search(pattern, line))]
+    assert found == [printed]
+    low, _, high = printed_interval(f"{printed} GiB")
+    weights = _weights(
+        "meta-llama--Llama-3.1-8B-Instruct", "llama", pp=4, stage=stage, cuda_blocks=True
+    )
+    assert low <= weights <= high
