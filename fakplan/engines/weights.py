@@ -187,7 +187,7 @@ def _layer_tensors(
     # attention_bias, o never; mixtral.py: none; read in v0.13.0)
     bias = bool(text.get("attention_bias"))
     qkv_bias = model_type == "qwen2" or (bias and model_type != "mixtral")
-    o_bias = bias and model_type in ("llama", "mistral")
+    o_bias = bias and model_type in ("llama", "mistral", "granite")
     out: Tensors = [Tensor(hidden * (q + 2 * kv_rank), True, q + 2 * kv_rank, 3)]  # qkv_proj
     if qkv_bias:
         out.append(Tensor(q + 2 * kv_rank))  # q, k, v biases, split with their columns
@@ -205,7 +205,12 @@ def _layer_tensors(
         # MixtralMoE builds its gate before FusedMoE; Qwen3MoeSparseMoeBlock after
         out += [router, *experts] if model_type == "mixtral" else [*experts, router]
     else:
-        out += _mlp(hidden, int(text["intermediate_size"]) // tp)
+        share = int(text["intermediate_size"]) // tp
+        out += _mlp(hidden, share)
+        if text.get("mlp_bias") and model_type in ("llama", "mistral", "granite"):
+            # LlamaMLP / GraniteMLP(bias=mlp_bias): gate_up's split with its columns,
+            # down's whole on every rank
+            out += [Tensor(2 * share), Tensor(hidden)]
     return attention, [*out, Tensor(hidden), Tensor(hidden)]  # input, post-attention norms
 
 

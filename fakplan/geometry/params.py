@@ -27,8 +27,10 @@ from typing import Any, NamedTuple
 from fakplan.dtypes import element_type
 
 # phi3 (Phi-3, Phi-4): the llama layout with q/k/v and gate/up fused in the checkpoint,
-# the same tensors' elements (vLLM's Phi3ForCausalLM is a LlamaForCausalLM)
-DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
+# the same tensors' elements (vLLM's Phi3ForCausalLM is a LlamaForCausalLM); granite: the
+# llama layout (models/granite.py, v0.19.0: q/k/v and o biased by attention_bias, gate_up and
+# down by mlp_bias; its multipliers are scalars of the config, not tensors)
+DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite")
 MOE_FAMILIES = ("qwen3_moe", "mixtral")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 

@@ -49,6 +49,15 @@ def test_llama_8b_tp2_by_hand() -> None:
         # 57 MiB and 2 MiB above the plain sum: blocks the allocator leaves whole
         ("Qwen--Qwen2.5-7B-Instruct", "qwen2", 1, 1, "14.25 GiB", "corpus/vllm-421.log"),
         ("mistralai--Mixtral-8x7B-v0.1", "mixtral", 2, 1, "43.51 GiB", "corpus/vllm-420.log"),
+        # granite: the llama layout, tied, vocab 49,159 padded to 49,216
+        (
+            "ibm-granite--granite-3.3-8b-instruct",
+            "granite",
+            1,
+            1,
+            "15.25 GiB",
+            "weights/granite-3.3-8b-h100-v0.19.0.log",
+        ),
     ],
 )
 def test_inside_the_printed_rounding(
@@ -674,3 +683,24 @@ def test_each_stage_of_a_pp4_boot_inside_its_print(stage: int, printed: str) -> 
         "meta-llama--Llama-3.1-8B-Instruct", "llama", pp=4, stage=stage, cuda_blocks=True
     )
     assert low <= weights <= high
+
+
+def test_granites_pool_is_unknown_for_the_reason_its_boots_print() -> None:
+    """granite's weights are counted, but its three public 0.19.0 boots print 0.46 GiB of
+    non-torch memory, outside the range every other dense model's boots give: the pool is
+    not predicted, and the reason says so."""
+    from fakplan.engines.vllm.floor import Unknown, vllm_floor
+
+    text = (PUBLIC / "weights/granite-3.3-8b-h100-v0.19.0.log").read_text()
+    assert "non-torch forward increase memory: 0.46GiB" in text
+    config = json.loads(
+        (PUBLIC / "configs" / "ibm-granite--granite-3.3-8b-instruct" / "config.json").read_text()
+    )
+    found = vllm_floor(
+        config, "granite", version="0.19.0", tp=1, pp=1, card_total=85_030_000_000,
+        utilization=0.95, batched_tokens=8192, max_num_seqs=1024, sms=132,
+    )  # fmt: skip
+    assert isinstance(found, Unknown) and "0.46 GiB of non-torch memory" in found.reason
+    assert found.weights == _weights(
+        "ibm-granite--granite-3.3-8b-instruct", "granite", cuda_blocks=True
+    )
