@@ -231,7 +231,8 @@ def test_cli_end_to_end(llama_server: RunningServer, tmp_path: Path) -> None:
         "2",
         "--json",
     )
-    assert first.exit_code == 0, first.output
+    # exit 1 is a killed verdict (asserted below), never a crash
+    assert first.exit_code in (0, 1), first.output
     doc = json.loads(first.stdout)  # progress lines go to stderr
     assert doc["schema"] == "fakplan.probe/1"
     assert doc["server"]["flavour"] == "llama-cpp-python"
