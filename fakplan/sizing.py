@@ -53,10 +53,9 @@ class SizingUnknown:
     weights_high: int | None = None  # the top of the weights' interval, where they have one
 
 
-def _weights_text(s: SizingUnknown) -> str:
-    if s.weights_high is None:
-        return f"{s.weights_bytes:,} B"
-    return f"{s.weights_bytes:,}..{s.weights_high:,} B"
+def bytes_span(low: int, high: int | None) -> str:
+    """A count in bytes, or its interval where it has a top of its own."""
+    return f"{low:,} B" if high is None else f"{low:,}..{high:,} B"
 
 
 @dataclass(frozen=True)
@@ -198,7 +197,7 @@ class SizedPool:
             counted = (
                 []
                 if s.weights_bytes is None
-                else [f"weights per rank: {_weights_text(s)} (counted)"]
+                else [f"weights per rank: {bytes_span(s.weights_bytes, s.weights_high)} (counted)"]
             )
             return [f"engine-sized pool: unknown ({s.reason})", *counted]
         interval = self.pool_interval

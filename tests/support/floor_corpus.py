@@ -210,7 +210,7 @@ def floor_table() -> str:
         seen[2] += 1
         pool = (f.pool[0] + f.pool[1]) // 2
         a_low, a_high = f.activation_span
-        points = [("weights", (f.weights.bytes + (f.weights_high or f.weights.bytes)) // 2)]
+        points = [("weights", (f.weights.bytes + f.weights.top) // 2)]
         if a_low == a_high:  # a range (the V2 runner's) is scored by the pool it leaves
             points.append(("activation", a_low))
         for name, value in points:
@@ -236,7 +236,7 @@ def floor_table() -> str:
             mark = " C−W"
         activation = _gib(a_low) if a_low == a_high else f"{_gib(a_low)}–{_gib(a_high)}"
         lines.append(
-            head + f"| {_gib(p['weights'])} / {_span(f.weights.bytes, f.weights_high)} "
+            head + f"| {_gib(p['weights'])} / {_span(f.weights.bytes, f.weights.high)} "
             f"| {_gib(p['activation'])} / {activation} "
             f"| {_gib(measured)} / {_gib(f.non_torch[0])}–{_gib(f.non_torch[1])}{mark} "
             f"| {_gib(p['pool'])} / {_gib(f.pool[0])}–{_gib(f.pool[1])} "

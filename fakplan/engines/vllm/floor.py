@@ -78,6 +78,7 @@ from fakplan.engines.weights import (
 )
 from fakplan.geometry.params import MOE_FAMILIES, moe_layout
 from fakplan.kv import KvQuery
+from fakplan.sizing import bytes_span
 
 GIB = 1 << 30
 CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096 KiB x 8
@@ -166,7 +167,7 @@ class VllmFloor:
     """One rank's boot-time memory before the pool, term by term, and the pool left."""
 
     requested: Term
-    weights: Term  # its low end where it is a range (``weights_high``)
+    weights: RankWeights  # with the top of its interval where it has one
     activation: Term  # its low end where it is a range (``activation_span``)
     non_torch: tuple[int, int]  # measured range
     pool: tuple[int, int]  # the range the measured terms leave
@@ -184,7 +185,6 @@ class VllmFloor:
     # 0.27 on: what the profiling run leaves allocated that fakplan derives (a mixture's
     # fused-MoE workspaces), counted in ``non_torch`` beside the measured range
     persistent: Term | None = None
-    weights_high: int | None = None  # the top of the weights' interval, where they have one
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -472,14 +472,14 @@ def vllm_floor(
         return _unknown(f"TP {tp}: no public boot measures {what} there", weights)
     if "vision_config" in text or "vocab_size" not in text:
         return _unknown(
-            f"{model_type}: weights counted ({_counted(weights)} per rank), but the activation "
+            f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per rank), but the activation "
             "peak of a model with a vision tower (the profiling run of its encoder) is not read",
             weights,
         )
     unread_peak = _peak_unread(text, model_type)
     if unread_peak:
         return _unknown(
-            f"{model_type}: weights counted ({_counted(weights)} per rank), but {unread_peak}",
+            f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per rank), but {unread_peak}",
             weights,
         )
     traits = ModelTraits(
@@ -556,8 +556,7 @@ def vllm_floor(
     w_spread = weights.top - weights.bytes
     return VllmFloor(
         requested=request,
-        weights=Term(weights.bytes, weights.derivation),
-        weights_high=weights.high,
+        weights=weights,
         activation=activation,
         non_torch=(low, high),
         pool=(base - w_spread - a_high - high - g_high, base - a_low - low - g_low),
@@ -568,12 +567,6 @@ def vllm_floor(
         runner_rule=choice.why,
         era="consumed" if consumed_era else "profile",
         persistent=persistent,
-    )
-
-
-def _counted(weights: RankWeights) -> str:
-    return (
-        f"{weights.bytes:,} B" if weights.high is None else f"{weights.bytes:,}..{weights.high:,} B"
     )
 
 

@@ -81,7 +81,7 @@ def vllm_sizing(
     a_low, a_high = found.activation_span
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
-                  found.weights_high or found.weights.bytes, found.weights.derivation),
+                  found.weights.top, found.weights.derivation),
         _activation_term(found, a_low, a_high),
         _measured_term(found, query.tp),
         *_graph_terms(found),
@@ -102,7 +102,7 @@ def vllm_sizing(
         requested_bytes=found.requested.bytes,
         requested_derivation=found.requested.derivation,
         terms=terms,
-        weights_bytes=found.weights_high or found.weights.bytes,
+        weights_bytes=found.weights.top,
         details=details,
     )
 

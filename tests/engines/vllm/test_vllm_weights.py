@@ -701,6 +701,5 @@ def test_granites_pool_is_unknown_for_the_reason_its_boots_print() -> None:
         utilization=0.95, batched_tokens=8192, max_num_seqs=1024, sms=132,
     )  # fmt: skip
     assert isinstance(found, Unknown) and "0.46 GiB of non-torch memory" in found.reason
-    assert found.weights == _weights(
-        "ibm-granite--granite-3.3-8b-instruct", "granite", cuda_blocks=True
-    )
+    low, _, high = printed_interval("15.25 GiB")  # its "Model loading took"
+    assert found.weights is not None and low <= found.weights <= high
