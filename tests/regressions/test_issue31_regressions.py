@@ -72,9 +72,10 @@ def test_kv_pool_over_several_ranks_says_the_engine_keeps_the_smallest() -> None
 
 def test_a_small_slot_count_is_said_to_be_outside_the_measured_range() -> None:
     """ "At max_num_seqs: 4 the predicted activation peak of Llama-3.1-8B is 59,631,616 B —
-    less than one MLP gate_up output for 2,048 tokens": the derivation now says the forward's
-    MLP intermediate (2,048 x 3 x 14,336 x 2 B = 176,160,768 B) outgrows the sampler there,
-    outside the 1,024-slot boots the peak was fitted on; at 1,024 slots it says nothing."""
+    less than one MLP gate_up output for 2,048 tokens": the peak is now a range up to the
+    forward's estimate, where the MLP intermediate (2,048 x 3 x 14,336 x 2 B = 176,160,768 B)
+    outgrows the sampler, said to be outside the 1,024-slot boots the sampler's model was
+    checked on, and the pool's low end takes the top; at 1,024 slots it is one figure."""
     base = [
         "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
         "--gpu-memory-utilization", "0.9", "--card-total", "24 GiB", "--json",
@@ -82,10 +83,19 @@ def test_a_small_slot_count_is_said_to_be_outside_the_measured_range() -> None:
     small = json.loads(_run(*base, "--max-num-seqs", "4").output)
     text = small["floor"]["activation_derivation"]
     assert "outside the measured range" in text and "176,160,768 B" in text
+    # sampler 4 x 128,256 x (14 + 4) B, hidden states 2 x 2,048 x 4,096 + 4 x 4 x 4,096,
+    # cuBLAS 32 MiB; the forward: 2 x 2 x 2,048 x 4,096 + 176,160,768 B, + cuBLAS
+    sampler_model = 4 * 128_256 * 18 + 2 * 2048 * 4096 + 4 * 4 * 4096 + (32 << 20)
+    forward = 2 * 2 * 2048 * 4096 + 2048 * 3 * 14_336 * 2 + (32 << 20)
+    assert small["floor"]["activation_range"] == [sampler_model, forward]
+    (peak,) = [t for t in small["sizing"]["terms"] if t["id"] == "activation-peak"]
+    assert (peak["low_bytes"], peak["high_bytes"]) == (sampler_model, forward)
     large = json.loads(
         _run(*base[:-3], "--card-total", "79.19 GiB", "--json", "--max-num-seqs", "1024").output
     )
     assert "outside the measured range" not in large["floor"]["activation_derivation"]
+    low, high = large["floor"]["activation_range"]
+    assert low == high
 
 
 # "llama.cpp: for models with sliding-window or recurrent layers, counts from a printed pool

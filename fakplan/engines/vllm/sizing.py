@@ -143,7 +143,7 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
         CONTEXT_MEASURED[key],
         GRAPHS_MEASURED[key],
     )
-    activation = found.activation_span[1]  # the top of its range (the V2 runner has one)
+    activation = found.activation_span[1]  # the top of its range (V2 runner; few slots)
     ceiling = total - context - activation - torch_high - graphs - REDUNDANCY
     tp = f"at TP {shape.parallel.tensor}"
     return ceiling, (

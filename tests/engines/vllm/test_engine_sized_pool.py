@@ -364,15 +364,19 @@ def test_a_stated_pair_gets_a_predicted_ceiling(tmp_path: Path) -> None:
     too low). The ceiling is the card less what must fit beside the pair while serving,
     each at the top measured at TP 1 in the 0.19.0 H100 boots of tests/data/public: the
     CUDA context at init (0.61 GiB printed, so 0.615), non-torch (0.27), the CUDA graphs
-    (1.57, so 1.575), vLLM's 150 MiB margin, and the activation peak, which at 8 rows is
-    the hidden states, 2 x 8,192 x 4,096 B + 4 x 8 x 4,096 B, the 32 MiB cuBLAS workspace
-    and 8 x 128,256 x 14 B + the Triton buffer 8 x 128,256 x 4 B of sampler."""
+    (1.57, so 1.575), vLLM's 150 MiB margin, and the activation peak at the top of its
+    range: at 8 rows the sampler (8 x 128,256 x 14 B + the Triton buffer 8 x 128,256 x 4 B,
+    the hidden states 2 x 8,192 x 4,096 B + 4 x 8 x 4,096 B, the 32 MiB cuBLAS workspace) is
+    outgrown by the forward's estimate: 2 x 2 x 8,192 x 4,096 B of hidden states and the
+    MLP's gate_up and activation, 8,192 x 3 x 14,336 x 2 B, + cuBLAS."""
     gib = 1 << 30
     plan = compile_plan(load_shape(_pair_shape(tmp_path)))
     argv = plan.launch.roles[0].argv
     assert "--kv-cache-memory-bytes" in argv and "--gpu-memory-utilization" not in argv
     assert plan.ceiling_basis == "predicted"
-    activation = 2 * 8192 * 4096 + 4 * 8 * 4096 + (32 << 20) + 8 * 128_256 * 18
+    sampler = 2 * 8192 * 4096 + 4 * 8 * 4096 + (32 << 20) + 8 * 128_256 * 18
+    activation = 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + (32 << 20)
+    assert activation > sampler
     total = round(79.19 * gib)
     by_hand = (
         total
