@@ -184,12 +184,20 @@ class SizedPool:
         return {
             "sizing": {
                 "pool_range": [interval[0], interval[2]],
+                "card_total_range": [s.total_bytes, self._high_total],
+                "card_total_derivation": s.total_derivation,
                 "requested_bytes": s.requested_bytes,
                 "requested_derivation": s.requested_derivation,
                 "terms": [term_fields(t) for t in s.terms],
             },
             "floor": floor,
         }
+
+    @property
+    def _high_total(self) -> int:
+        low, high = self.low_card, self.high_card
+        assert isinstance(low, EngineSizing)
+        return low.total_bytes if high is None else high.total_bytes
 
     def lines(self) -> list[str]:
         s = self.low_card
@@ -204,6 +212,7 @@ class SizedPool:
         assert interval is not None
         low, _, high = interval
         lines = [
+            f"card total {s.total_derivation}",
             f"requested {s.requested_derivation}",
             *(f"{t.id} {f'x {s.fraction:g}: ' if t.scaled else ''}{t.derivation}" for t in s.terms),
             *(

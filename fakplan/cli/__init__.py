@@ -285,7 +285,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cards": (
         "fakplan.cli.cards",
         "cards",
-        "The cards fakplan knows by card.sku: bandwidth, peaks, SMs, capability, link, sources.",
+        "The cards fakplan knows by card.sku: CUDA total, bandwidth, peaks, SMs, capability, link.",
     ),
     "probe": (
         "fakplan.cli.probe",

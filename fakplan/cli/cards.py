@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fakplan.cards import CARDS
+from fakplan.cuda_totals import cuda_total
 
 _DTYPES = ("bf16", "fp8", "int8", "fp4")
 
@@ -17,7 +18,7 @@ _DTYPES = ("bf16", "fp8", "int8", "fp4")
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.cards/1).")
 def cards(as_json: bool) -> None:
-    """The cards fakplan knows by card.sku: bandwidth, peaks, SMs, capability, link, sources.
+    """The cards fakplan knows by card.sku: CUDA total, bandwidth, peaks, SMs, capability, link.
 
     CC is the CUDA compute capability. Memory bandwidth bounds decode, the dense tensor peak per dtype bounds prefill
     (int8 in TOPS); the link (NVLink, PCIe) joins tensor ranks. Each row names the
@@ -44,13 +45,14 @@ def cards(as_json: bool) -> None:
                 "nvml_names": list(c.nvml_names),
                 "sources": list(c.sources),
                 "checked": c.checked,
+                "cuda_total": _cuda_json(c.sku),
             }
             for c in CARDS
         ]
         click.echo(json.dumps({"schema": "fakplan.cards/1", "cards": rows}, indent=2))
         return
     table = Table(show_header=True, header_style="bold")
-    for column in ("sku", "memory", "GB/s", *_DTYPES, "SMs", "CC", "link"):
+    for column in ("sku", "memory", "CUDA", "GB/s", *_DTYPES, "SMs", "CC", "link"):
         table.add_column(
             column, justify="left" if column in ("sku", "link") else "right", no_wrap=True
         )
@@ -59,6 +61,7 @@ def cards(as_json: bool) -> None:
         table.add_row(
             Text(c.sku),
             Text(c.memory),
+            _cuda_text(c.sku),
             f"{c.bandwidth / 1e9:,.0f}",
             *peaks,
             str(c.sms) if c.sms else "—",
@@ -66,8 +69,36 @@ def cards(as_json: bool) -> None:
             c.link,
         )
     console = Console(highlight=False)
-    Console(highlight=False, width=max(console.width, 100)).print(table)
+    Console(highlight=False, width=max(console.width, 112)).print(table)
     click.echo(
-        "dense TFLOP/s (int8: TOPS); CC: CUDA compute capability; sources and how each row "
-        "was checked: --json"
+        "dense TFLOP/s (int8: TOPS); CC: CUDA compute capability; CUDA: the total CUDA "
+        "reports, as public logs print it (* under a setting of their own, e.g. WSL2), which "
+        "card.total takes where a shape leaves it out; sources and how each row was "
+        "checked: --json"
     )
+
+
+def _cuda_text(sku: str) -> str:
+    found = cuda_total(sku)
+    if found is None:
+        return "—"
+    return " / ".join(
+        dict.fromkeys(
+            p.printed.removesuffix(" GiB") + ("*" if p.setting else "") for p in found.prints
+        )
+    )
+
+
+def _cuda_json(sku: str) -> dict[str, object] | None:
+    found = cuda_total(sku)
+    if found is None:
+        return None
+    low, high = found.interval
+    return {
+        "range_bytes": [low, high],
+        "card_total": found.plain,
+        "prints": [
+            {"printed": p.printed, "line": p.line, "source": p.source, "setting": p.setting or None}
+            for p in found.prints
+        ],
+    }

@@ -15,6 +15,7 @@ from rich.text import Text
 from fakplan.cards import CAPABILITY_PATTERN, card_sku, unknown_sku
 from fakplan.cli import FiniteRange, speculative_config
 from fakplan.contract import exact_number
+from fakplan.cuda_totals import CUDA_TOTALS, cuda_total
 from fakplan.engines import (
     DEFAULT_ENGINE,
     ENGINES,
@@ -183,7 +184,9 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     default=None,
     metavar="SKU",
     help="The card by name (fakplan cards lists them): fills --card-sms and "
-    "--card-capability from the card table where they are not given.",
+    "--card-capability from the card table where they are not given, and --card-total "
+    "with the CUDA total public logs print for it, where they print one (the span of "
+    "them all where they differ).",
 )
 @click.option(
     "--card-capability",
@@ -266,7 +269,7 @@ def kv(
         )
         if value is not None
     }
-    if fractions or card_total is not None:
+    if fractions or card_total is not None:  # --card-sku alone fills only SMs and capability
         if len(fractions) > 1:
             raise click.UsageError(
                 "give one of --pool, --gpu-memory-utilization and --mem-fraction-static"
@@ -276,7 +279,8 @@ def kv(
             raise click.UsageError(f"give --pool or {given}, not both")
         stated_seqs = click.get_current_context().get_parameter_source("max_num_seqs")
         seqs = query["max_num_seqs"] if stated_seqs == ParameterSource.COMMANDLINE else None
-        sizing = _pool_report(kv_query, fractions, card_total, card_sms, seqs)
+        total = _card_total(card_total, card_sku)
+        sizing = _pool_report(kv_query, fractions, total, card_sms, seqs)
         interval = sizing.pool_interval
     result = None
     pool_bytes = None
@@ -349,15 +353,31 @@ def _option(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def _card_total(card_total: str | None, sku: str | None) -> tuple[int, int, str] | None:
+    """The card's total as an interval, with what it came from: --card-total as the
+    interval its digits allow, else the CUDA total public logs print for --card-sku."""
+    if card_total is not None:
+        try:
+            low, _, high = printed_interval(card_total)
+        except UnitsError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
+        return low, high, f"--card-total {card_total}"
+    found = None if sku is None else cuda_total(sku)
+    if found is None:
+        return None
+    low, high = found.interval
+    return low, high, f"--card-sku {found.sku}: {found.sentence()}"
+
+
 def _pool_report(
     query: KvQuery,
     fractions: dict[str, float],
-    card_total: str | None,
+    card: tuple[int, int, str] | None,
     sms: int,
     max_num_seqs: int | None,
 ) -> SizedPool:
     """The pool the engine sizes itself: the fraction given must be its own (its
-    ``sizing_field``), with the card's total, read as the interval its digits allow."""
+    ``sizing_field``), with the card's total as an interval (``_card_total``)."""
     engine = ENGINES[query.engine]
     own = engine.sizing_field
     if not fractions:
@@ -371,13 +391,14 @@ def _pool_report(
             if e.sizing_field == field
         )
         raise click.UsageError(f"{_option(field)} sizes {takers}")
-    if card_total is None:
-        raise click.UsageError(f"give both {_option(field)} and --card-total")
-    try:
-        low, _, high = printed_interval(card_total)
-    except UnitsError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--card-total'") from None
-    text = f"--card-total {card_total}"
+    if card is None:
+        known = ", ".join(t.sku for t in CUDA_TOTALS)
+        raise click.UsageError(
+            f'give both {_option(field)} and --card-total (CUDA\'s total, e.g. "79.19 GiB" '
+            f"on an H100 80GB), or --card-sku of a card whose CUDA total public logs print "
+            f"({known})"
+        )
+    low, high, text = card
     return SizedPool.over_card(
         lambda total: engine.size_pool(
             query, fraction, total, text, sms=sms, max_num_seqs=max_num_seqs

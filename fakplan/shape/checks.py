@@ -293,7 +293,7 @@ def _check_ceiling(loaded: LoadedShape) -> None:
     )
     raise loaded.error(
         f"{ceiling} is above the card's {card} (card.total"
-        f"{', auto' if loaded.card_note else ''}): a ceiling is what one card holds for "
+        f"{', auto' if loaded.budget is not None else ''}): a ceiling is what one card holds for "
         "weights + KV under the engine, at most the card; state the ceiling a boot ledger "
         "of this card measured, or correct card.total",
         *loc,

@@ -124,12 +124,17 @@ class LoadedShape:
 
     @property
     def card_note(self) -> str | None:
-        """Where card.total came from when the shape said 'auto' (the budget's sentence)."""
-        return None if self.budget is None else f"auto: {self.budget.sentence}"
+        """Where card.total came from when the shape said 'auto' (the budget's sentence) or
+        left it out beside card.sku (the CUDA total public logs print for that card)."""
+        if self.budget is None:
+            return self.shape.card.total_from
+        return f"auto: {self.budget.sentence}"
 
     def engine_total(self) -> tuple[int, str]:
         """What an engine sizing its own pool multiplies by its fraction, and why."""
         total = self.shape.card.total
+        if self.budget is None and self.shape.card.total_from is not None:
+            return total, f"card.total {total:,} B: {self.shape.card.total_from}"
         if self.budget is None:
             return total, (
                 f"card.total {total:,} B as stated: the total the engine multiplies "

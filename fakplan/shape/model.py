@@ -15,6 +15,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     Strict,
     StringConstraints,
     TypeAdapter,
@@ -25,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from fakplan.cards import CAPABILITY_PATTERN, CARDS, card_sku, unknown_sku
+from fakplan.cuda_totals import cuda_total
 from fakplan.engines import ENGINES
 from fakplan.errors import SelectorError, UnitsError
 from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
@@ -115,8 +118,12 @@ class Card(Strict_):
     total: CardTotal = Field(
         description="memory of one card, as the vendor or boot ledger states it, or "
         "'auto': the device budget `fakplan budget` reports (NVML, host RAM, or "
-        "FAKPLAN_DEVICE_BUDGET_BYTES), read when the shape is loaded"
+        "FAKPLAN_DEVICE_BUDGET_BYTES), read when the shape is loaded; left out where "
+        "card.sku names a card whose CUDA total public logs print (fakplan cards): that "
+        "figure, which an engine sizing its own pool multiplies"
     )
+    # where card.total came from when the shape left it out (the card table's sentence)
+    _total_from: str | None = PrivateAttr(default=None)
     count: Cards = Field(1, description="cards per node")
     device: Literal["gpu", "cpu"] = Field(
         "gpu",
@@ -176,6 +183,37 @@ class Card(Strict_):
                 {"reason": unknown_sku(value)},
             )
         return row.sku
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _total_from_table(cls, data: Any, handler: ModelWrapValidatorHandler[Card]) -> Card:
+        """card.total left out: the CUDA total public logs print for card.sku, where every
+        print made without a setting of its own (WSL2, MIG) reads one figure."""
+        found = None
+        if isinstance(data, dict) and "total" not in data and isinstance(data.get("sku"), str):
+            row = card_sku(data["sku"])
+            found = None if row is None else cuda_total(row.sku)
+            if found is not None and found.plain is not None:
+                data = {**data, "total": found.plain}
+            elif row is not None:
+                printed = "" if found is None else f" ({found.sentence()})"
+                raise PydanticCustomError(
+                    "card_total",
+                    "card.total is required: no public log fakplan holds ties one figure to "
+                    "an {sku} on its own{printed}; state CUDA's total of the card, e.g. "
+                    '"79.19 GiB" on an H100 80GB (torch.cuda.mem_get_info, or the '
+                    "total vLLM prints at startup)",
+                    {"sku": row.sku, "printed": printed},
+                )
+        card = handler(data)
+        if found is not None and found.plain is not None:
+            card._total_from = f"{found.plain}, card.sku {found.sku}: {found.sentence()}"
+        return card
+
+    @property
+    def total_from(self) -> str | None:
+        """Where card.total came from when the shape left it out, else None."""
+        return self._total_from
 
     @model_validator(mode="after")
     def _sms_from_table(self) -> Card:

@@ -1,0 +1,114 @@
+"""CUDA's total per card, as public logs print it: the table against the logs it quotes,
+and what ``fakplan kv --card-sku`` and a shape's ``card.sku`` do with it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from fakplan.cards import card_sku, sku_for_device
+from fakplan.cli import main
+from fakplan.cuda_totals import CUDA_TOTALS, cuda_total
+from fakplan.plan import compile_plan
+from fakplan.shape import load_shape
+from fakplan.units import parse_bytes, printed_interval
+from tests.engines.vllm.test_engine_sized_pool import _llama
+from tests.support.paths import PUBLIC
+
+TOTALS = PUBLIC / "cuda_totals"
+PROFILER = PUBLIC / "profiler"
+LLAMA_8B = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
+# the two forms of vLLM's total in its logs: the 0.19 worker snapshot and the memory summary
+TOTAL_FORMS = (r"total_memory=(\d+\.\d+)GiB", r"Free memory on device \([\d.]+/(\d+\.\d+) GiB\)")
+
+
+def _printed_total(line: str) -> str:
+    for form in TOTAL_FORMS:
+        found = re.search(form, line)
+        if found:
+            return f"{found[1]} GiB"
+    raise AssertionError(f"no CUDA total in {line!r}")
+
+
+def test_every_print_is_a_line_of_a_kept_log_and_reads_its_figure() -> None:
+    logs = {p.name: p.read_text(encoding="utf-8") for p in TOTALS.glob("*.log")}
+    sources = (TOTALS / "SOURCES.md").read_text(encoding="utf-8")
+    for total in CUDA_TOTALS:
+        assert card_sku(total.sku) is not None, total.sku
+        for p in total.prints:
+            holding = [name for name, text in logs.items() if p.line in text]
+            assert holding, (total.sku, p.line)
+            assert all(name in sources for name in holding)
+            assert _printed_total(p.line) == p.printed
+
+
+def test_the_h100_print_comes_from_a_boot_that_names_the_sxm_card() -> None:
+    """The boot loads a fused-MoE config for its device: NVML's name, underscored."""
+    text = (TOTALS / "h100-sxm-80gb.log").read_text(encoding="utf-8")
+    (device,) = set(re.findall(r"device_name=([A-Za-z0-9_]+)\.json", text))
+    card = sku_for_device(device.replace("_", " "))
+    assert card is not None and card.sku == "H100-SXM-80GB"
+    assert cuda_total("h100-sxm-80gb") is not None  # any case, as card.sku reads
+
+
+def _kv(*args: str) -> Any:
+    result = CliRunner().invoke(
+        main,
+        [
+            "kv", str(LLAMA_8B), "--engine-version", "0.19.0", "--gpu-memory-utilization",
+            "0.95", "--max-num-seqs", "1024", "--max-model-len", "8192", *args, "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_kv_card_sku_sizes_the_pool_over_the_printed_total() -> None:
+    """--card-sku H100-SXM-80GB is --card-total "79.19 GiB", and the pool prof-001 (the same
+    card, model and release) printed is inside the interval it gives."""
+    by_sku = _kv("--card-sku", "H100-SXM-80GB")
+    by_total = _kv("--card-total", "79.19 GiB", "--card-sms", "132", "--card-capability", "9.0")
+    assert by_sku["sizing"]["pool_range"] == by_total["sizing"]["pool_range"]
+    low, _, high = printed_interval("79.19 GiB")
+    assert by_sku["sizing"]["card_total_range"] == [low, high]
+    assert "llm-d-planner" in by_sku["sizing"]["card_total_derivation"]
+    log = (PROFILER / "prof-001.log").read_text(encoding="utf-8")
+    (printed,) = re.findall(r"Available KV cache memory: ([\d.]+ GiB)", log)
+    p_low, _, p_high = printed_interval(printed)
+    pool_low, pool_high = by_sku["sizing"]["pool_range"]
+    assert pool_low <= p_high and p_low <= pool_high
+
+
+def test_kv_card_sku_without_a_printed_total_asks_for_one() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["kv", str(LLAMA_8B), "--gpu-memory-utilization", "0.9", "--card-sku", "A100-SXM4-80GB"],
+    )
+    assert result.exit_code == 2
+    assert "--card-total" in result.output and "H100-SXM-80GB" in result.output
+
+
+def test_a_shape_naming_only_its_card_takes_the_printed_total(tmp_path: Path) -> None:
+    plan = compile_plan(load_shape(_llama(tmp_path, card="{sku: H100-SXM-80GB}")))
+    assert plan.card_total_bytes == parse_bytes("79.19 GiB")
+    assert "card.sku H100-SXM-80GB" in plan.derivations["card_total_bytes"]
+    assert plan.engine_sizing is not None
+    assert "llm-d-planner" in plan.engine_sizing.total_derivation
+    stated = tmp_path / "stated"
+    stated.mkdir()
+    same = compile_plan(load_shape(_llama(stated, card="{sku: H100-SXM-80GB, total: 79.19 GiB}")))
+    assert same.tokens_backed == plan.tokens_backed
+
+
+def test_a_shape_whose_card_has_no_plain_print_must_state_its_total(tmp_path: Path) -> None:
+    """An RTX 4090's only public print is under WSL2; an A100's has none: one line each."""
+    for sku, said in (("RTX-4090", "23.99 GiB (WSL2)"), ("A100-SXM4-80GB", "on its own;")):
+        path = _llama(tmp_path, card=f"{{sku: {sku}}}")
+        result = CliRunner().invoke(main, ["plan", str(path)])
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith(f"{path}:5: card: card.total is required") and said in line
