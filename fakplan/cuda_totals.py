@@ -77,6 +77,28 @@ CUDA_TOTALS: tuple[CudaTotal, ...] = (
         "RTX-4090",
         (
             CudaPrint(
+                "23.64 GiB",
+                "GPU 0 has a total capacity of 23.64 GiB of which 319.38 MiB is free.",
+                "https://github.com/ali-vilab/VGen/issues/104 (torch's OOM; \"I use RTX 4090 "
+                '24GB GPU")',
+            ),
+            CudaPrint(
+                "23.64 GiB",
+                "(GPU 0; 23.64 GiB total capacity; 5.14 GiB already allocated;",
+                "https://github.com/TMElyralab/MuseTalk/issues/76 (torch's OOM; titled "
+                '"NVIDIA GeForce RTX 4090 24G")',
+            ),
+            CudaPrint(
+                "23.65 GiB",
+                "(GPU 0; 23.65 GiB total capacity; 11.70 GiB already allocated;",
+                "https://github.com/MotrixLab/AiOS/issues/29 (torch's OOM on a 4090)",
+            ),
+            CudaPrint(
+                "23.68 GiB",
+                "(GPU 0; 23.68 GiB total capacity; 18.96 GiB already allocated;",
+                "https://github.com/zai-org/CogVideo/issues/36 (torch's OOM on a 4090)",
+            ),
+            CudaPrint(
                 "23.99 GiB",
                 "Free memory on device (22.45/23.99 GiB) on startup.",
                 "https://github.com/enginrect/llmso/blob/"

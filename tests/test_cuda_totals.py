@@ -23,7 +23,12 @@ TOTALS = PUBLIC / "cuda_totals"
 PROFILER = PUBLIC / "profiler"
 LLAMA_8B = PUBLIC / "configs" / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"
 # the two forms of vLLM's total in its logs: the 0.19 worker snapshot and the memory summary
-TOTAL_FORMS = (r"total_memory=(\d+\.\d+)GiB", r"Free memory on device \([\d.]+/(\d+\.\d+) GiB\)")
+TOTAL_FORMS = (
+    r"total_memory=(\d+\.\d+)GiB",
+    r"Free memory on device \([\d.]+/(\d+\.\d+) GiB\)",
+    r"has a total capacity of (\d+\.\d+) GiB",  # torch's OOM, 2.1 on
+    r"\(GPU \d+; (\d+\.\d+) GiB total capacity;",  # torch's OOM before 2.1
+)
 
 
 def _printed_total(line: str) -> str:
@@ -105,8 +110,12 @@ def test_a_shape_naming_only_its_card_takes_the_printed_total(tmp_path: Path) ->
 
 
 def test_a_shape_whose_card_has_no_plain_print_must_state_its_total(tmp_path: Path) -> None:
-    """An RTX 4090's only public print is under WSL2; an A100's has none: one line each."""
-    for sku, said in (("RTX-4090", "23.99 GiB (WSL2)"), ("A100-SXM4-80GB", "on its own;")):
+    """An RTX 4090's prints differ (23.64 to 23.68 GiB, 23.99 under WSL2); an A100's has
+    none: one line each."""
+    for sku, said in (
+        ("RTX-4090", "23.68 GiB: https://github.com/zai-org/CogVideo/issues/36"),
+        ("A100-SXM4-80GB", "no public log fakplan holds prints an A100-SXM4-80GB's"),
+    ):
         path = _llama(tmp_path, card=f"{{sku: {sku}}}")
         result = CliRunner().invoke(main, ["plan", str(path)])
         assert result.exit_code == 2, result.output

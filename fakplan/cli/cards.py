@@ -72,21 +72,21 @@ def cards(as_json: bool) -> None:
     Console(highlight=False, width=max(console.width, 112)).print(table)
     click.echo(
         "dense TFLOP/s (int8: TOPS); CC: CUDA compute capability; CUDA: the total CUDA "
-        "reports, as public logs print it (* under a setting of their own, e.g. WSL2), which "
+        "reports in GiB, as public logs print it, or their span (* one under a setting of its "
+        "own, e.g. WSL2), which "
         "card.total takes where a shape leaves it out; sources and how each row was "
         "checked: --json"
     )
 
 
 def _cuda_text(sku: str) -> str:
+    """The figure its prints read, or their span; * where one was printed under a setting."""
     found = cuda_total(sku)
     if found is None:
         return "—"
-    return " / ".join(
-        dict.fromkeys(
-            p.printed.removesuffix(" GiB") + ("*" if p.setting else "") for p in found.prints
-        )
-    )
+    figures = sorted({p.printed.removesuffix(" GiB") for p in found.prints}, key=float)
+    mark = "*" if any(p.setting for p in found.prints) else ""
+    return (figures[0] if len(figures) == 1 else f"{figures[0]}–{figures[-1]}") + mark
 
 
 def _cuda_json(sku: str) -> dict[str, object] | None:

@@ -196,14 +196,18 @@ class Card(Strict_):
             if found is not None and found.plain is not None:
                 data = {**data, "total": found.plain}
             elif row is not None:
-                printed = "" if found is None else f" ({found.sentence()})"
+                why = (
+                    f"no public log fakplan holds prints an {row.sku}'s CUDA total"
+                    if found is None
+                    else f"the public logs fakplan holds print no one figure for an {row.sku} "
+                    f"outside a setting of their own ({found.sentence()})"
+                )
                 raise PydanticCustomError(
                     "card_total",
-                    "card.total is required: no public log fakplan holds ties one figure to "
-                    "an {sku} on its own{printed}; state CUDA's total of the card, e.g. "
+                    "card.total is required: {why}; state CUDA's total of the card, e.g. "
                     '"79.19 GiB" on an H100 80GB (torch.cuda.mem_get_info, or the '
                     "total vLLM prints at startup)",
-                    {"sku": row.sku, "printed": printed},
+                    {"why": why},
                 )
         card = handler(data)
         if found is not None and found.plain is not None:
