@@ -121,3 +121,18 @@ def test_a_shape_whose_card_has_no_plain_print_must_state_its_total(tmp_path: Pa
         assert result.exit_code == 2, result.output
         (line,) = result.output.strip().splitlines()
         assert line.startswith(f"{path}:5: card: card.total is required") and said in line
+
+
+def test_fit_takes_the_card_total_from_card_sku() -> None:
+    """`fakplan fit MODEL --card-sku H100-SXM-80GB`: the card is the printed 79.19 GiB."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "fit", str(LLAMA_8B), "--engine", "vllm", "--engine-version", "0.19.0",
+            "--card-sku", "H100-SXM-80GB", "--utilization", "0.9", "--window", "8192", "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["card_total_bytes"] == parse_bytes("79.19 GiB")
+    missing = CliRunner().invoke(main, ["fit", str(LLAMA_8B), "--engine", "vllm"])
+    assert missing.exit_code == 2 and "--card-sku" in missing.output

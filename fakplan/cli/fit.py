@@ -42,6 +42,7 @@ _OPTION_OF = {
     "engine": "--engine",
     "engine_version": "--engine-version",
     "card.total": "--card",
+    "card": "--card",
     "card.sms": "--sms",
     "card.capability": "--card-capability",
     "card.sku": "--card-sku",
@@ -59,7 +60,11 @@ _OPTION_OF = {
     help="The engine (needed with a MODEL; a shape names its own).",
 )
 @click.option("--engine-version", help="The release whose arithmetic applies.")
-@click.option("--card", help='Memory of one card, e.g. "24 GiB", or auto (NVML).')
+@click.option(
+    "--card",
+    help='Memory of one card, e.g. "24 GiB", or auto (NVML); with --card-sku, the CUDA total '
+    "public logs print for that card (fakplan cards) where it is left out.",
+)
 @click.option("--sms", type=int, help="The card's SM count (vLLM's predicted ceiling needs it).")
 @click.option(
     "--card-capability",
@@ -239,15 +244,24 @@ def _fitter(
         dtypes = tuple(dict.fromkeys((own, *ENGINES[loaded.shape.engine].fit_kv_dtypes)))
         fitter = Fitter(data, path, loaded.lines, loaded.budget, gates)
         return fitter, loaded.shape.name, dtypes, _widths(loaded, cards)
-    if engine is None or card is None:
-        missing = " and ".join(o for o, v in (("--engine", engine), ("--card", card)) if v is None)
+    # --card-sku alone: the CUDA total public logs print for it, where they agree on one
+    named = card is not None or card_facts.get("sku") is not None
+    if engine is None or not named:
+        missing = " and ".join(
+            o
+            for o, v in (
+                ("--engine", engine is not None),
+                ("--card (or --card-sku of a card with a CUDA total in fakplan cards)", named),
+            )
+            if not v
+        )
         raise click.UsageError(f"{target!r} is a model (no shape file): give {missing}")
     name = re.sub(r"[^a-z0-9.-]+", "-", target.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-.")
     made: dict[str, Any] = {
         "name": (name or "model")[:40],
         "engine": engine,
         "model": target,
-        "card": {"total": card},
+        "card": {} if card is None else {"total": card},
         "serving": {"max_num_seqs": 1, "max_model_len": SMALLEST_WINDOW},
     }
     if speculative is not None:
