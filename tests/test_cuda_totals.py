@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
 from click.testing import CliRunner
 
 from fakplan.cards import card_sku, sku_for_device
@@ -107,6 +109,14 @@ def test_a_shape_naming_only_its_card_takes_the_printed_total(tmp_path: Path) ->
     stated.mkdir()
     same = compile_plan(load_shape(_llama(stated, card="{sku: H100-SXM-80GB, total: 79.19 GiB}")))
     assert same.tokens_backed == plan.tokens_backed
+
+
+def test_the_schema_takes_a_card_named_only_by_a_sku_with_a_plain_total(tmp_path: Path) -> None:
+    """An editor must not flag what the loader reads: card: {sku: H100-SXM-80GB}."""
+    document = json.loads(CliRunner().invoke(main, ["schema"]).output)
+    validator = jsonschema.Draft202012Validator(document)
+    path = _llama(tmp_path, card="{sku: H100-SXM-80GB}")
+    assert not list(validator.iter_errors(yaml.safe_load(path.read_text(encoding="utf-8"))))
 
 
 def test_a_shape_whose_card_has_no_plain_print_must_state_its_total(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from fakplan.cards import CAPABILITY_PATTERN, CARDS, card_sku, unknown_sku
-from fakplan.cuda_totals import cuda_total
+from fakplan.cuda_totals import CUDA_TOTALS, cuda_total
 from fakplan.engines import ENGINES
 from fakplan.errors import SelectorError, UnitsError
 from fakplan.matchers import MAX_TEXT as MAX_SELECTOR
@@ -114,7 +114,19 @@ ByteRate = Annotated[
 ]
 
 
+def _card_schema(schema: dict[str, Any]) -> None:
+    """card.total is required unless card.sku names a card with a plain CUDA total."""
+    named = [t.sku for t in CUDA_TOTALS if t.plain is not None]
+    schema.pop("required", None)
+    schema["anyOf"] = [
+        {"required": ["total"]},
+        {"required": ["sku"], "properties": {"sku": {"enum": named}}},
+    ]
+
+
 class Card(Strict_):
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_card_schema)
+
     total: CardTotal = Field(
         description="memory of one card, as the vendor or boot ledger states it, or "
         "'auto': the device budget `fakplan budget` reports (NVML, host RAM, or "

@@ -217,6 +217,10 @@ REFUSED = {
         GOOD.replace("budget:\n  weights: 22208 MiB\n  kv: 6912 MiB\n", "budget: null\n"),
         "budget",
     ),
+    "a card named by a sku whose CUDA totals disagree, without its total": (
+        GOOD.replace("total: 31.86 GiB", "sku: RTX-4090"),
+        "card",
+    ),
     "card total as a number": (
         GOOD.replace("total: 31.86 GiB", "total: 34209414513"),
         "card.total",
