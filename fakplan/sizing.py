@@ -184,7 +184,7 @@ class SizedPool:
         return {
             "sizing": {
                 "pool_range": [interval[0], interval[2]],
-                "card_total_range": [s.total_bytes, self._high_total],
+                "card_total_range": [s.total_bytes, (self.high_card or s).total_bytes],
                 "card_total_derivation": s.total_derivation,
                 "requested_bytes": s.requested_bytes,
                 "requested_derivation": s.requested_derivation,
@@ -192,12 +192,6 @@ class SizedPool:
             },
             "floor": floor,
         }
-
-    @property
-    def _high_total(self) -> int:
-        low, high = self.low_card, self.high_card
-        assert isinstance(low, EngineSizing)
-        return low.total_bytes if high is None else high.total_bytes
 
     def lines(self) -> list[str]:
         s = self.low_card

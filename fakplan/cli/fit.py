@@ -247,15 +247,16 @@ def _fitter(
     # --card-sku alone: the CUDA total public logs print for it, where they agree on one
     named = card is not None or card_facts.get("sku") is not None
     if engine is None or not named:
-        missing = " and ".join(
-            o
-            for o, v in (
-                ("--engine", engine is not None),
-                ("--card (or --card-sku of a card with a CUDA total in fakplan cards)", named),
-            )
-            if not v
-        )
-        raise click.UsageError(f"{target!r} is a model (no shape file): give {missing}")
+        missing = [
+            *(["--engine"] if engine is None else []),
+            *(
+                []
+                if named
+                else ["--card (or --card-sku of a card with a CUDA total in fakplan cards)"]
+            ),
+        ]
+        given = " and ".join(missing)
+        raise click.UsageError(f"{target!r} is a model (no shape file): give {given}")
     name = re.sub(r"[^a-z0-9.-]+", "-", target.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-.")
     made: dict[str, Any] = {
         "name": (name or "model")[:40],

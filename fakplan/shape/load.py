@@ -133,9 +133,9 @@ class LoadedShape:
     def engine_total(self) -> tuple[int, str]:
         """What an engine sizing its own pool multiplies by its fraction, and why."""
         total = self.shape.card.total
-        if self.budget is None and self.shape.card.total_from is not None:
-            return total, f"card.total {total:,} B: {self.shape.card.total_from}"
         if self.budget is None:
+            if self.shape.card.total_from is not None:
+                return total, f"card.total {total:,} B: {self.shape.card.total_from}"
             return total, (
                 f"card.total {total:,} B as stated: the total the engine multiplies "
                 "(CUDA's on a GPU, e.g. 79.19 GiB on an H100 80GB; MemTotal on a CPU)"

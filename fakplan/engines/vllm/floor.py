@@ -275,6 +275,11 @@ def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) 
 
 def _peak_unread(text: dict[str, Any], model_type: str) -> str:
     """Why the profiling run's peak is not derived for this model ('' where it is)."""
+    if "vision_config" in text or "vocab_size" not in text:
+        return (
+            "the activation peak of a model with a vision tower (the profiling run of its "
+            "encoder) is not read"
+        )
     if model_type in MLA_FAMILIES:
         return (
             "the activation peak of multi-head latent attention (its chunked-prefill "
@@ -464,13 +469,6 @@ def vllm_floor(
             else "vLLM's non-torch memory"
         )
         return _unknown(f"TP {tp}: no public boot measures {what} there", weights)
-    if "vision_config" in text or "vocab_size" not in text:
-        return _unknown(
-            f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
-            "rank), but the activation peak of a model with a vision tower (the profiling run "
-            "of its encoder) is not read",
-            weights,
-        )
     unread_peak = _peak_unread(text, model_type)
     if unread_peak:
         return _unknown(
