@@ -44,6 +44,8 @@ class KvQuery:
     draft: Geometry | None = None  # a separate draft model's (eagle, eagle3, draft_model)
     async_scheduling: bool | None = None  # vLLM; None: the release's default (on from 0.26)
     kv_unified: bool | None = None  # llama.cpp
+    # vLLM --language-model-only: a multimodal model's towers left out of the load
+    language_model_only: bool = False
     flash_attn: bool = True  # llama.cpp
     ubatch: int | None = None  # llama.cpp -ub (physical batch; the SWA cache holds one)
     gpu_layers: int | None = None  # llama.cpp -ngl: the cache of the layers it offloads

@@ -143,6 +143,12 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     "--kv-unified/--no-kv-unified", default=None, help="llama.cpp: one cache for all slots."
 )
 @click.option(
+    "--language-model-only",
+    is_flag=True,
+    help="vLLM --language-model-only: a multimodal model served as text only (its towers "
+    "not loaded, no image profiled).",
+)
+@click.option(
     "--pool",
     default=None,
     help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine '
@@ -249,6 +255,10 @@ def kv(
     spec = _speculative(query.pop("speculative"), query["spec_tokens"], query["engine"])
     if spec is not None:
         query.update(spec)
+    if query["language_model_only"] and not ENGINES[query["engine"]].takes_language_model_only:
+        raise click.UsageError(
+            f"--language-model-only is vLLM's flag; engine {query['engine']} has none fakplan models"
+        )
     kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)
     notices = (

@@ -49,6 +49,8 @@ class Engine:
     tensor_parallel: ClassVar[bool] = True
     # serving.dtype reaches a --dtype flag of the engine's
     takes_model_dtype: ClassVar[bool] = False
+    # serving.language_model_only reaches a flag that leaves a multimodal model's towers out
+    takes_language_model_only: ClassVar[bool] = False
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags
     speculative_flags: ClassVar[bool] = False
     # the speculative methods (launch.speculative.method) whose separate draft model's KV the

@@ -111,5 +111,6 @@ def _query(loaded: LoadedShape) -> KvQuery:
         spec_method=shape.launch.speculative.method if shape.launch.speculative else None,
         draft=_draft(loaded) if serving.spec_tokens else None,
         kv_unified=serving.kv_unified,
+        language_model_only=serving.language_model_only,
         gpu_layers=shape.launch.gpu_layers,
     )

@@ -36,6 +36,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from fakplan.dtypes import element_type
+from fakplan.engines.gemma4_weights import (
+    GEMMA4_FAMILIES,
+    TOWER_CONFIGS,
+    gemma4_rank_weights,
+    gemma4_refusal,
+)
 from fakplan.engines.mxfp4_weights import gpt_oss_rank_weights, gpt_oss_refusal
 from fakplan.engines.packed_weights import (
     PackedStorage,
@@ -654,6 +660,8 @@ def vllm_rank_weights(
     cuda_blocks: bool = False,
     capability: str | None = None,
     sms: int | None = None,
+    language_model_only: bool = False,
+    batched_tokens: int | None = None,
 ) -> RankWeights | None:
     """The bytes PP stage ``stage`` of a TP rank loads, with their derivation; None where
     the config alone does not give them (``weights_refusal`` says why). ``served``: the
@@ -665,7 +673,23 @@ def vllm_rank_weights(
     allocator holds for the tensors, as vLLM's "Model loading took" measures on a GPU
     (torch_allocator; the plain sum elsewhere, and with --quantization fp8, whose load
     frees and reuses blocks); ``capability``, ``sms``: the card's, for a weight-only
-    integer checkpoint, whose kernel keeps tensors of its own (``packed_weights``)."""
+    integer checkpoint, whose kernel keeps tensors of its own (``packed_weights``);
+    ``language_model_only``: the towers left out (--language-model-only, or every
+    modality's --limit-mm-per-prompt 0); ``batched_tokens``: max_num_batched_tokens, for
+    a buffer Gemma 4's multimodal wrapper sizes by it."""
+    if model_type in GEMMA4_FAMILIES:
+        if rope_bytes is not None or gemma4_refusal(
+            text, tp=tp, pp=pp, quantization=quantization,
+            language_model_only=language_model_only, batched_tokens=batched_tokens,
+        ):  # fmt: skip
+            return None
+        return gemma4_rank_weights(
+            text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens
+        )
+    if language_model_only:
+        # the towers (and Gemma 3's projector) are built on the meta device: no memory
+        # (models/interfaces.py _mark_tower_model, models/utils.py no_init_weights, v0.19.0)
+        text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
     if model_type == "gpt_oss":
         if rope_bytes is not None or gpt_oss_refusal(
             text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability
@@ -1232,8 +1256,18 @@ def weights_refusal(
     pp: int,
     capability: str | None = None,
     served: str | None = None,
+    language_model_only: bool = False,
+    batched_tokens: int | None = None,
 ) -> str:
     """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
+    if model_type in GEMMA4_FAMILIES:
+        found = gemma4_refusal(
+            text, tp=tp, pp=pp, quantization=quantization,
+            language_model_only=language_model_only, batched_tokens=batched_tokens,
+        )  # fmt: skip
+        return found or "gemma4: its checkpoint states no dtype fakplan reads (give --dtype)"
+    if language_model_only:
+        text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
     if model_type == "gpt_oss":
         found = gpt_oss_refusal(
             text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability

@@ -61,6 +61,14 @@ def _check_engine_takes(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
+    if shape.serving.language_model_only and not engine.takes_language_model_only:
+        takers = ", ".join(n for n, e in ENGINES.items() if e.takes_language_model_only)
+        raise loaded.error(
+            f"engine {shape.engine} has no text-only switch fakplan models "
+            f"(serving.language_model_only is for {takers}); remove it",
+            "serving",
+            "language_model_only",
+        )
     quantization = shape.serving.quantization
     if quantization is not None and quantization not in engine.quantizations:
         takers = ", ".join(n for n, e in ENGINES.items() if quantization in e.quantizations)

@@ -292,6 +292,12 @@ class Serving(Strict_):
     kv_unified: bool | None = Field(
         None, description="llama.cpp: one KV cache shared by all slots (-kvu)"
     )
+    language_model_only: bool = Field(
+        False,
+        description="vLLM: serve a multimodal model as text only (--language-model-only): "
+        "its vision and audio towers are not built, so neither their weights nor an image's "
+        "profiling run take memory",
+    )
     gpu_memory_utilization: Fraction | None = Field(
         None,
         description="vLLM: let the engine size its KV pool, from this fraction of the card "

@@ -202,6 +202,12 @@ CASES: list[tuple[str, str, str]] = [
         "memory used by other processes.",
     ),
     (
+        # vllm serve 0.16.0's parser has no --language-model-only (0.17.0's has)
+        "vllm-language-model-only",
+        vllm(version="0.16.0", serving="  language_model_only: true"),
+        "unrecognized arguments: --language-model-only",
+    ),
+    (
         # Qwen3-32B: max_position_embeddings 40,960, no rope_scaling
         "sglang-context-length",
         vllm(
@@ -288,6 +294,9 @@ def test_a_row_holds_its_fire_where_the_engine_does(tmp_path: Path) -> None:
     # 0.95 at TP 2 leaves 79.19 x 0.05 = 3.96 GiB for the 1.53 in use at the start
     sized = vllm(card="79.19 GiB", tp=2, sms=132, pool="", serving="  gpu_memory_utilization: 0.95")
     assert _gate(tmp_path / "d", sized)["status"] == "pass"
+    # the flag is in 0.17.0's parser
+    text_only = vllm(version="0.17.0", serving="  language_model_only: true")
+    assert _gate(tmp_path / "e", text_only)["status"] == "pass"
 
 
 def test_rows_older_than_their_first_release_are_not_applied(tmp_path: Path) -> None:

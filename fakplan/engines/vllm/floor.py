@@ -273,12 +273,16 @@ def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) 
     )
 
 
-def _peak_unread(text: dict[str, Any], model_type: str) -> str:
-    """Why the profiling run's peak is not derived for this model ('' where it is)."""
-    if "vision_config" in text or "vocab_size" not in text:
+def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: bool) -> str:
+    """Why the profiling run's peak is not derived for this model ('' where it is). Served
+    text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
+    runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
+    gpu_model_runner.py profile_run, v0.19.0), so its peak is the text model's."""
+    if "vocab_size" not in text or ("vision_config" in text and not language_model_only):
         return (
             "the activation peak of a model with a vision tower (the profiling run of its "
-            "encoder) is not read"
+            "encoder) is not read; served text-only (--language-model-only) it is the text "
+            "model's"
         )
     if model_type in MLA_FAMILIES:
         return (
@@ -427,9 +431,12 @@ def vllm_floor(
     hybrid: bool = False,
     spec_tokens: int = 0,
     capability: str | None = None,
+    language_model_only: bool = False,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say;
-    ``capability``: the card's, where the weights' kernel depends on it."""
+    ``capability``: the card's, where the weights' kernel depends on it;
+    ``language_model_only``: a multimodal model served text-only (no tower loaded, no
+    encoder profiled)."""
     unread = _release_read(version)
     if unread:
         return Unknown(unread)
@@ -437,6 +444,7 @@ def vllm_floor(
         stage = vllm_rank_weights(
             text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
             cuda_blocks=True, capability=capability, sms=sms,
+            language_model_only=language_model_only, batched_tokens=batched_tokens,
         )  # fmt: skip
         return Unknown(
             "PP > 1: only stage 0 prints its pool, and a stage's peak is not read",
@@ -444,11 +452,22 @@ def vllm_floor(
         )
     weights = vllm_rank_weights(
         text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True,
-        capability=capability, sms=sms,
+        capability=capability, sms=sms, language_model_only=language_model_only,
+        batched_tokens=batched_tokens,
     )  # fmt: skip
     if weights is None:
         return Unknown(
-            weights_refusal(text, model_type, quantization, tp, 1, capability, served=served)
+            weights_refusal(
+                text,
+                model_type,
+                quantization,
+                tp,
+                1,
+                capability,
+                served=served,
+                language_model_only=language_model_only,
+                batched_tokens=batched_tokens,
+            )
         )
     if served not in {"bf16", "fp16"}:
         return _unknown(f"a {served} served model: its sampler peak is not read", weights)
@@ -469,7 +488,7 @@ def vllm_floor(
             else "vLLM's non-torch memory"
         )
         return _unknown(f"TP {tp}: no public boot measures {what} there", weights)
-    unread_peak = _peak_unread(text, model_type)
+    unread_peak = _peak_unread(text, model_type, language_model_only)
     if unread_peak:
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
@@ -633,6 +652,7 @@ def floor_for(
         hybrid=g.is_hybrid,
         spec_tokens=query.spec_tokens,
         capability=query.capability,
+        language_model_only=query.language_model_only,
     )
     if isinstance(found, Unknown) and found.weights is not None and query.spec_tokens:
         return _with_draft_weights(found, query, served)

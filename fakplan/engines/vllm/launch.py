@@ -60,6 +60,7 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is True),
     flag("--no-enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is False),
     flag("--speculative-config", _speculative),
+    flag("--language-model-only", lambda i: i.shape.serving.language_model_only),
 )
 
 

@@ -189,6 +189,17 @@ def _tp_kv_heads(inputs: BootInputs) -> str | None:
     return None if split is None else f"{split[0]} is not divisible by {split[1]}"
 
 
+def _language_model_only(inputs: BootInputs) -> str | None:
+    if not inputs.loaded.shape.serving.language_model_only or inputs.version >= LANGUAGE_ONLY:
+        return None
+    return "unrecognized arguments: --language-model-only"
+
+
+# --language-model-only arrived in 0.17.0 (vllm/engine/arg_utils.py; not in 0.16.0's
+# config/multimodal.py, in 0.17.0's and 0.19.0's)
+LANGUAGE_ONLY = (0, 17)
+
+
 # the default --gpu-memory-utilization (vllm/config/cache.py): 0.9 to 0.19, 0.92 from 0.20
 def _default_fraction(version: tuple[int, ...]) -> float:
     return 0.92 if version >= (0, 20) else 0.9
@@ -320,5 +331,19 @@ REFUSALS: tuple[BootRefusal, ...] = (
         "gpu_worker.py:183-195 at 0.11.0",
         fix="lower serving.gpu_memory_utilization so the CUDA context and NCCL stay outside it",
         check=_startup_free,
+    ),
+    BootRefusal(
+        id="vllm-language-model-only",
+        engine="vllm",
+        releases="before 0.17.0 (the flag is absent from 0.16.0 and present in 0.17.0 and 0.19.0)",
+        first=(0, 3),
+        condition="serving.language_model_only on a release older than 0.17.0",
+        message="unrecognized arguments: {argument}",
+        source="CPython Lib/argparse.py ArgumentParser.parse_args (vllm serve's parser); "
+        "the flag: vllm/engine/arg_utils.py EngineArgs.language_model_only:488 and its "
+        "add_argument:1072 at 0.19.0",
+        fix="serve 0.17.0 or later, or drop serving.language_model_only and state the pair "
+        "(the towers then load)",
+        check=_language_model_only,
     ),
 )

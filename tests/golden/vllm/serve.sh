@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example: compiled by fakplan from shapes/example.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 768d21f38b06a76c83f19e15e701b8411c3c15c54399cc9483a6d18b146ee450
+# Record: plan.json sha256 d656fb01dd4a9d3e490ee509f8056c0bd8527a61d8827a823845237b63ef7b52
 # engine vllm (0.11.0), model meta-llama/Llama-3.1-8B-Instruct
 # 2 sequence slots x 16,384-token window, KV auto
 #
@@ -20,7 +20,7 @@
 #   ok       pair ≤ ceiling (21,504 MiB ≤ 22,528 MiB)
 #   ok       weights fit their budget (15,317 MiB ≤ 16,384 MiB)
 #   ok       max_model_len ≤ trained context (16,384 ≤ 131,072)
-#   ok       the engine boots the shape (none of 6 refusal rows applies)
+#   ok       the engine boots the shape (none of 7 refusal rows applies)
 #   warn     unclaimed VRAM (1,024 MiB unclaimed > 512 MiB)
 #            fix: set serving.max_num_seqs: 3, budget.kv: 6144 MiB (gives up nothing; gated: every gate passes)
 #

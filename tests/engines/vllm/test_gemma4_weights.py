@@ -1,0 +1,200 @@
+"""Gemma 4's weights on one vLLM rank (models/gemma4.py, v0.19.0), and serving text-only.
+
+The geometry is nvidia/Gemma-4-31B-IT-NVFP4's ``text_config``, the base google/gemma-4-31B-it
+model's layers as nvidia republished them (tests/data/public/configs/SOURCES.md §14). The
+test reads it in bf16, as the base checkpoint is served, by dropping the NVFP4
+``quantization_config``. No public boot prints Gemma 4's "Model loading took", so the counts
+are checked against derivations written out here from the model's code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from fakplan.cli import main
+from fakplan.engines.weights import vllm_rank_weights, weights_refusal
+from fakplan.units import printed_interval
+from tests.support.paths import PUBLIC
+
+NVFP4 = PUBLIC / "configs" / "nvidia--Gemma-4-31B-IT-NVFP4" / "config.json"
+
+
+def _bf16_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(NVFP4.read_text())
+    del config["quantization_config"]
+    return config
+
+
+def _text(config: dict[str, Any]) -> dict[str, Any]:
+    """As fakplan reads a multimodal config: the text model, its towers beside it."""
+    return {
+        **config["text_config"],
+        "vision_config": config["vision_config"],
+        "dtype": config["dtype"],
+    }
+
+
+def _layer(tp: int, *, full: bool) -> int:
+    """One Gemma-4-31B layer's elements on a rank: 32 heads; a sliding layer has 16 KV heads
+    of 256, a full one 4 KV heads (num_global_key_value_heads, K = V) of 512, whose V
+    columns qkv_proj still holds; q/k norms of the head width (v's has no weight); MLP
+    gate/up/down 3 x 5,376 x 21,504 split over TP; 4 norms of 5,376; a one-element
+    layer_scalar."""
+    head, kv = (512, 4) if full else (256, 16)
+    q, k = 32 // tp * head, max(1, kv // tp) * head
+    attention = 5376 * (q + 2 * k) + q * 5376 + 2 * head
+    mlp = 3 * 5376 * (21504 // tp)
+    return attention + mlp + 4 * 5376 + 1
+
+
+def _by_hand(tp: int) -> int:
+    """The text model: the tied embedding (262,144 rows, a multiple of 64, over TP); 50
+    sliding and 10 full layers (full at 5, 11, ..., 59); two rotary caches of 262,144
+    positions, 256 wide (sliding, default rope) and 512 wide (full: Gemma4RotaryEmbedding
+    rotates every dimension); the final norm and the one-element normalizer; x 2 B."""
+    elements = (
+        262_144 // tp * 5376
+        + 50 * _layer(tp, full=False)
+        + 10 * _layer(tp, full=True)
+        + 262_144 * 256
+        + 262_144 * 512
+        + 5376
+        + 1
+    )
+    return elements * 2
+
+
+def test_31b_text_model_by_hand() -> None:
+    text = _text(_bf16_config())
+    for tp in (1, 2, 4):
+        found = vllm_rank_weights(text, "gemma4_text", tp=tp, language_model_only=True)
+        assert found is not None
+        assert found.bytes == _by_hand(tp), tp
+    # the count is the model's: 30.8 B parameters beside the 0.2 B rotary cache elements
+    assert _by_hand(1) == 62_017_544_826
+
+
+def test_the_towers_are_a_reason_until_served_text_only() -> None:
+    text = _text(_bf16_config())
+    assert vllm_rank_weights(text, "gemma4_text") is None
+    reason = weights_refusal(text, "gemma4_text", None, 1, 1)
+    assert "vision tower" in reason and "--language-model-only" in reason
+    assert weights_refusal(text, "gemma4_text", None, 1, 1, language_model_only=True) == (
+        "gemma4: its checkpoint states no dtype fakplan reads (give --dtype)"
+    )  # (only reached where the count itself found no dtype)
+
+
+def test_the_nvfp4_checkpoint_is_named_as_what_is_not_counted() -> None:
+    config = json.loads(NVFP4.read_text())
+    text = {**_text(config), "quantization_config": config["quantization_config"]}
+    reason = weights_refusal(text, "gemma4_text", None, 1, 1, language_model_only=True)
+    assert reason.startswith("gemma4: a modelopt NVFP4 checkpoint")
+    assert vllm_rank_weights(text, "gemma4_text", language_model_only=True) is None
+
+
+def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
+    """A small config that switches on what the 31B leaves off: 4 layers (full every
+    second), 2 of them KV-shared with use_double_wide_mlp, a mixture of 4 experts beside
+    the MLP, per-layer embeddings of 8, an untied lm_head; at TP 2.
+
+    - embedding 1,024 rows / 2 x 64 = 32,768; lm_head the same;
+    - per-layer embeddings: a vocab matrix 1,024 / 2 x (8 x 4 layers) = 16,384, its scale
+      1, the projection 32 / 2 x 64 = 1,024, its norm 8, two scalar buffers 2;
+    - a sliding layer: q 4 / 2 x 16 = 32, k = v 2 / 2 x 16 = 16: qkv 64 x 64 = 4,096, o
+      32 x 64 = 2,048, q/k norms 32; a full layer: head 32, 1 global KV head kept whole
+      under TP 2 (K = V): q 64, k 32: qkv 64 x 128 = 8,192, o 4,096, norms 64;
+    - MLP 3 x 64 x 128 / 2 = 12,288, twice as wide on the 2 shared layers (24,576); 4
+      norms 256; router scale 64, root_size 1, proj 64 x 4 = 256, per_expert_scale 4,
+      w13 4 x 2 x 16 x 64 = 8,192, w2 4 x 64 x 16 = 4,096, 3 norms 192; PLE gate and
+      projection 2 x 64 x 8 = 1,024, its norm 64; layer_scalar 1;
+    - rotary caches 128 x 16 (sliding) + 128 x 32 (full) = 6,144; final norm 64,
+      normalizer 1."""
+    config = {
+        "model_type": "gemma4_text",
+        "dtype": "bfloat16",
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_global_key_value_heads": 1,
+        "attention_k_eq_v": True,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "intermediate_size": 128,
+        "vocab_size": 1000,
+        "max_position_embeddings": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "num_kv_shared_layers": 2,
+        "use_double_wide_mlp": True,
+        "enable_moe_block": True,
+        "num_experts": 4,
+        "moe_intermediate_size": 32,
+        "hidden_size_per_layer_input": 8,
+        "tie_word_embeddings": False,
+    }
+    common = 256 + (64 + 1 + 256 + 4 + 8192 + 4096 + 192) + (1024 + 64) + 1
+    sliding = 4096 + 2048 + 32
+    full = 8192 + 4096 + 64
+    layers = (sliding + 12_288) + (full + 12_288) + (sliding + 24_576) + (full + 24_576)
+    elements = 2 * 32_768 + (16_384 + 1 + 1024 + 8 + 2) + layers + 4 * common + 6144 + 64 + 1
+    found = vllm_rank_weights(config, "gemma4_text", tp=2)
+    assert found is not None
+    assert found.bytes == elements * 2
+
+
+def test_fakplan_kv_sizes_the_pool_of_a_text_only_gemma4(tmp_path: Path) -> None:
+    """`fakplan kv --language-model-only` counts the text model and profiles no encoder:
+    the pool is the requested memory less those terms; without it, the tower is the
+    reason, in one line."""
+    folder = tmp_path / "gemma-4-31b-it"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_bf16_config()))
+    args = [
+        "kv", str(folder), "--engine-version", "0.19.0", "--gpu-memory-utilization", "0.9",
+        "--card-total", "139.8 GiB", "--max-model-len", "32768", "--json",
+    ]  # fmt: skip
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 0, refused.output
+    assert "vision tower" in json.loads(refused.output)["sizing"]["unknown"]
+    served = CliRunner().invoke(main, [*args, "--language-model-only"])
+    assert served.exit_code == 0, served.output
+    sizing = json.loads(served.output)["sizing"]
+    terms = {t["id"]: t for t in sizing["terms"]}
+    weights = terms["weights"]["low_bytes"]
+    # the text model's tensors as the caching allocator counts them: at least their bytes;
+    # at most 1 MiB left whole (and 511 B of rounding) on each of its 243 tensors over
+    # 1 MiB (4 a layer, the embedding, two rotary caches), 511 B on each of the 422 small
+    # ones (7 a layer, the final norm, the normalizer)
+    assert 0 <= weights - _by_hand(1) <= 243 * (2**20 + 511) + 422 * 511
+    # the pool's low end: the low card total's request less every term's top
+    low_total = printed_interval("139.8 GiB")[0]
+    others = sum(t["high_bytes"] for name, t in terms.items() if name != "weights")
+    assert sizing["pool_range"][0] == math.ceil(low_total * 0.9) - weights - others
+
+
+def test_a_shape_serves_text_only_with_the_flag_and_other_engines_refuse_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "gemma").mkdir()
+    (tmp_path / "gemma" / "config.json").write_text(json.dumps(_bf16_config()))
+    shape = (
+        "name: g\nengine: {engine}\nengine_version: '{version}'\nmodel: gemma\n"
+        "card: {{total: 139.8 GiB}}\nbudget: {{weights: 60 GiB, kv: 60 GiB}}\n"
+        "serving: {{max_num_seqs: 4, max_model_len: 8192, language_model_only: true}}\n"
+    )
+    (tmp_path / "v.yaml").write_text(shape.format(engine="vllm", version="0.19.0"))
+    out = tmp_path / "out"
+    compiled = CliRunner().invoke(main, ["compile", str(tmp_path / "v.yaml"), "-o", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    serve = next(out.rglob("serve.sh")).read_text()
+    assert "--language-model-only" in serve
+    (tmp_path / "s.yaml").write_text(shape.format(engine="sglang", version="0.5.2"))
+    refused = CliRunner().invoke(main, ["plan", str(tmp_path / "s.yaml")])
+    assert refused.exit_code == 2
+    assert "serving.language_model_only" in refused.output
+    assert "Traceback" not in refused.output
