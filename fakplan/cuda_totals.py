@@ -108,6 +108,17 @@ CUDA_TOTALS: tuple[CudaTotal, ...] = (
             ),
         ),
     ),
+    CudaTotal(
+        "RTX-5090",
+        (
+            CudaPrint(
+                "31.35 GiB",
+                "GPU 0 has a total capacity of 31.35 GiB of which 93.06 MiB is free.",
+                "https://github.com/vllm-project/vllm/issues/40291 (torch's OOM under vLLM "
+                '0.19.1; titled "... causing OOM on single RTX 5090 ...")',
+            ),
+        ),
+    ),
 )
 
 _BY_SKU = {total.sku.casefold(): total for total in CUDA_TOTALS}

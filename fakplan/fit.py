@@ -244,7 +244,7 @@ class Fitter:
         self.sized = next((f for f in SIZING_FIELDS if f in serving), None)
         self.compiles = 0
         # per layout, the weights' budget and the pair's limit where no candidate moves them
-        self._splits: dict[Layout, tuple[int, int]] = {}
+        self._splits: dict[Layout, tuple[int, int, int]] = {}
         # -ngl's count of every layer, where the engine can leave some in RAM (llama.cpp)
         self.offloadable: int | None = None
         self._offload_known = False  # set by the first compile that reaches the engine
@@ -354,9 +354,9 @@ class Fitter:
         numbers = {g.id: g.numbers for g in plan.gates}
         need = numbers.get("weights-fit", {}).get("weights_per_rank_bytes")
         if stated is not None:
-            weights = plan.weights_budget_bytes
+            weights = exact = plan.weights_budget_bytes
         elif isinstance(need, int):
-            weights = _up(need)
+            weights, exact = _up(need), need
         else:
             return Outcome(
                 window,
@@ -374,13 +374,16 @@ class Fitter:
         assert isinstance(bound, int)
         limit = min(bound, ceiling) if isinstance(ceiling, int) else bound
         if plan.ceiling_basis != "predicted":  # a predicted floor moves with the sessions
-            self._splits[layout] = (weights, limit)
-        return self._split(layout, window, sessions, weights, limit)
+            self._splits[layout] = (weights, limit, exact)
+        return self._split(layout, window, sessions, weights, limit, exact)
 
     def _split(
-        self, layout: Layout, window: int, sessions: int, weights: int, limit: int
+        self, layout: Layout, window: int, sessions: int, weights: int, limit: int, exact: int
     ) -> Outcome:
-        """The candidate with ``weights`` and the rest of ``limit`` for the pool."""
+        """The candidate with ``weights`` and the rest of ``limit`` for the pool, both in
+        whole MiB; where that pool falls short of the contract, the split to the byte
+        (``exact``: the weights' own need, the rest of the limit the pool's), so a point is
+        never lost to the rounding."""
         kv = (limit - weights) // MIB * MIB
         if kv <= 0:
             # the weights' need leaves no pool under the limit: the smallest pool beside
@@ -408,6 +411,11 @@ class Fitter:
             trimmed_plan, trimmed_failing, _ = self._compiled(trimmed)
             if trimmed_plan is not None and trimmed_failing is None:
                 return Outcome(window, sessions, trimmed, trimmed_plan, None, step)
+        if failing is not None and failing.gate == "pool-contract" and limit - exact > kv:
+            tight = self._data(layout, window, sessions, f"{exact} B", f"{limit - exact} B")
+            tight_plan, tight_failing, _ = self._compiled(tight)
+            if tight_plan is not None and tight_failing is None:
+                return Outcome(window, sessions, tight, tight_plan, None, step)
         return Outcome(window, sessions, data, plan, failing, step)
 
     # ------------------------------------------------------------ the searches

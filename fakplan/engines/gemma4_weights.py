@@ -41,9 +41,11 @@ sets: ``_mark_tower_model`` in ``models/interfaces.py`` and ``no_init_weights`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from typing import Any
 
 from fakplan.dtypes import element_type
+from fakplan.engines.nvfp4_weights import NVFP4_GROUP, Nvfp4Kernel, nvfp4_kernel, nvfp4_layer
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES
@@ -136,8 +138,10 @@ def gemma4_refusal(
     quantization: str | None,
     language_model_only: bool,
     batched_tokens: int | None,
+    capability: str | None = None,
+    sms: int | None = None,
 ) -> str | None:
-    """Why Gemma 4's weights are not counted for this launch (None: they are)."""
+    """Why Gemma 4's weights are not counted for this launch and card (None: they are)."""
     towers = [t.split("_")[0] for t in TOWER_CONFIGS if isinstance(text.get(t), dict)]
     if towers and not language_model_only:
         plural = len(towers) > 1
@@ -147,14 +151,19 @@ def gemma4_refusal(
             f"{'are' if plural else 'is'} not counted; serve it text-only "
             "(--language-model-only leaves the towers out) or state the pair"
         )
-    scheme = text.get("quantization_config")
-    if scheme is not None:
-        method = scheme.get("quant_method") if isinstance(scheme, dict) else None
-        algo = scheme.get("quant_algo") if isinstance(scheme, dict) else None
-        return (
-            f"gemma4: a {method or 'quantized'}{f' {algo}' if algo else ''} checkpoint: its "
-            "quantized layers are not counted (Gemma 4 is read in its model dtype)"
-        )
+    if "quantization_config" in text:
+        found = _nvfp4_ignore(text)
+        if isinstance(found, str):
+            return found
+        kernel = nvfp4_kernel(capability, sms)
+        if isinstance(kernel, str):
+            return f"gemma4: {kernel}"
+        layout = _layout(text)
+        if not isinstance(layout, str) and (layout.experts or layout.ple):
+            return (
+                "gemma4: an NVFP4 checkpoint with experts or per-layer embeddings: "
+                "ModelOptNvFp4FusedMoE's layouts and the quantized per-layer gates are not read"
+            )
     if quantization is not None:
         return f"gemma4 under --quantization {quantization}: read in its model dtype only"
     if pp != 1:
@@ -182,47 +191,110 @@ def gemma4_refusal(
     return None
 
 
-def _layer(
-    lay: _Layout, index: int, tp: int
-) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """One decoder layer's tensors in elements, in the order Gemma4DecoderLayer creates
-    them, split after the attention's projections and q/k norms (where a first layer of
-    its type builds its rotary cache): (name, elements)."""
+@dataclass(frozen=True)
+class _Part:
+    """One tensor a rank creates, in elements; a linear layer's weight also carries its
+    outputs and inputs on the rank, and the checkpoint's names of the widths fused in it
+    (what a quantization config's ``ignore`` list is matched against)."""
+
+    name: str
+    elements: int
+    rows: int = 0
+    inputs: int = 0
+    shards: tuple[str, ...] = ()
+
+
+def _linear(module: str, rows: int, inputs: int, shards: tuple[str, ...]) -> _Part:
+    return _Part(module, rows * inputs, rows, inputs, shards)
+
+
+def _layer(lay: _Layout, index: int, tp: int, prefix: str) -> tuple[list[_Part], list[_Part]]:
+    """One decoder layer's tensors, in the order Gemma4DecoderLayer creates them, split
+    after the attention's projections and q/k norms (where a first layer of its type
+    builds its rotary cache). ``prefix``: the checkpoint's name of the layers."""
     full = lay.kinds[index] == "full_attention"
     head = lay.global_head_dim if full else lay.head_dim
     kv = lay.global_kv_heads if full and lay.k_eq_v else lay.kv_heads
     q, k = lay.heads // tp * head, max(1, kv // tp) * head
-    attention = [("qkv_proj", lay.hidden * (q + 2 * k))]
+    at = f"{prefix}layers.{index}."
+    attn = f"{at}self_attn."
+    attention = [
+        _linear(
+            "qkv_proj", q + 2 * k, lay.hidden, (f"{attn}q_proj", f"{attn}k_proj", f"{attn}v_proj")
+        )
+    ]
     if lay.bias:
-        attention.append(("qkv bias", q + 2 * k))
-    attention.append(("o_proj", q * lay.hidden))
+        attention.append(_Part("qkv bias", q + 2 * k))
+    attention.append(_linear("o_proj", lay.hidden, q, (f"{attn}o_proj",)))
     if lay.bias:
-        attention.append(("o bias", lay.hidden))
-    attention += [("q_norm", head), ("k_norm", head)]
-    rest: list[tuple[str, int]] = []
+        attention.append(_Part("o bias", lay.hidden))
+    attention += [_Part("q_norm", head), _Part("k_norm", head)]
     wide = lay.double_wide and index >= lay.layers - lay.shared > 0
     share = lay.inter * (2 if wide else 1) // tp
-    rest += [("gate_up_proj", 2 * share * lay.hidden), ("down_proj", share * lay.hidden)]
-    rest += [("norm", lay.hidden)] * 4
+    mlp = f"{at}mlp."
+    rest = [
+        _linear("gate_up_proj", 2 * share, lay.hidden, (f"{mlp}gate_proj", f"{mlp}up_proj")),
+        _linear("down_proj", lay.hidden, share, (f"{mlp}down_proj",)),
+    ]
+    rest += [_Part("norm", lay.hidden)] * 4
     if lay.experts:
         expert = lay.moe_inter // tp
         rest += [
-            ("router scale", lay.hidden),
-            ("router root_size", 1),
-            ("router proj", lay.hidden * lay.experts),
-            ("per_expert_scale", lay.experts),
-            ("w13", lay.experts * 2 * expert * lay.hidden),
-            ("w2", lay.experts * lay.hidden * expert),
+            _Part("router scale", lay.hidden),
+            _Part("router root_size", 1),
+            _Part("router proj", lay.hidden * lay.experts),
+            _Part("per_expert_scale", lay.experts),
+            _Part("w13", lay.experts * 2 * expert * lay.hidden),
+            _Part("w2", lay.experts * lay.hidden * expert),
         ]
-        rest += [("norm", lay.hidden)] * 3
+        rest += [_Part("norm", lay.hidden)] * 3
     if lay.ple:
         rest += [
-            ("per_layer_input_gate", lay.hidden * lay.ple),
-            ("per_layer_projection", lay.ple * lay.hidden),
-            ("post_per_layer_input_norm", lay.hidden),
+            _Part("per_layer_input_gate", lay.hidden * lay.ple),
+            _Part("per_layer_projection", lay.ple * lay.hidden),
+            _Part("post_per_layer_input_norm", lay.hidden),
         ]
-    rest.append(("layer_scalar", 1))
+    rest.append(_Part("layer_scalar", 1))
     return attention, rest
+
+
+def _excluded(name: str, ignore: tuple[str, ...]) -> bool:
+    """ModelOpt's ``is_layer_excluded``: a wildcard match, or an entry (a trailing "*"
+    dropped, as ``apply_vllm_mapper`` splits it) found in the name."""
+    return any(
+        fnmatch(name, entry) or (entry.removesuffix("*") or entry) in name for entry in ignore
+    )
+
+
+def _nvfp4_ignore(text: dict[str, Any]) -> tuple[str, ...] | str:
+    """The modules a ModelOpt NVFP4 checkpoint leaves unquantized, or why its scheme is not
+    read (a sentence). The config's ``quantization_config`` is read as vLLM's
+    ``ModelOptQuantConfigBase.from_config`` reads it (``ignore``, ``quant_algo``,
+    ``group_size``)."""
+    scheme = text.get("quantization_config")
+    if not isinstance(scheme, dict) or scheme.get("quant_method") != "modelopt":
+        method = scheme.get("quant_method") if isinstance(scheme, dict) else None
+        return f"gemma4: a {method or 'quantized'} checkpoint: read in its model dtype and as ModelOpt NVFP4"
+    algo = str(scheme.get("quant_algo") or "").upper()
+    if algo != "NVFP4":
+        return f"gemma4: a ModelOpt {algo or 'unnamed'} checkpoint: read as NVFP4 only"
+    group = scheme.get("group_size")
+    if group is not None and group != NVFP4_GROUP:
+        return f"gemma4: an NVFP4 checkpoint with group_size {group!r}: vLLM's kernels take 16"
+    ignore = scheme.get("ignore") or []
+    if not isinstance(ignore, list):
+        return "gemma4: an NVFP4 checkpoint whose ignore is not a list"
+    return tuple(str(i) for i in ignore)
+
+
+def _prefix(text: dict[str, Any]) -> str:
+    """The checkpoint's name of the text model's layers: nested in a multimodal checkpoint
+    (Gemma4ForConditionalGeneration's ``model.language_model.``), else ``model.``."""
+    archs = [str(a) for a in text.get("architectures") or ()]
+    multimodal = any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS) or any(
+        "ConditionalGeneration" in a for a in archs
+    )
+    return "model.language_model." if multimodal else "model."
 
 
 def gemma4_rank_weights(
@@ -232,63 +304,99 @@ def gemma4_rank_weights(
     served: str | None = None,
     cuda_blocks: bool = False,
     batched_tokens: int | None = None,
+    capability: str | None = None,
+    sms: int | None = None,
 ) -> RankWeights | None:
     """One TP rank's weights, text model only (check ``gemma4_refusal`` first; None where
-    it refuses or no dtype is known): every tensor in the model dtype, in the order vLLM
-    creates them (the module's docstring); with ``cuda_blocks``, as the caching allocator
-    counts them."""
+    it refuses or no dtype is known): every tensor in the order vLLM creates it (the
+    module's docstring), in the model dtype, a ModelOpt NVFP4 checkpoint's quantized linear
+    layers as the card's kernel keeps them (``nvfp4_weights``); with ``cuda_blocks``, as
+    the caching allocator counts them (an interval where NVFP4 conversions free blocks)."""
     lay = _layout(text)
     dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     if isinstance(lay, str) or dtype is None:
         return None
+    kernel: Nvfp4Kernel | None = None
+    ignore: tuple[str, ...] = ()
+    if "quantization_config" in text:
+        found_ignore, found_kernel = _nvfp4_ignore(text), nvfp4_kernel(capability, sms)
+        if isinstance(found_ignore, str) or isinstance(found_kernel, str):
+            return None
+        ignore, kernel = found_ignore, found_kernel
     size = element_type(dtype).block_bytes
+    prefix = _prefix(text)
     rows = _up(lay.vocab, VOCAB_PAD) // tp
-    order: list[int] = [rows * lay.hidden]  # embed_tokens
+    parts: list[_Part] = [_Part("embed_tokens", rows * lay.hidden)]
     ple_total = lay.ple * lay.layers
     if lay.ple:
         ple_rows = _up(lay.ple_vocab, VOCAB_PAD) // tp
         # embed_tokens_per_layer, its scale, the projection, its norm, two scalar buffers
-        order += [ple_rows * ple_total, 1, ple_total // tp * lay.hidden, lay.ple, 1, 1]
+        parts += [
+            _Part("embed_tokens_per_layer", ple_rows * ple_total),
+            _Part("embed_scale_per_layer", 1),
+            _Part("per_layer_model_projection", ple_total // tp * lay.hidden),
+            _Part("per_layer_projection_norm", lay.ple),
+            _Part("per_layer_input_scale", 1),
+            _Part("per_layer_projection_scale", 1),
+        ]
     ropes: dict[str, int] = {}
     for index in range(lay.layers):
-        attention, rest = _layer(lay, index, tp)
-        order += [n for _, n in attention]
+        attention, rest = _layer(lay, index, tp, prefix)
+        parts += attention
         kind = lay.kinds[index]
         if kind not in ropes:
             width = lay.global_head_dim if kind == "full_attention" else lay.head_dim
             ropes[kind] = lay.positions * width
-            order.append(ropes[kind])
-        order += [n for _, n in rest]
-    order += [lay.hidden, 1]  # the final norm, the normalizer buffer
+            parts.append(_Part(f"rotary cache ({kind})", ropes[kind]))
+        parts += rest
+    parts += [_Part("norm", lay.hidden), _Part("normalizer", 1)]
     if not lay.tied:
-        order.append(rows * lay.hidden)  # lm_head
+        parts.append(_Part("lm_head", rows * lay.hidden))
     buffer = 0
     if lay.ple and any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS):
         buffer = (batched_tokens or 0) * ple_total  # gemma4_mm.py per_layer_embeddings
-        order.append(buffer)
-    elements = sum(order)
-    total = elements * size
-    first = _layer(lay, 0, tp)
+        parts.append(_Part("per_layer_embeddings", buffer))
+    loaded: list[int] = []
+    converted: list[int] = []
+    freed = 0
+    quantized = 0
+    for part in parts:
+        skipped = {_excluded(n, ignore) for n in part.shards}
+        if len(skipped) > 1:
+            return None  # vLLM refuses a fused layer whose widths are quantized differently
+        if kernel is None or skipped != {False}:
+            loaded.append(part.elements * size)
+            continue
+        held = nvfp4_layer(part.rows, part.inputs, len(part.shards), kernel)
+        if held is None:
+            return None
+        loaded += held.loaded
+        converted += held.converted
+        freed += held.freed
+        quantized += 1
+    total = sum(loaded) + sum(converted) - freed
+    elements = sum(p.elements for p in parts)
+    first = _layer(lay, 0, tp, prefix)
     full_at = lay.kinds.index("full_attention") if "full_attention" in lay.kinds else 0
-    full = _layer(lay, full_at, tp)
-    parts = [
+    full = _layer(lay, full_at, tp, prefix)
+    said = [
         f"embedding {rows:,} rows/rank x {lay.hidden:,}{' (tied)' if lay.tied else ' and lm_head'}",
         f"{lay.kinds.count('sliding_attention')} sliding layers (q/k/v/o with q/k norms "
-        f"{sum(n for _, n in first[0]):,}, head {lay.head_dim}, {lay.kv_heads} KV heads) and "
-        f"{lay.kinds.count('full_attention')} full layers (q/k/v/o with q/k norms "
-        f"{sum(n for _, n in full[0]):,}, head {lay.global_head_dim}, {lay.global_kv_heads} KV "
-        f"heads{', K loaded into V too' if lay.k_eq_v else ''}) per rank",
+        f"{sum(p.elements for p in first[0]):,}, head {lay.head_dim}, {lay.kv_heads} KV heads) "
+        f"and {lay.kinds.count('full_attention')} full layers (q/k/v/o with q/k norms "
+        f"{sum(p.elements for p in full[0]):,}, head {lay.global_head_dim}, "
+        f"{lay.global_kv_heads} KV heads{', K loaded into V too' if lay.k_eq_v else ''}) per rank",
         f"MLP {lay.hidden:,} x {lay.inter:,} / TP {tp}"
         + (f" (x2 on the {lay.shared} KV-shared layers)" if lay.double_wide and lay.shared else ""),
         "4 norms and a layer scalar a layer",
     ]
     if lay.experts:
-        parts.append(
+        said.append(
             f"{lay.experts} experts of {lay.moe_inter:,} / TP {tp} with their router and 3 "
             "norms a layer"
         )
     if lay.ple:
-        parts.append(
+        said.append(
             f"per-layer embeddings {lay.ple} x {lay.layers} layers (vocab "
             f"{lay.ple_vocab:,}, projection, gates)"
             + (f", batch buffer {batched_tokens:,} tokens" if buffer else "")
@@ -296,16 +404,34 @@ def gemma4_rank_weights(
     caches = " + ".join(
         f"{lay.positions:,} x {n // lay.positions} ({k.split('_')[0]})" for k, n in ropes.items()
     )
-    parts.append(f"rotary caches {caches}")
+    said.append(f"rotary caches {caches}")
+    if kernel is None:
+        counted = f"{elements:,} elements x {size} B ({dtype}) = {total:,} B"
+    else:
+        counted = (
+            f"{elements:,} elements, of them {quantized} linear layers in NVFP4 (ModelOpt; "
+            f"{len(ignore)} ignore entries leave the rest in {dtype}) on {kernel.text}: "
+            f"{sum(loaded):,} B loaded + {sum(converted):,} B the kernel's conversion creates - "
+            f"{freed:,} B it frees = {total:,} B (quantization/modelopt.py, "
+            "utils/nvfp4_utils.py, utils/marlin_utils_fp4.py)"
+        )
     derivation = (
-        f"gemma4 text model on TP {tp}: {'; '.join(parts)} = {elements:,} elements x {size} B "
-        f"({dtype}) = {total:,} B (models/gemma4.py, v0.19.0)"
+        f"gemma4 text model on TP {tp}: {'; '.join(said)} = {counted} (models/gemma4.py, v0.19.0)"
     )
     if not cuda_blocks:
         return RankWeights(total, derivation)
-    blocks = allocated_bytes(n * size for n in order)
+    blocks = allocated_bytes(loaded + converted) - freed
+    if kernel is None:
+        return RankWeights(
+            blocks,
+            f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
+            "of blocks rounded up and left whole, c10/cuda/CUDACachingAllocator.cpp)",
+        )
     return RankWeights(
-        blocks,
-        f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
-        "of blocks rounded up and left whole, c10/cuda/CUDACachingAllocator.cpp)",
+        total,
+        f"{derivation}; as CUDA's caching allocator counts it, {total:,}..{blocks:,} B: at "
+        "least the live tensors' bytes, at most the load's blocks with every converted tensor "
+        "in a fresh block and the freed originals giving back only their own bytes "
+        "(c10/cuda/CUDACachingAllocator.cpp)",
+        high=blocks,
     )

@@ -681,11 +681,13 @@ def vllm_rank_weights(
         if rope_bytes is not None or gemma4_refusal(
             text, tp=tp, pp=pp, quantization=quantization,
             language_model_only=language_model_only, batched_tokens=batched_tokens,
+            capability=capability, sms=sms,
         ):  # fmt: skip
             return None
         return gemma4_rank_weights(
-            text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens
-        )
+            text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens,
+            capability=capability, sms=sms,
+        )  # fmt: skip
     if language_model_only:
         # the towers (and Gemma 3's projector) are built on the meta device: no memory
         # (models/interfaces.py _mark_tower_model, models/utils.py no_init_weights, v0.19.0)
@@ -1258,14 +1260,19 @@ def weights_refusal(
     served: str | None = None,
     language_model_only: bool = False,
     batched_tokens: int | None = None,
+    sms: int | None = None,
 ) -> str:
     """Why ``vllm_rank_weights`` gives None at this TP/PP (a sentence)."""
     if model_type in GEMMA4_FAMILIES:
         found = gemma4_refusal(
             text, tp=tp, pp=pp, quantization=quantization,
             language_model_only=language_model_only, batched_tokens=batched_tokens,
+            capability=capability, sms=sms,
         )  # fmt: skip
-        return found or "gemma4: its checkpoint states no dtype fakplan reads (give --dtype)"
+        return found or (
+            "gemma4: its checkpoint states no dtype fakplan reads (give --dtype), or an NVFP4 "
+            "layer's shape or fused widths are ones vLLM refuses"
+        )
     if language_model_only:
         text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
     if model_type == "gpt_oss":

@@ -467,6 +467,7 @@ def vllm_floor(
                 served=served,
                 language_model_only=language_model_only,
                 batched_tokens=batched_tokens,
+                sms=sms,
             )
         )
     if served not in {"bf16", "fp16"}:

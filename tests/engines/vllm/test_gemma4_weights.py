@@ -24,6 +24,22 @@ from tests.support.paths import PUBLIC
 NVFP4 = PUBLIC / "configs" / "nvidia--Gemma-4-31B-IT-NVFP4" / "config.json"
 
 
+# a small Gemma 4 text model: the fields each small test below states on top of
+SMALL: dict[str, Any] = {
+    "model_type": "gemma4_text",
+    "dtype": "bfloat16",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_global_key_value_heads": 1,
+    "attention_k_eq_v": True,
+    "head_dim": 16,
+    "global_head_dim": 32,
+    "vocab_size": 1000,
+    "max_position_embeddings": 128,
+}
+
+
 def _bf16_config() -> dict[str, Any]:
     config: dict[str, Any] = json.loads(NVFP4.read_text())
     del config["quantization_config"]
@@ -84,17 +100,91 @@ def test_the_towers_are_a_reason_until_served_text_only() -> None:
     assert vllm_rank_weights(text, "gemma4_text") is None
     reason = weights_refusal(text, "gemma4_text", None, 1, 1)
     assert "vision tower" in reason and "--language-model-only" in reason
-    assert weights_refusal(text, "gemma4_text", None, 1, 1, language_model_only=True) == (
-        "gemma4: its checkpoint states no dtype fakplan reads (give --dtype)"
-    )  # (only reached where the count itself found no dtype)
+    assert vllm_rank_weights(text, "gemma4_text", language_model_only=True) is not None
 
 
-def test_the_nvfp4_checkpoint_is_named_as_what_is_not_counted() -> None:
+def _nvfp4_text() -> dict[str, Any]:
     config = json.loads(NVFP4.read_text())
-    text = {**_text(config), "quantization_config": config["quantization_config"]}
-    reason = weights_refusal(text, "gemma4_text", None, 1, 1, language_model_only=True)
-    assert reason.startswith("gemma4: a modelopt NVFP4 checkpoint")
+    return {**_text(config), "quantization_config": config["quantization_config"]}
+
+
+def test_nvfp4_needs_the_card_and_counts_by_its_kernel() -> None:
+    """nvidia/Gemma-4-31B-IT-NVFP4 at TP 1, text-only. Its ``ignore`` leaves every layer's
+    self_attn, lm_head and the vision tower unquantized, so the 60 MLPs are NVFP4 and
+    the rest is bf16 (ModelOptQuantConfigBase.is_layer_excluded). By hand:
+
+    - bf16: the embedding, the attention of 50 sliding and 10 full layers (with their q/k
+      norms), 4 norms and a layer scalar a layer, two rotary caches, the final norm and
+      the normalizer: 10,199,781,693 elements;
+    - gate_up (N 43,008 = 2 x 21,504 outputs, K 5,376 inputs): the weight N x K/2 =
+      115,605,504 B, the block scales N x K/16 = 14,450,688 B, four float32 scalars kept
+      (16 B); the two per-width scales (2 x 2 x 4 B) are freed;
+    - down (N 5,376, K 21,504): 57,802,752 + 7,225,344 + 16 B;
+    - CUTLASS (compute capability 10.0 on): no padding (N and K multiples of 32; the
+      swizzled scales' rows multiples of 128, columns of 4), so the swizzled scales
+      replace the loaded ones byte for byte;
+    - Marlin (7.5 to 9.x): the weight and scales rewritten at the same size, and an int32
+      workspace word per SM for each of the 120 layers (132 SMs on an H100)."""
+    text = _nvfp4_text()
     assert vllm_rank_weights(text, "gemma4_text", language_model_only=True) is None
+    reason = weights_refusal(text, "gemma4_text", None, 1, 1, language_model_only=True)
+    assert "compute capability" in reason
+    bf16 = (
+        262_144 * 5376
+        + 50 * (_layer(1, full=False) - 3 * 5376 * 21504)
+        + 10 * (_layer(1, full=True) - 3 * 5376 * 21504)
+        + 262_144 * (256 + 512)
+        + 5376
+        + 1
+    )
+    assert bf16 == 10_199_781_693
+    mlp = (115_605_504 + 14_450_688 + 16) + (57_802_752 + 7_225_344 + 16)
+    cutlass = vllm_rank_weights(text, "gemma4_text", language_model_only=True, capability="10.0")
+    assert cutlass is not None
+    assert cutlass.bytes == 2 * bf16 + 60 * mlp
+    marlin = vllm_rank_weights(
+        text, "gemma4_text", language_model_only=True, capability="9.0", sms=132
+    )
+    assert marlin is not None
+    assert marlin.bytes == 2 * bf16 + 60 * mlp + 120 * 132 * 4
+    assert "Marlin" in marlin.derivation and "CUTLASS" in cutlass.derivation
+    blocks = vllm_rank_weights(
+        text, "gemma4_text", language_model_only=True, capability="10.0", cuda_blocks=True
+    )
+    assert blocks is not None and blocks.high is not None
+    assert blocks.bytes == cutlass.bytes < blocks.high < cutlass.bytes * 1.01
+
+
+def test_nvfp4_padding_and_the_ignore_list_by_hand() -> None:
+    """A small text-only config, NVFP4 with every self_attn ignored, on CUTLASS at TP 1:
+
+    - bf16: embedding 1,024 x 64 = 65,536; layer 0 (sliding; q 4 x 16, k = v 2 x 16): qkv
+      128 x 64 = 8,192, o 4,096, q/k norms 32, 4 norms 256, a scalar; its rotary cache
+      128 x 16 = 2,048; layer 1 (full; q 4 x 32, one K=V head of 32): qkv 192 x 64 =
+      12,288, o 8,192, norms 64 + 256 + 1; its cache 128 x 32 = 4,096; final norm 64 and
+      the normalizer: 105,123 elements, 210,246 B;
+    - gate_up (N 160, K 64): weight 160 x 32 = 5,120 B; scales 160 x 4 swizzled to 256
+      rows (128's multiple) x 4 = 1,024 B; 16 B of scalars: 6,160 B;
+    - down (N 64, K 80): K is not a multiple of 32, so the weight is padded to 64 x 96 / 2 =
+      3,072 B; scales 64 x 5 swizzled to 128 x 8 = 1,024 B; 16 B: 4,112 B."""
+    config = {
+        **SMALL,
+        "num_hidden_layers": 2,
+        "intermediate_size": 80,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "tie_word_embeddings": True,
+        "quantization_config": {
+            "quant_method": "modelopt",
+            "quant_algo": "NVFP4",
+            "ignore": ["lm_head", "model.layers.*.self_attn*"],
+        },
+    }
+    found = vllm_rank_weights(config, "gemma4_text", capability="12.0")
+    assert found is not None
+    assert found.bytes == 210_246 + 2 * (6160 + 4112)
+    # gate and up quantized differently: vLLM refuses the fused layer, so fakplan does
+    config["quantization_config"]["ignore"] = ["model.layers.*.self_attn*", "*.up_proj"]
+    assert vllm_rank_weights(config, "gemma4_text", capability="12.0") is None
 
 
 def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
@@ -115,19 +205,9 @@ def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
     - rotary caches 128 x 16 (sliding) + 128 x 32 (full) = 6,144; final norm 64,
       normalizer 1."""
     config = {
-        "model_type": "gemma4_text",
-        "dtype": "bfloat16",
-        "hidden_size": 64,
+        **SMALL,
         "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "num_global_key_value_heads": 1,
-        "attention_k_eq_v": True,
-        "head_dim": 16,
-        "global_head_dim": 32,
         "intermediate_size": 128,
-        "vocab_size": 1000,
-        "max_position_embeddings": 128,
         "layer_types": ["sliding_attention", "full_attention"] * 2,
         "num_kv_shared_layers": 2,
         "use_double_wide_mlp": True,
@@ -198,3 +278,27 @@ def test_a_shape_serves_text_only_with_the_flag_and_other_engines_refuse_it(
     assert refused.exit_code == 2
     assert "serving.language_model_only" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_one_rtx_5090_does_not_hold_the_nvfp4_31b_even_text_only() -> None:
+    """vllm#40291 (vLLM 0.19.1, one RTX 5090, towers loaded) ran out of memory while
+    creating Gemma-4-31B-IT-NVFP4's layers, with 29.39 GiB allocated. fakplan, given only
+    the card (CUDA's 31.35 GiB, that boot's own print, and the card table's 12.0 and 170
+    SMs), counts the text model alone at more than 0.9 of the card, and says vLLM refuses."""
+    oom = (PUBLIC / "cuda_totals" / "rtx-5090.log").read_text()
+    assert "Of the allocated memory 29.39 GiB is allocated by PyTorch" in oom
+    result = CliRunner().invoke(
+        main,
+        [
+            "kv", "nvidia/Gemma-4-31B-IT-NVFP4", "--engine-version", "0.19.0",
+            "--card-sku", "RTX-5090", "--gpu-memory-utilization", "0.9",
+            "--max-model-len", "8192", "--language-model-only", "--json",
+        ],
+        env={"HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    sizing = json.loads(result.output)["sizing"]
+    weights = {t["id"]: t for t in sizing["terms"]}["weights"]["low_bytes"]
+    assert weights > math.ceil(printed_interval("31.35 GiB")[2] * 0.9)
+    assert weights > printed_interval("29.39 GiB")[2]  # more than the boot had made
+    assert sizing["pool_range"] == [0, 0]

@@ -386,18 +386,18 @@ def test_deepseek_v3_fp8_tp8_by_hand() -> None:
 
 
 # the catalog's architectures whose weights fakplan does not count yet (issue 30) on an
-# H100 (compute capability 9.0), each for the reason weights_refusal gives: NVFP4
-# checkpoints and Gemma 4's layers
+# H100 (compute capability 9.0, 132 SMs) served text-only, each for the reason
+# weights_refusal gives: nvidia's mixed-precision (FP8 and NVFP4) checkpoints
 NOT_COUNTED = {
-    "gemma4_text",
-    "qwen3_5_moe_text",  # nvidia's NVFP4 checkpoints: NVFP4 is not counted
+    "qwen3_5_moe_text",
     "qwen3_5_text",
 }
 
 
 def test_the_catalog_architectures_counted() -> None:
-    """Every catalog model's weights per rank are counted at TP 1 on an H100, or it is one
-    of the architectures listed above, with a reason."""
+    """Every catalog model's weights per rank are counted at TP 1 on an H100 served
+    text-only (Gemma 4's towers are counted only so: test_gemma4_weights), or it is one of
+    the architectures listed above, with a reason."""
     from fakplan.engines.weights import weights_refusal
     from fakplan.geometry.catalog import catalog_ids, lookup
 
@@ -406,8 +406,13 @@ def test_the_catalog_architectures_counted() -> None:
         geometry = lookup(model_id)
         assert geometry is not None and geometry.text_config is not None
         text, family = geometry.text_config, geometry.architecture
-        if vllm_rank_weights(text, family, capability="9.0") is None:
-            missing[family] = weights_refusal(text, family, None, 1, 1, "9.0")
+        counted = vllm_rank_weights(
+            text, family, capability="9.0", sms=132, language_model_only=True
+        )
+        if counted is None:
+            missing[family] = weights_refusal(
+                text, family, None, 1, 1, "9.0", language_model_only=True, sms=132
+            )
     assert set(missing) == NOT_COUNTED
     assert all(reason for reason in missing.values())
 
