@@ -122,6 +122,12 @@ _OPTION_OF = {
     help=SPECULATIVE_HELP + ": every point plans the draft (its KV in the pool, its weights "
     "in the budget), as a shape's launch.speculative and serving.spec_tokens would.",
 )
+@click.option(
+    "--language-model-only",
+    is_flag=True,
+    help="vLLM --language-model-only: a multimodal model served as text only (its towers "
+    "not loaded), as a shape's serving.language_model_only.",
+)
 @gates_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema fakplan.fit/1).")
 @click.option(
@@ -147,6 +153,7 @@ def fit(
     quantization: tuple[str, ...],
     tp: tuple[int, ...],
     speculative: str | None,
+    language_model_only: bool,
     gates_dir: Path | None,
     as_json: bool,
     emit: Path | None,
@@ -185,6 +192,7 @@ def fit(
         utilization,
         gates_dir,
         speculative,
+        language_model_only,
     )
     quants = tuple(None if q == "none" else q for q in quantization) or (None,)
     layouts = tuple(
@@ -219,6 +227,7 @@ def _fitter(
     utilization: float | None,
     gates_dir: Path | None,
     speculative: str | None = None,
+    language_model_only: bool = False,
 ) -> tuple[Fitter, str, tuple[str, ...], tuple[int, ...]]:
     """The fitter over a shape file, or over a shape made of the options; its name, the KV
     dtypes and the tensor-parallel widths to try."""
@@ -236,6 +245,10 @@ def _fitter(
             raise click.BadParameter(
                 "a shape states its draft: launch.speculative and serving.spec_tokens",
                 param_hint="--speculative-config",
+            )
+        if language_model_only:
+            raise click.BadParameter(
+                "a shape states it: serving.language_model_only", param_hint="--language-model-only"
             )
         _override(data, engine_version, card_facts, cards, ceiling, weights)
         folder = gates_dir or gates_folder(path)
@@ -265,6 +278,8 @@ def _fitter(
         "card": {} if card is None else {"total": card},
         "serving": {"max_num_seqs": 1, "max_model_len": SMALLEST_WINDOW},
     }
+    if language_model_only:
+        made["serving"]["language_model_only"] = True
     if speculative is not None:
         method, tokens, draft = speculative_config(speculative)
         made["serving"]["spec_tokens"] = tokens

@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES
 from fakplan.engines.rank_weights import RankWeights
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
@@ -283,6 +284,13 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "the activation peak of a model with a vision tower (the profiling run of its "
             "encoder) is not read; served text-only (--language-model-only) it is the text "
             "model's"
+        )
+    if model_type in GEMMA4_FAMILIES and (
+        text.get("enable_moe_block") or text.get("hidden_size_per_layer_input")
+    ):
+        return (
+            "the activation peak of Gemma 4's expert block (FusedMoE beside the dense MLP) "
+            "or per-layer embeddings is not read"
         )
     if model_type in MLA_FAMILIES:
         return (

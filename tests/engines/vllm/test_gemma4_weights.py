@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
 from click.testing import CliRunner
 
 from fakplan.cli import main
@@ -302,3 +303,23 @@ def test_one_rtx_5090_does_not_hold_the_nvfp4_31b_even_text_only() -> None:
     assert weights > math.ceil(printed_interval("31.35 GiB")[2] * 0.9)
     assert weights > printed_interval("29.39 GiB")[2]  # more than the boot had made
     assert sizing["pool_range"] == [0, 0]
+
+
+def test_fit_serves_text_only_where_asked(tmp_path: Path) -> None:
+    """`fakplan fit --language-model-only` plans every point text-only: without it the
+    tower is the reason no point is found; with it each emitted shape states the flag."""
+    folder = tmp_path / "gemma-4-31b-it"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_bf16_config()))
+    args = [
+        "fit", str(folder), "--engine", "vllm", "--engine-version", "0.19.0",
+        "--card-sku", "H100-SXM-80GB", "--utilization", "0.9", "--window", "8192", "--json",
+    ]  # fmt: skip
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code in (1, 2), refused.output
+    assert "vision tower" in refused.output
+    emitted = tmp_path / "points"
+    served = CliRunner().invoke(main, [*args, "--language-model-only", "--emit", str(emitted)])
+    assert served.exit_code == 0, served.output
+    shapes = [yaml.safe_load(p.read_text()) for p in emitted.glob("*.yaml")]
+    assert shapes and all(s["serving"]["language_model_only"] is True for s in shapes)
