@@ -48,6 +48,8 @@ Cards = Annotated[int, Strict(), Field(gt=0, le=MAX_CARDS_PER_NODE)]
 ParallelSize = Annotated[int, Strict(), Field(gt=0, le=MAX_PARALLEL)]
 Seqs = Annotated[int, Strict(), Field(gt=0, le=MAX_SEQS)]
 Tokens = Annotated[int, Strict(), Field(gt=0, le=MAX_TOKENS)]
+# true or false as YAML writes them: a quoted "yes" or a 1 is refused, not read as true
+Switch = Annotated[bool, Strict()]
 # a measured figure: finite (NaN and infinity are not JSON, and compare false with anything)
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Slug = Annotated[
@@ -282,17 +284,17 @@ class Serving(Strict_):
     max_num_batched_tokens: Tokens | None = Field(
         None, description="vLLM: tokens per scheduler step (sizes sliding-window blocks)"
     )
-    prefix_caching: bool | None = Field(
+    prefix_caching: Switch | None = Field(
         None,
         description=(
             "vLLM: prefix caching (hybrid models then keep 2 state pages per sequence); "
             "unset: the release's default (on, but off for hybrid models before 0.28)"
         ),
     )
-    kv_unified: bool | None = Field(
+    kv_unified: Switch | None = Field(
         None, description="llama.cpp: one KV cache shared by all slots (-kvu)"
     )
-    language_model_only: bool = Field(
+    language_model_only: Switch = Field(
         False,
         description="vLLM: serve a multimodal model as text only (--language-model-only): "
         "its vision and audio towers are not built, so neither their weights nor an image's "
@@ -410,7 +412,7 @@ class Limits(Strict_):
     kv_tokens_tolerance_pct: Annotated[Finite, Field(gt=0, le=50)] = Field(
         0.5, description="tolerance of the KV-tokens prediction against the boot ledger"
     )
-    rope_scaling: bool = Field(
+    rope_scaling: Switch = Field(
         False, description="declare that max_model_len past the trained context is intended"
     )
     sizing_tolerance_pct: Annotated[Finite, Field(gt=0, le=50)] = Field(

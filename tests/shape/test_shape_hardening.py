@@ -237,3 +237,15 @@ def test_an_escaped_control_character_in_a_value_is_refused(tmp_path: Path, esca
     """A NUL inside a launch value compiled: bash dropped it (``ab``), plan.json kept it."""
     text = EXAMPLE.replace("  port: 8000", f'  port: 8000\n  served_model_name: "a{escape}b"')
     _refused(_plan(tmp_path, text), 23, "control character")
+
+
+@pytest.mark.parametrize("value", ['"yes"', '"true"', "1", "0"])
+def test_a_switch_is_true_or_false_as_yaml_writes_them(tmp_path: Path, value: str) -> None:
+    """A quoted word or a number is not read as a switch (pydantic's lax mode would take
+    "yes" and 1 as true): the shape says what it means or is refused at the line."""
+    text = EXAMPLE.replace("  max_num_seqs: 2\n", f"  max_num_seqs: 2\n  prefix_caching: {value}\n")
+    assert text != EXAMPLE
+    line = text.splitlines().index(f"  prefix_caching: {value}") + 1
+    _refused(_plan(tmp_path, text), line, "serving.prefix_caching", "boolean")
+    unquoted = EXAMPLE.replace("  max_num_seqs: 2\n", "  max_num_seqs: 2\n  prefix_caching: yes\n")
+    assert _plan(tmp_path, unquoted).exit_code == 0  # YAML's own yes is true
