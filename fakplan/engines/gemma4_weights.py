@@ -36,6 +36,10 @@ The vision and audio towers are transformers' own modules, built by
 device) when every modality's ``--limit-mm-per-prompt`` is 0, as ``--language-model-only``
 sets: ``_mark_tower_model`` in ``models/interfaces.py`` and ``no_init_weights`` in
 ``models/utils.py``, v0.19.0. Only then are Gemma 4's weights counted.
+
+A ModelOpt NVFP4 checkpoint (nvidia's) quantizes the linear layers its ``ignore`` list
+does not name; those are held as the card's kernel keeps them (``nvfp4_weights``), the
+rest in the model dtype. NVFP4 experts and per-layer gates are not read.
 """
 
 from __future__ import annotations

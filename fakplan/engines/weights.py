@@ -688,10 +688,24 @@ def vllm_rank_weights(
             text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens,
             capability=capability, sms=sms,
         )  # fmt: skip
-    if language_model_only:
+    towers = [k.split("_")[0] for k in TOWER_CONFIGS if k in text]
+    if language_model_only and towers:
         # the towers (and Gemma 3's projector) are built on the meta device: no memory
         # (models/interfaces.py _mark_tower_model, models/utils.py no_init_weights, v0.19.0)
-        text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
+        text_only = vllm_rank_weights(
+            {k: v for k, v in text.items() if k not in TOWER_CONFIGS}, model_type, tp=tp,
+            pp=pp, stage=stage, served=served, quantization=quantization,
+            rope_bytes=rope_bytes, cuda_blocks=cuda_blocks, capability=capability, sms=sms,
+        )  # fmt: skip
+        if text_only is None:
+            return None
+        left_out = f"{' and '.join(towers)} tower{'s' if len(towers) > 1 else ''}"
+        return dataclasses.replace(
+            text_only,
+            derivation=f"{text_only.derivation}; served text-only (--language-model-only): "
+            f"the {left_out} built on the meta device, holding nothing "
+            "(models/interfaces.py _mark_tower_model, v0.19.0)",
+        )
     if model_type == "gpt_oss":
         if rope_bytes is not None or gpt_oss_refusal(
             text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability

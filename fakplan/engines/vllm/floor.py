@@ -71,6 +71,8 @@ from fakplan.engines.vllm.runner import (
 )
 from fakplan.engines.weights import (
     GDN_FAMILIES,
+    GEMMA3_DEFAULTS,
+    GEMMA3_FAMILIES,
     MAMBA_FAMILIES,
     MLA_FAMILIES,
     SWA_HYBRID_FAMILIES,
@@ -279,12 +281,14 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
     text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
     runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
     gpu_model_runner.py profile_run, v0.19.0), so its peak is the text model's."""
-    if "vocab_size" not in text or ("vision_config" in text and not language_model_only):
+    if "vision_config" in text and not language_model_only:
         return (
             "the activation peak of a model with a vision tower (the profiling run of its "
             "encoder) is not read; served text-only (--language-model-only) it is the text "
             "model's"
         )
+    if "vocab_size" not in text:
+        return "its config states no vocab_size, which the sampler's peak scales with"
     if model_type in GEMMA4_FAMILIES and (
         text.get("enable_moe_block") or text.get("hidden_size_per_layer_input")
     ):
@@ -448,6 +452,8 @@ def vllm_floor(
     unread = _release_read(version)
     if unread:
         return Unknown(unread)
+    if model_type in GEMMA3_FAMILIES:
+        text = {**GEMMA3_DEFAULTS, **text}  # what Gemma3TextConfig fills (vocab_size, ...)
     if pp != 1:
         stage = vllm_rank_weights(
             text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,

@@ -125,6 +125,18 @@ def test_gemma3_4b_by_hand() -> None:
     assert found.bytes == 8_600_158_944 + 603_979_776 + 32_768
 
 
+def test_gemma3_4b_text_only_leaves_the_tower_out() -> None:
+    """Served text-only (--language-model-only), the SigLIP tower and the projector are
+    built on the meta device: the count above less them is the text model's 3,880,263,168
+    parameters x 2 B and its two rotary caches, and the derivation says why."""
+    found = vllm_rank_weights(
+        _gemma3_text("google--gemma-3-4b-it"), "gemma3_text", language_model_only=True
+    )
+    assert found is not None
+    assert found.bytes == 3_880_263_168 * 2 + 603_979_776
+    assert "served text-only" in found.derivation and "vision tower" in found.derivation
+
+
 @pytest.mark.parametrize(
     ("model", "log"),
     [
