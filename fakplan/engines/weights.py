@@ -1164,13 +1164,7 @@ def checkpoint_storage(
     if method == "awq":
         return awq_storage(scheme, capability, tp, sms)
     if method == "modelopt":
-        algo = str(scheme.get("quant_algo") or "unnamed")
-        return (
-            f"a modelopt {algo} checkpoint: its NVFP4 weights' fp8 block scales are swizzled "
-            "at load for the card's kernel (FlashInfer, CUTLASS or Marlin), beside per-shard "
-            "global and input scales, and a mixed-precision one adds fp8 layers with static "
-            "input scales: not counted"
-        )
+        return _modelopt_reason(scheme)
     if method != "compressed-tensors":
         return f"a {method} checkpoint: its weights are not counted"
     groups = scheme.get("config_groups")
@@ -1220,6 +1214,44 @@ def checkpoint_storage(
     return (
         f"a compressed-tensors {bits}-bit {kind} {strategy} checkpoint: vLLM repacks it as it "
         "loads (Marlin), a transient fakplan does not read; its weights are not counted"
+    )
+
+
+# the per-layer algorithms vLLM 0.19.0's ModelOptMixedPrecisionConfig.get_quant_method
+# builds a quantized layer for (quantization/modelopt.py); any other leaves the layer
+# unquantized, so the checkpoint's packed tensors for it do not load
+MIXED_PRECISION_READ = ("FP8", "NVFP4")
+
+
+def _modelopt_reason(scheme: dict[str, Any]) -> str:
+    """Why a ModelOpt checkpoint's weights are not counted for this family (Gemma 4's
+    NVFP4 is: ``gemma4_weights``), or why vLLM 0.19.0 does not load it at all."""
+    algo = str(scheme.get("quant_algo") or "unnamed").upper()
+    layers = scheme.get("quantized_layers")
+    if algo == "MIXED_PRECISION" and isinstance(layers, dict):
+        algos: dict[str, list[str]] = {}
+        for name, spec in layers.items():
+            found = str(spec.get("quant_algo") if isinstance(spec, dict) else spec).upper()
+            algos.setdefault(found, []).append(str(name))
+        unread = {a: n for a, n in algos.items() if a not in MIXED_PRECISION_READ}
+        if unread:
+            said = ", ".join(
+                f"{a} ({len(n)} layers{', lm_head among them' if 'lm_head' in n else ''})"
+                for a, n in sorted(unread.items())
+            )
+            return (
+                f"vLLM 0.19.0 does not load this ModelOpt mixed-precision checkpoint: its "
+                f"quantized_layers name {said}, an algorithm ModelOptMixedPrecisionConfig "
+                "builds no quantized layer for (FP8 and NVFP4 only; quantization/modelopt.py "
+                "get_quant_method), so those layers are built unquantized and the packed "
+                "tensors have no parameter to load into (public 0.22.0 boots fail on "
+                "lm_head.input_scale: vllm#44081, vllm#45102); 0.33.0 reads it, and fakplan "
+                "does not count it yet"
+            )
+    return (
+        f"a ModelOpt {algo} checkpoint: NVFP4 layers are counted for Gemma 4 only "
+        "(engines/nvfp4_weights.py), and FP8 layers with static input scales and NVFP4 "
+        "experts (ModelOptNvFp4FusedMoE) are not read"
     )
 
 

@@ -26,8 +26,6 @@ OPTIONAL_KEYS = {"notes"}
 # Keys removed from a published config (dotted paths), per model. Each must also be named in the
 # entry's notes. Everything else in the published file must be carried over unchanged.
 DROPPED: dict[str, list[str]] = {
-    "nvidia/Qwen3.6-27B-NVFP4": ["quantization_config.quantized_layers"],
-    "nvidia/Qwen3.6-35B-A3B-NVFP4": ["quantization_config.quantized_layers"],
     "Qwen/Qwen3-235B-A22B-FP8": ["quantization_config.modules_to_not_convert"],
     "Qwen/Qwen3-30B-A3B-FP8": ["quantization_config.modules_to_not_convert"],
 }

@@ -399,7 +399,8 @@ def test_deepseek_v3_fp8_tp8_by_hand() -> None:
 
 # the catalog's architectures whose weights fakplan does not count yet (issue 30) on an
 # H100 (compute capability 9.0, 132 SMs) served text-only, each for the reason
-# weights_refusal gives: nvidia's mixed-precision (FP8 and NVFP4) checkpoints
+# weights_refusal gives: nvidia's mixed-precision (FP8 and W4A16 NVFP4) checkpoints, which
+# vLLM 0.19.0 does not load (the test below)
 NOT_COUNTED = {
     "qwen3_5_moe_text",
     "qwen3_5_text",
@@ -720,3 +721,26 @@ def test_granites_pool_is_unknown_for_the_reason_its_boots_print() -> None:
     assert isinstance(found, Unknown) and "0.46 GiB of non-torch memory" in found.reason
     low, _, high = printed_interval("15.25 GiB")  # its "Model loading took"
     assert found.weights is not None and low <= found.weights <= high
+
+
+@pytest.mark.parametrize("folder", ["nvidia--Qwen3.6-27B-NVFP4", "nvidia--Qwen3.6-35B-A3B-NVFP4"])
+def test_a_mixed_precision_checkpoint_vllm_019_cannot_load_is_said_so(folder: str) -> None:
+    """nvidia's Qwen3.6 NVFP4 checkpoints name W4A16_NVFP4 in quantized_layers, which vLLM
+    0.19.0's ModelOptMixedPrecisionConfig has no quantized layer for (FP8 and NVFP4 only):
+    the answer is that 0.19.0 does not load them, with the layers counted from the config
+    here, not that their weights are uncounted."""
+    from fakplan.engines.weights import weights_refusal
+    from fakplan.geometry import load_geometry
+
+    config = json.loads((PUBLIC / "configs" / folder / "config.json").read_text())
+    layers = config["quantization_config"]["quantized_layers"]
+    w4a16 = [n for n, spec in layers.items() if spec["quant_algo"] == "W4A16_NVFP4"]
+    assert "lm_head" in w4a16
+    geometry = load_geometry(PUBLIC / "configs" / folder / "config.json")
+    assert geometry.text_config is not None
+    reason = weights_refusal(
+        geometry.text_config, geometry.architecture, None, 1, 1, "9.0",
+        language_model_only=True, sms=132,
+    )  # fmt: skip
+    assert reason.startswith("vLLM 0.19.0 does not load this ModelOpt mixed-precision")
+    assert f"W4A16_NVFP4 ({len(w4a16)} layers, lm_head among them)" in reason
