@@ -13,6 +13,8 @@ model differs from Gemma 3's in ways that move gigabytes:
   - the full layers' (``Gemma4RotaryEmbedding``, "proportional") of ``max_position x
     global_head_dim``: it applies its rotation to every dimension, zero angles past the
     partial factor (``rotary_embedding/gemma4_rope.py``);
+  (the widths are the published configs' ``rope_parameters``: default rope on sliding
+  layers, proportional on full ones; another rope type would size its cache otherwise);
 - four norms a layer, and a ``layer_scalar`` buffer of one element;
 - the last ``num_kv_shared_layers`` layers read an earlier layer's cache. With
   ``use_double_wide_mlp`` their MLP is twice as wide;
@@ -108,6 +110,17 @@ def _layout(text: dict[str, Any]) -> _Layout | str:
     moe_inter = int(text.get("moe_intermediate_size") or text.get("expert_intermediate_size") or 0)
     if moe and not (experts and moe_inter):
         return "gemma4: enable_moe_block without num_experts and moe_intermediate_size"
+    # transformers' Gemma4TextConfig defaults per-layer embeddings to 256 wide (5.25.0's
+    # configuration_gemma4.py), which a config that leaves them out gets in vLLM too;
+    # the default moved between releases, so it is not assumed
+    if "hidden_size_per_layer_input" not in text:
+        return (
+            "gemma4: its config leaves hidden_size_per_layer_input to transformers' default "
+            "(per-layer embeddings, 256 wide in 5.25.0), which fakplan does not assume"
+        )
+    ple = int(text.get("hidden_size_per_layer_input") or 0)
+    if ple and "vocab_size_per_layer_input" not in text:
+        return "gemma4: per-layer embeddings without vocab_size_per_layer_input"
     return _Layout(
         hidden=hidden,
         layers=layers,
@@ -117,7 +130,8 @@ def _layout(text: dict[str, Any]) -> _Layout | str:
         if k_eq_v
         else kv_heads,
         head_dim=head_dim,
-        global_head_dim=int(text.get("global_head_dim") or head_dim),
+        # transformers' default, as the KV geometry takes it (geometry/hf_layouts.py)
+        global_head_dim=int(text.get("global_head_dim") or 512),
         inter=inter,
         vocab=vocab,
         positions=positions,
@@ -127,7 +141,7 @@ def _layout(text: dict[str, Any]) -> _Layout | str:
         double_wide=bool(text.get("use_double_wide_mlp")),
         experts=experts,
         moe_inter=moe_inter if moe else 0,
-        ple=int(text.get("hidden_size_per_layer_input") or 0),
+        ple=ple,
         ple_vocab=int(text.get("vocab_size_per_layer_input") or vocab),
         tied=bool(text.get("tie_word_embeddings", True)),
         bias=bool(text.get("attention_bias")),
@@ -144,6 +158,7 @@ def gemma4_refusal(
     batched_tokens: int | None,
     capability: str | None = None,
     sms: int | None = None,
+    served: str | None = None,
 ) -> str | None:
     """Why Gemma 4's weights are not counted for this launch and card (None: they are)."""
     towers = [t.split("_")[0] for t in TOWER_CONFIGS if isinstance(text.get(t), dict)]
@@ -155,10 +170,12 @@ def gemma4_refusal(
             f"{'are' if plural else 'is'} not counted; serve it text-only "
             "(--language-model-only leaves the towers out) or state the pair"
         )
+    scheme: _Nvfp4Scheme | None = None
     if "quantization_config" in text:
-        found = _nvfp4_ignore(text)
+        found = _nvfp4_scheme(text)
         if isinstance(found, str):
             return found
+        scheme = found
         kernel = nvfp4_kernel(capability, sms)
         if isinstance(kernel, str):
             return f"gemma4: {kernel}"
@@ -192,53 +209,56 @@ def gemma4_refusal(
             "max_num_batched_tokens x layers x hidden_size_per_layer_input needs the batch "
             "size (give max_num_batched_tokens)"
         )
+    if scheme is not None:
+        quantized = _quantized(_parts(layout, tp, _prefix(text), 0)[0], scheme)
+        if isinstance(quantized, str):
+            return quantized
+    if not (
+        served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    ):
+        return "gemma4: its config states no dtype fakplan reads (give --dtype)"
     return None
 
 
 @dataclass(frozen=True)
 class _Part:
     """One tensor a rank creates, in elements; a linear layer's weight also carries its
-    outputs and inputs on the rank, and the checkpoint's names of the widths fused in it
-    (what a quantization config's ``ignore`` list is matched against)."""
+    outputs and inputs on the rank, its module's name as vLLM prefixes it (what a
+    quantization config's ``ignore`` list is matched against) and the widths fused in it."""
 
     name: str
     elements: int
     rows: int = 0
     inputs: int = 0
-    shards: tuple[str, ...] = ()
+    module: str = ""
+    widths: int = 1
 
 
-def _linear(module: str, rows: int, inputs: int, shards: tuple[str, ...]) -> _Part:
-    return _Part(module, rows * inputs, rows, inputs, shards)
+def _linear(module: str, rows: int, inputs: int, widths: int = 1) -> _Part:
+    return _Part(module.rsplit(".", 1)[-1], rows * inputs, rows, inputs, module, widths)
 
 
 def _layer(lay: _Layout, index: int, tp: int, prefix: str) -> tuple[list[_Part], list[_Part]]:
     """One decoder layer's tensors, in the order Gemma4DecoderLayer creates them, split
     after the attention's projections and q/k norms (where a first layer of its type
-    builds its rotary cache). ``prefix``: the checkpoint's name of the layers."""
+    builds its rotary cache). ``prefix``: vLLM's name of the text model."""
     full = lay.kinds[index] == "full_attention"
     head = lay.global_head_dim if full else lay.head_dim
     kv = lay.global_kv_heads if full and lay.k_eq_v else lay.kv_heads
     q, k = lay.heads // tp * head, max(1, kv // tp) * head
     at = f"{prefix}layers.{index}."
-    attn = f"{at}self_attn."
-    attention = [
-        _linear(
-            "qkv_proj", q + 2 * k, lay.hidden, (f"{attn}q_proj", f"{attn}k_proj", f"{attn}v_proj")
-        )
-    ]
+    attention = [_linear(f"{at}self_attn.qkv_proj", q + 2 * k, lay.hidden, 3)]
     if lay.bias:
         attention.append(_Part("qkv bias", q + 2 * k))
-    attention.append(_linear("o_proj", lay.hidden, q, (f"{attn}o_proj",)))
+    attention.append(_linear(f"{at}self_attn.o_proj", lay.hidden, q))
     if lay.bias:
         attention.append(_Part("o bias", lay.hidden))
     attention += [_Part("q_norm", head), _Part("k_norm", head)]
     wide = lay.double_wide and index >= lay.layers - lay.shared > 0
     share = lay.inter * (2 if wide else 1) // tp
-    mlp = f"{at}mlp."
     rest = [
-        _linear("gate_up_proj", 2 * share, lay.hidden, (f"{mlp}gate_proj", f"{mlp}up_proj")),
-        _linear("down_proj", lay.hidden, share, (f"{mlp}down_proj",)),
+        _linear(f"{at}mlp.gate_up_proj", 2 * share, lay.hidden, 2),
+        _linear(f"{at}mlp.down_proj", lay.hidden, share),
     ]
     rest += [_Part("norm", lay.hidden)] * 4
     if lay.experts:
@@ -262,73 +282,117 @@ def _layer(lay: _Layout, index: int, tp: int, prefix: str) -> tuple[list[_Part],
     return attention, rest
 
 
-def _excluded(name: str, ignore: tuple[str, ...]) -> bool:
-    """ModelOpt's ``is_layer_excluded``: a wildcard match, or an entry (a trailing "*"
-    dropped, as ``apply_vllm_mapper`` splits it) found in the name."""
-    return any(
-        fnmatch(name, entry) or (entry.removesuffix("*") or entry) in name for entry in ignore
-    )
+# Gemma4ForConditionalGeneration.hf_to_vllm_mapper (gemma4_mm.py, v0.19.0), first match
+# wins (WeightsMapper._map_name): how the ignore list's checkpoint names become vLLM's
+MULTIMODAL_PREFIXES = (
+    ("model.embed_audio.", "embed_audio."),
+    ("model.embed_vision.", "embed_vision."),
+    ("model.language_model.", "language_model.model."),
+    ("model.vision_tower.", "vision_tower."),
+    ("model.audio_tower.", "audio_tower."),
+    ("lm_head.", "language_model.lm_head."),
+    ("model", "language_model.model"),
+)
+# the fused layers' widths as the checkpoint names them (packed_modules_mapping)
+PACKED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
-def _nvfp4_ignore(text: dict[str, Any]) -> tuple[str, ...] | str:
-    """The modules a ModelOpt NVFP4 checkpoint leaves unquantized, or why its scheme is not
-    read (a sentence). The config's ``quantization_config`` is read as vLLM's
-    ``ModelOptQuantConfigBase.from_config`` reads it (``ignore``, ``quant_algo``,
-    ``group_size``)."""
+@dataclass(frozen=True)
+class _Nvfp4Scheme:
+    """A ModelOpt NVFP4 checkpoint's ``ignore`` list as vLLM holds it: ``apply_vllm_mapper``
+    splits an entry ending in a "*" not after a dot into the name and the name + ".*",
+    then maps each to vLLM's prefixes (a multimodal checkpoint's)."""
+
+    exclude: tuple[str, ...]
+
+    @staticmethod
+    def of(ignore: list[str], multimodal: bool) -> _Nvfp4Scheme:
+        split: list[str] = []
+        for entry in ignore:
+            if len(entry) >= 2 and entry[-1] == "*" and entry[-2] != ".":
+                split += [entry[:-1], entry[:-1] + ".*"]
+            else:
+                split.append(entry)
+        return _Nvfp4Scheme(tuple(_mapped(e) for e in split) if multimodal else tuple(split))
+
+    def excluded(self, prefix: str) -> bool | str:
+        """``ModelOptQuantConfigBase.is_layer_excluded``: a fused layer's widths named
+        exactly (all or none, else the message vLLM raises), an entry found in the name
+        (or in it without ``language_model.``), or a wildcard match."""
+        proj = prefix.rsplit(".", 1)[-1]
+        if proj in PACKED:
+            named = {prefix[: -len(proj)] + shard in self.exclude for shard in PACKED[proj]}
+            if len(named) > 1:
+                return (
+                    f"Detected some but not all shards of {prefix} are quantized. All shards "
+                    "of fused layers to have the same precision."
+                )
+            if named == {True}:
+                return True
+        elif prefix in self.exclude:
+            return True
+        bare = (
+            prefix.removeprefix("language_model.") if prefix.startswith("language_model.") else ""
+        )
+        return any(
+            (e != prefix and (e in prefix or (bare != "" and e in bare))) or fnmatch(prefix, e)
+            for e in self.exclude
+        )
+
+
+def _mapped(name: str) -> str:
+    for old, new in MULTIMODAL_PREFIXES:
+        if name.startswith(old):
+            return new + name[len(old) :]
+    return name
+
+
+def _nvfp4_scheme(text: dict[str, Any]) -> _Nvfp4Scheme | str:
+    """The unquantized modules of a ModelOpt NVFP4 checkpoint, read as vLLM's
+    ``ModelOptQuantConfigBase.from_config`` reads ``quantization_config`` (``quant_algo``,
+    ``group_size``, ``ignore``), or why it is not read (a sentence)."""
     scheme = text.get("quantization_config")
-    if not isinstance(scheme, dict) or scheme.get("quant_method") != "modelopt":
-        method = scheme.get("quant_method") if isinstance(scheme, dict) else None
-        return f"gemma4: a {method or 'quantized'} checkpoint: read in its model dtype and as ModelOpt NVFP4"
+    method = scheme.get("quant_method") if isinstance(scheme, dict) else None
+    if not isinstance(scheme, dict) or method != "modelopt":
+        return (
+            f"gemma4: a {method or 'quantized'} checkpoint is not read (Gemma 4 is read in its "
+            "model dtype or as ModelOpt NVFP4)"
+        )
     algo = str(scheme.get("quant_algo") or "").upper()
     if algo != "NVFP4":
         return f"gemma4: a ModelOpt {algo or 'unnamed'} checkpoint: read as NVFP4 only"
     group = scheme.get("group_size")
-    if group is not None and group != NVFP4_GROUP:
-        return f"gemma4: an NVFP4 checkpoint with group_size {group!r}: vLLM's kernels take 16"
+    try:
+        group_size = NVFP4_GROUP if group is None else int(group)
+    except (TypeError, ValueError):
+        return f"gemma4: an NVFP4 checkpoint whose group_size is {group!r}, not a number"
+    if group_size != NVFP4_GROUP:
+        return f"gemma4: an NVFP4 checkpoint with group_size {group_size}: read for 16 only"
     ignore = scheme.get("ignore") or []
     if not isinstance(ignore, list):
         return "gemma4: an NVFP4 checkpoint whose ignore is not a list"
-    return tuple(str(i) for i in ignore)
+    return _Nvfp4Scheme.of([str(i) for i in ignore], _multimodal(text))
+
+
+def _multimodal(text: dict[str, Any]) -> bool:
+    """Gemma4ForConditionalGeneration (a tower beside the text model) rather than
+    Gemma4ForCausalLM: its text model is vLLM's ``language_model.model``."""
+    archs = [str(a) for a in text.get("architectures") or ()]
+    return any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS) or any(
+        "ConditionalGeneration" in a for a in archs
+    )
 
 
 def _prefix(text: dict[str, Any]) -> str:
-    """The checkpoint's name of the text model's layers: nested in a multimodal checkpoint
-    (Gemma4ForConditionalGeneration's ``model.language_model.``), else ``model.``."""
-    archs = [str(a) for a in text.get("architectures") or ()]
-    multimodal = any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS) or any(
-        "ConditionalGeneration" in a for a in archs
-    )
-    return "model.language_model." if multimodal else "model."
+    """vLLM's name of the text model, the parent of its ``layers``."""
+    return "language_model.model." if _multimodal(text) else "model."
 
 
-def gemma4_rank_weights(
-    text: dict[str, Any],
-    *,
-    tp: int = 1,
-    served: str | None = None,
-    cuda_blocks: bool = False,
-    batched_tokens: int | None = None,
-    capability: str | None = None,
-    sms: int | None = None,
-) -> RankWeights | None:
-    """One TP rank's weights, text model only (check ``gemma4_refusal`` first; None where
-    it refuses or no dtype is known): every tensor in the order vLLM creates it (the
-    module's docstring), in the model dtype, a ModelOpt NVFP4 checkpoint's quantized linear
-    layers as the card's kernel keeps them (``nvfp4_weights``); with ``cuda_blocks``, as
-    the caching allocator counts them (an interval where NVFP4 conversions free blocks)."""
-    lay = _layout(text)
-    dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
-    if isinstance(lay, str) or dtype is None:
-        return None
-    kernel: Nvfp4Kernel | None = None
-    ignore: tuple[str, ...] = ()
-    if "quantization_config" in text:
-        found_ignore, found_kernel = _nvfp4_ignore(text), nvfp4_kernel(capability, sms)
-        if isinstance(found_ignore, str) or isinstance(found_kernel, str):
-            return None
-        ignore, kernel = found_ignore, found_kernel
-    size = element_type(dtype).block_bytes
-    prefix = _prefix(text)
+def _parts(
+    lay: _Layout, tp: int, prefix: str, ple_buffer: int
+) -> tuple[list[_Part], dict[str, int]]:
+    """Every tensor of the text model on a rank, in creation order, and the rotary caches
+    by layer type (elements); ``prefix``: vLLM's name of the text model."""
     rows = _up(lay.vocab, VOCAB_PAD) // tp
     parts: list[_Part] = [_Part("embed_tokens", rows * lay.hidden)]
     ple_total = lay.ple * lay.layers
@@ -356,28 +420,79 @@ def gemma4_rank_weights(
     parts += [_Part("norm", lay.hidden), _Part("normalizer", 1)]
     if not lay.tied:
         parts.append(_Part("lm_head", rows * lay.hidden))
+    if ple_buffer:
+        parts.append(_Part("per_layer_embeddings", ple_buffer))  # gemma4_mm.py
+    return parts, ropes
+
+
+def _quantized(parts: list[_Part], scheme: _Nvfp4Scheme) -> list[bool] | str:
+    """Which parts are NVFP4 linear layers, or vLLM's refusal of one (a sentence)."""
+    out = []
+    for part in parts:
+        if not part.module:
+            out.append(False)
+            continue
+        excluded = scheme.excluded(part.module)
+        if isinstance(excluded, str):
+            return f"gemma4: vLLM refuses the checkpoint: {excluded}"
+        if not excluded and part.inputs % NVFP4_GROUP:
+            return (
+                f"gemma4: vLLM refuses {part.module}: its {part.inputs:,} inputs per rank are "
+                "not a multiple of 16 (ModelOptNvFp4LinearMethod.create_weights)"
+            )
+        out.append(not excluded)
+    return out
+
+
+def gemma4_rank_weights(
+    text: dict[str, Any],
+    *,
+    tp: int = 1,
+    served: str | None = None,
+    cuda_blocks: bool = False,
+    batched_tokens: int | None = None,
+    capability: str | None = None,
+    sms: int | None = None,
+) -> RankWeights | None:
+    """One TP rank's weights, text model only (check ``gemma4_refusal`` first; None where
+    it refuses or no dtype is known): every parameter and buffer of its modules in the
+    order vLLM creates them (the module's docstring; the Attention layers' float32 scale
+    scalars, a few KiB, are left out as for every family), in the model dtype, a ModelOpt NVFP4 checkpoint's quantized linear
+    layers as the card's kernel keeps them (``nvfp4_weights``); with ``cuda_blocks``, as
+    the caching allocator counts them (an interval where NVFP4 conversions free blocks)."""
+    lay = _layout(text)
+    dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    if isinstance(lay, str) or dtype is None:
+        return None
+    kernel: Nvfp4Kernel | None = None
+    scheme: _Nvfp4Scheme | None = None
+    if "quantization_config" in text:
+        found_scheme, found_kernel = _nvfp4_scheme(text), nvfp4_kernel(capability, sms)
+        if isinstance(found_scheme, str) or isinstance(found_kernel, str):
+            return None
+        scheme, kernel = found_scheme, found_kernel
+    size = element_type(dtype).block_bytes
+    prefix = _prefix(text)
+    rows = _up(lay.vocab, VOCAB_PAD) // tp
     buffer = 0
     if lay.ple and any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS):
-        buffer = (batched_tokens or 0) * ple_total  # gemma4_mm.py per_layer_embeddings
-        parts.append(_Part("per_layer_embeddings", buffer))
+        buffer = (batched_tokens or 0) * lay.ple * lay.layers  # the wrapper's batch buffer
+    parts, ropes = _parts(lay, tp, prefix, buffer)
+    quantized = [False] * len(parts) if scheme is None else _quantized(parts, scheme)
+    if isinstance(quantized, str):
+        return None
     loaded: list[int] = []
     converted: list[int] = []
     freed = 0
-    quantized = 0
-    for part in parts:
-        skipped = {_excluded(n, ignore) for n in part.shards}
-        if len(skipped) > 1:
-            return None  # vLLM refuses a fused layer whose widths are quantized differently
-        if kernel is None or skipped != {False}:
+    for part, nvfp4 in zip(parts, quantized, strict=True):
+        if kernel is None or not nvfp4:
             loaded.append(part.elements * size)
             continue
-        held = nvfp4_layer(part.rows, part.inputs, len(part.shards), kernel)
-        if held is None:
-            return None
+        held = nvfp4_layer(part.rows, part.inputs, part.widths, kernel)
+        assert held is not None  # _quantized refuses inputs vLLM refuses
         loaded += held.loaded
         converted += held.converted
         freed += held.freed
-        quantized += 1
     total = sum(loaded) + sum(converted) - freed
     elements = sum(p.elements for p in parts)
     first = _layer(lay, 0, tp, prefix)
@@ -413,8 +528,8 @@ def gemma4_rank_weights(
         counted = f"{elements:,} elements x {size} B ({dtype}) = {total:,} B"
     else:
         counted = (
-            f"{elements:,} elements, of them {quantized} linear layers in NVFP4 (ModelOpt; "
-            f"{len(ignore)} ignore entries leave the rest in {dtype}) on {kernel.text}: "
+            f"{elements:,} elements, of them {sum(quantized)} linear layers in NVFP4 (ModelOpt; "
+            f"its ignore list leaves the rest in {dtype}) on {kernel.text}: "
             f"{sum(loaded):,} B loaded + {sum(converted):,} B the kernel's conversion creates - "
             f"{freed:,} B it frees = {total:,} B (quantization/modelopt.py, "
             "utils/nvfp4_utils.py, utils/marlin_utils_fp4.py)"

@@ -19,7 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
+from fakplan.engines.gemma4_weights import TOWER_CONFIGS
 from fakplan.engines.query import query_for_shape
+from fakplan.engines.weights import vllm_rank_weights, weights_refusal
 from fakplan.errors import FakplanError, GeometryError, RuleError
 from fakplan.geometry import Geometry, load_geometry
 from fakplan.geometry.resolve import HubGguf, resolve_hub_gguf
@@ -99,6 +101,38 @@ def weights_source(loaded: LoadedShape) -> dict[str, Any] | None:
     return None if found is None else found[1].json()
 
 
+def _text_only_weights(
+    loaded: LoadedShape, geometry: Geometry, engine: Engine
+) -> tuple[int | None, str | None]:
+    """A multimodal model served text-only: its checkpoint's total holds the towers the
+    engine leaves out, so the text model is counted from the config instead (the
+    engine's own count at TP 1, rotary caches included), or not at all."""
+    text = geometry.text_config
+    assert text is not None
+    query = query_for_shape(loaded)
+    storage = (
+        served_dtype(query, engine.auto_downcast)[0] if engine.auto_downcast is not None else None
+    )
+    card = loaded.shape.card
+    counted = vllm_rank_weights(
+        text, geometry.architecture, served=storage, capability=card.capability,
+        sms=card.sms, language_model_only=True,
+    )  # fmt: skip
+    if counted is None:
+        why = weights_refusal(
+            text, geometry.architecture, None, 1, 1, card.capability, served=storage,
+            language_model_only=True, sms=card.sms,
+        )  # fmt: skip
+        return None, (
+            "served text-only, the checkpoint's total (towers included) is not what the "
+            f"engine loads, and the text model is not counted: {why}"
+        )
+    return counted.bytes, (
+        "served text-only (serving.language_model_only): the text model counted from its "
+        f"config, not the checkpoint's total, which holds the towers: {counted.derivation}"
+    )
+
+
 def served_weights(
     loaded: LoadedShape, geometry: Geometry, engine: Engine
 ) -> tuple[int | None, str | None]:
@@ -136,6 +170,9 @@ def served_weights(
     if shape.serving.quantization is not None:
         # the checkpoint's size is not what the engine holds: the engine's own count is
         return engine.quantized_weights(loaded)
+    text = geometry.text_config
+    if shape.serving.language_model_only and text and any(k in text for k in TOWER_CONFIGS):
+        return _text_only_weights(loaded, geometry, engine)
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:
         return engine.resident_weights(loaded, geometry)

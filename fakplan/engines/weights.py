@@ -677,18 +677,26 @@ def vllm_rank_weights(
     ``language_model_only``: the towers left out (--language-model-only, or every
     modality's --limit-mm-per-prompt 0); ``batched_tokens``: max_num_batched_tokens, for
     a buffer Gemma 4's multimodal wrapper sizes by it."""
+    towers = [k.split("_")[0] for k in TOWER_CONFIGS if isinstance(text.get(k), dict)]
+    left_out = (
+        f"; served text-only (--language-model-only): the {' and '.join(towers)} "
+        f"tower{'s' if len(towers) > 1 else ''} built on the meta device, holding nothing "
+        "(models/interfaces.py _mark_tower_model, v0.19.0)"
+    )
     if model_type in GEMMA4_FAMILIES:
         if rope_bytes is not None or gemma4_refusal(
             text, tp=tp, pp=pp, quantization=quantization,
             language_model_only=language_model_only, batched_tokens=batched_tokens,
-            capability=capability, sms=sms,
+            capability=capability, sms=sms, served=served,
         ):  # fmt: skip
             return None
-        return gemma4_rank_weights(
+        counted = gemma4_rank_weights(
             text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens,
             capability=capability, sms=sms,
         )  # fmt: skip
-    towers = [k.split("_")[0] for k in TOWER_CONFIGS if k in text]
+        if counted is None or not towers:
+            return counted
+        return dataclasses.replace(counted, derivation=counted.derivation + left_out)
     if language_model_only and towers:
         # the towers (and Gemma 3's projector) are built on the meta device: no memory
         # (models/interfaces.py _mark_tower_model, models/utils.py no_init_weights, v0.19.0)
@@ -699,13 +707,9 @@ def vllm_rank_weights(
         )  # fmt: skip
         if text_only is None:
             return None
-        left_out = f"{' and '.join(towers)} tower{'s' if len(towers) > 1 else ''}"
-        return dataclasses.replace(
-            text_only,
-            derivation=f"{text_only.derivation}; served text-only (--language-model-only): "
-            f"the {left_out} built on the meta device, holding nothing "
-            "(models/interfaces.py _mark_tower_model, v0.19.0)",
-        )
+        return dataclasses.replace(text_only, derivation=text_only.derivation + left_out)
+    if isinstance(text.get("audio_config"), dict):
+        return None  # an audio tower (the Omni models'): not read
     if model_type == "gpt_oss":
         if rope_bytes is not None or gpt_oss_refusal(
             text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability
@@ -1313,14 +1317,16 @@ def weights_refusal(
         found = gemma4_refusal(
             text, tp=tp, pp=pp, quantization=quantization,
             language_model_only=language_model_only, batched_tokens=batched_tokens,
-            capability=capability, sms=sms,
+            capability=capability, sms=sms, served=served,
         )  # fmt: skip
-        return found or (
-            "gemma4: its checkpoint states no dtype fakplan reads (give --dtype), or an NVFP4 "
-            "layer's shape or fused widths are ones vLLM refuses"
-        )
+        return found or "gemma4: its weights are not counted for this launch"
     if language_model_only:
         text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
+    if isinstance(text.get("audio_config"), dict):
+        return (
+            f"{model_type}: its audio tower is not counted; serve it text-only "
+            "(--language-model-only leaves the towers out) or state the pair"
+        )
     if model_type == "gpt_oss":
         found = gpt_oss_refusal(
             text, tp=tp, pp=pp, served=served, quantization=quantization, capability=capability

@@ -33,9 +33,10 @@ def _text_config(config: Config) -> Config:
                 merged[key] = config[key]
         if "model_type" not in merged:
             merged["model_type"] = config.get("model_type")
-        if isinstance(config.get("vision_config"), dict):
-            # the tower the engine loads beside the text model: counted with its weights
-            merged["vision_config"] = config["vision_config"]
+        for tower in ("vision_config", "audio_config"):
+            if isinstance(config.get(tower), dict):
+                # a tower the engine loads beside the text model: counted with its weights
+                merged[tower] = config[tower]
         return merged
     return config
 

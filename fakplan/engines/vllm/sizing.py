@@ -173,6 +173,7 @@ def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
     weights = vllm_rank_weights(
         g.text_config, g.architecture, served=served,
         quantization=method, capability=card.capability, sms=card.sms,
+        language_model_only=query.language_model_only,
     )  # fmt: skip
     if weights is None:
         return None, (
@@ -269,7 +270,13 @@ def _cpu_sizing(
     weights = (
         None
         if "quantization_config" in g.text_config
-        else vllm_rank_weights(g.text_config, g.architecture, tp=query.tp, served=served)
+        else vllm_rank_weights(
+            g.text_config,
+            g.architecture,
+            tp=query.tp,
+            served=served,
+            language_model_only=query.language_model_only,
+        )
     )
     if weights is None:
         return SizingUnknown(f"{g.architecture}: its weights are not counted from a config")

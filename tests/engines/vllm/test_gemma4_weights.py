@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ SMALL: dict[str, Any] = {
     "global_head_dim": 32,
     "vocab_size": 1000,
     "max_position_embeddings": 128,
+    "hidden_size_per_layer_input": 0,
 }
 
 
@@ -94,6 +96,13 @@ def test_31b_text_model_by_hand() -> None:
         assert found.bytes == _by_hand(tp), tp
     # the count is the model's: 30.8 B parameters beside the 0.2 B rotary cache elements
     assert _by_hand(1) == 62_017_544_826
+    # TP 8, written out: a full layer's 4 K=V heads do not split over 8 ranks, so each
+    # rank keeps one (QKVParallelLinear replicates): q 4 x 512, k = v 1 x 512
+    sliding = 5376 * (1024 + 2 * 512) + 1024 * 5376 + 2 * 256 + 3 * 5376 * 2688 + 4 * 5376 + 1
+    full = 5376 * (2048 + 2 * 512) + 2048 * 5376 + 2 * 512 + 3 * 5376 * 2688 + 4 * 5376 + 1
+    elements = 32_768 * 5376 + 50 * sliding + 10 * full + 262_144 * (256 + 512) + 5376 + 1
+    found = vllm_rank_weights(text, "gemma4_text", tp=8, language_model_only=True)
+    assert found is not None and found.bytes == elements * 2
 
 
 def test_the_towers_are_a_reason_until_served_text_only() -> None:
@@ -183,9 +192,20 @@ def test_nvfp4_padding_and_the_ignore_list_by_hand() -> None:
     found = vllm_rank_weights(config, "gemma4_text", capability="12.0")
     assert found is not None
     assert found.bytes == 210_246 + 2 * (6160 + 4112)
-    # gate and up quantized differently: vLLM refuses the fused layer, so fakplan does
-    config["quantization_config"]["ignore"] = ["model.layers.*.self_attn*", "*.up_proj"]
+    # layer 0's gate named unquantized and its up not: vLLM's is_layer_skipped raises for
+    # the fused gate_up_proj, so the count is refused with vLLM's words
+    config["quantization_config"]["ignore"] = [
+        "model.layers.*.self_attn*",
+        "model.layers.0.mlp.up_proj",
+    ]
     assert vllm_rank_weights(config, "gemma4_text", capability="12.0") is None
+    reason = weights_refusal(config, "gemma4_text", None, 1, 1, "12.0")
+    assert "Detected some but not all shards of model.layers.0.mlp.gate_up_proj" in reason
+    # a config that leaves per-layer embeddings to transformers' default is refused
+    del config["hidden_size_per_layer_input"]
+    assert "hidden_size_per_layer_input" in weights_refusal(
+        config, "gemma4_text", None, 1, 1, "12.0"
+    )
 
 
 def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
@@ -216,6 +236,7 @@ def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
         "num_experts": 4,
         "moe_intermediate_size": 32,
         "hidden_size_per_layer_input": 8,
+        "vocab_size_per_layer_input": 1000,
         "tie_word_embeddings": False,
     }
     common = 256 + (64 + 1 + 256 + 4 + 8192 + 4096 + 192) + (1024 + 64) + 1
@@ -323,3 +344,29 @@ def test_fit_serves_text_only_where_asked(tmp_path: Path) -> None:
     assert served.exit_code == 0, served.output
     shapes = [yaml.safe_load(p.read_text()) for p in emitted.glob("*.yaml")]
     assert shapes and all(s["serving"]["language_model_only"] is True for s in shapes)
+
+
+def test_a_text_only_shape_budgets_the_text_model_not_the_checkpoint(tmp_path: Path) -> None:
+    """The weights-fit gate holds a shape's budget to what the engine loads: served
+    text-only, not the checkpoint's total (towers included) but the text model counted
+    from its config. google/gemma-3-4b-it: 3,880,263,168 text parameters x 2 B + its
+    two rotary caches (603,979,776 B), whatever its index says."""
+    folder = tmp_path / "gemma"
+    folder.mkdir()
+    shutil.copy(PUBLIC / "configs" / "google--gemma-3-4b-it" / "config.json", folder)
+    index = {"metadata": {"total_size": 8_600_158_944}, "weight_map": {}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    shape = (
+        "name: g\nengine: vllm\nengine_version: '0.19.0'\nmodel: gemma\n"
+        "card: {{total: 80 GiB}}\nbudget: {{weights: 9 GiB, kv: 40 GiB}}\n"
+        "serving: {{max_num_seqs: 4, max_model_len: 8192{extra}}}\n"
+    )
+    needs = {}
+    for extra in ("", ", language_model_only: true"):
+        (tmp_path / "s.yaml").write_text(shape.format(extra=extra))
+        result = CliRunner().invoke(main, ["plan", "--json", str(tmp_path / "s.yaml")])
+        assert result.exit_code in (0, 1), result.output
+        gates = {g["id"]: g for g in json.loads(result.output)["gates"]}
+        needs[extra] = gates["weights-fit"]["numbers"]["weights_per_rank_bytes"]
+    assert needs[""] == 8_600_158_944  # the index's total_size
+    assert needs[", language_model_only: true"] == 3_880_263_168 * 2 + 603_979_776
