@@ -435,6 +435,17 @@ def _quantized(parts: list[_Part], scheme: _Nvfp4Scheme) -> list[bool] | str:
         excluded = scheme.excluded(part.module)
         if isinstance(excluded, str):
             return f"gemma4: vLLM refuses the checkpoint: {excluded}"
+        proj = part.module.rsplit(".", 1)[-1]
+        for shard in PACKED.get(proj, ()):
+            named = part.module[: -len(proj)] + shard
+            if scheme.excluded(named) != excluded:
+                # the checkpoint stores the width as the ignore list says; vLLM builds the
+                # fused layer by its own name, so the load cannot fill it
+                return (
+                    f"gemma4: the checkpoint's ignore list leaves {named} "
+                    f"{'unquantized' if not excluded else 'quantized'} while vLLM builds "
+                    f"{part.module} {'in NVFP4' if not excluded else 'unquantized'}: its load fails"
+                )
         if not excluded and part.inputs % NVFP4_GROUP:
             return (
                 f"gemma4: vLLM refuses {part.module}: its {part.inputs:,} inputs per rank are "

@@ -201,6 +201,12 @@ def test_nvfp4_padding_and_the_ignore_list_by_hand() -> None:
     assert vllm_rank_weights(config, "gemma4_text", capability="12.0") is None
     reason = weights_refusal(config, "gemma4_text", None, 1, 1, "12.0")
     assert "Detected some but not all shards of model.layers.0.mlp.gate_up_proj" in reason
+    # a wildcard naming one width: vLLM builds gate_up_proj in NVFP4 (no rule names the
+    # fused layer) while the checkpoint keeps up_proj unquantized, so the load fails
+    config["quantization_config"]["ignore"] = ["model.layers.*.self_attn*", "*.up_proj"]
+    assert vllm_rank_weights(config, "gemma4_text", capability="12.0") is None
+    reason = weights_refusal(config, "gemma4_text", None, 1, 1, "12.0")
+    assert "leaves model.layers.0.mlp.up_proj unquantized" in reason and "load fails" in reason
     # a config that leaves per-layer embeddings to transformers' default is refused
     del config["hidden_size_per_layer_input"]
     assert "hidden_size_per_layer_input" in weights_refusal(
