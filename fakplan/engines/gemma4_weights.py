@@ -52,17 +52,13 @@ from typing import Any
 
 from fakplan.dtypes import element_type
 from fakplan.engines.nvfp4_weights import NVFP4_GROUP, Nvfp4Kernel, nvfp4_kernel, nvfp4_layer
-from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
+from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights, round_up
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import CHECKPOINT_DTYPES
 
 GEMMA4_FAMILIES = ("gemma4", "gemma4_text")
 # the configs of the towers a multimodal checkpoint builds beside its text model
 TOWER_CONFIGS = ("vision_config", "audio_config")
-
-
-def _up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -238,6 +234,10 @@ def _linear(module: str, rows: int, inputs: int, widths: int = 1) -> _Part:
     return _Part(module.rsplit(".", 1)[-1], rows * inputs, rows, inputs, module, widths)
 
 
+def _counted(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def _layer(lay: _Layout, index: int, tp: int, prefix: str) -> tuple[list[_Part], list[_Part]]:
     """One decoder layer's tensors, in the order Gemma4DecoderLayer creates them, split
     after the attention's projections and q/k norms (where a first layer of its type
@@ -393,11 +393,11 @@ def _parts(
 ) -> tuple[list[_Part], dict[str, int]]:
     """Every tensor of the text model on a rank, in creation order, and the rotary caches
     by layer type (elements); ``prefix``: vLLM's name of the text model."""
-    rows = _up(lay.vocab, VOCAB_PAD) // tp
+    rows = round_up(lay.vocab, VOCAB_PAD) // tp
     parts: list[_Part] = [_Part("embed_tokens", rows * lay.hidden)]
     ple_total = lay.ple * lay.layers
     if lay.ple:
-        ple_rows = _up(lay.ple_vocab, VOCAB_PAD) // tp
+        ple_rows = round_up(lay.ple_vocab, VOCAB_PAD) // tp
         # embed_tokens_per_layer, its scale, the projection, its norm, two scalar buffers
         parts += [
             _Part("embed_tokens_per_layer", ple_rows * ple_total),
@@ -484,7 +484,7 @@ def gemma4_rank_weights(
         scheme, kernel = found_scheme, found_kernel
     size = element_type(dtype).block_bytes
     prefix = _prefix(text)
-    rows = _up(lay.vocab, VOCAB_PAD) // tp
+    rows = round_up(lay.vocab, VOCAB_PAD) // tp
     buffer = 0
     if lay.ple and any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS):
         buffer = (batched_tokens or 0) * lay.ple * lay.layers  # the wrapper's batch buffer
@@ -506,16 +506,22 @@ def gemma4_rank_weights(
         freed += held.freed
     total = sum(loaded) + sum(converted) - freed
     elements = sum(p.elements for p in parts)
-    first = _layer(lay, 0, tp, prefix)
-    full_at = lay.kinds.index("full_attention") if "full_attention" in lay.kinds else 0
-    full = _layer(lay, full_at, tp, prefix)
+    kinds_said = []
+    for kind, head, kv in (
+        ("sliding_attention", lay.head_dim, lay.kv_heads),
+        ("full_attention", lay.global_head_dim, lay.global_kv_heads),
+    ):
+        if kind in lay.kinds:
+            attention = _layer(lay, lay.kinds.index(kind), tp, prefix)[0]
+            k_eq_v = ", K loaded into V too" if kind == "full_attention" and lay.k_eq_v else ""
+            kinds_said.append(
+                f"{_counted(lay.kinds.count(kind), kind.split('_')[0] + ' layer')} (q/k/v/o "
+                f"with q/k norms {sum(p.elements for p in attention):,}, head {head}, "
+                f"{_counted(kv, 'KV head')}{k_eq_v})"
+            )
     said = [
         f"embedding {rows:,} rows/rank x {lay.hidden:,}{' (tied)' if lay.tied else ' and lm_head'}",
-        f"{lay.kinds.count('sliding_attention')} sliding layers (q/k/v/o with q/k norms "
-        f"{sum(p.elements for p in first[0]):,}, head {lay.head_dim}, {lay.kv_heads} KV heads) "
-        f"and {lay.kinds.count('full_attention')} full layers (q/k/v/o with q/k norms "
-        f"{sum(p.elements for p in full[0]):,}, head {lay.global_head_dim}, "
-        f"{lay.global_kv_heads} KV heads{', K loaded into V too' if lay.k_eq_v else ''}) per rank",
+        " and ".join(kinds_said) + " per rank",
         f"MLP {lay.hidden:,} x {lay.inter:,} / TP {tp}"
         + (f" (x2 on the {lay.shared} KV-shared layers)" if lay.double_wide and lay.shared else ""),
         "4 norms and a layer scalar a layer",

@@ -35,7 +35,7 @@ from typing import Any
 
 from fakplan.dtypes import element_type
 from fakplan.engines.packed_weights import capability_number
-from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
+from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights, round_up
 from fakplan.engines.torch_allocator import allocated_bytes
 
 MXFP4_BLOCK = 32  # values per scale (Mxfp4MoEMethod.create_weights mxfp4_block)
@@ -44,10 +44,6 @@ VALUE_ALIGN = 64  # HopperMXValueLayout.swizzle_data: both dims pre-padded to 64
 SCALE_ALIGN_ROWS = 2 * 8 * 2 * 8  # HopperMXScaleLayout: 2 x num_warps x 2 x 8
 SCALE_ALIGN_COLUMNS = 2
 ROPE_BYTES = 4  # gpt_oss.py get_rope(dtype=torch.float32)
-
-
-def _up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def gpt_oss_refusal(
@@ -96,8 +92,8 @@ def gpt_oss_rank_weights(text: dict[str, Any], *, tp: int, cuda_blocks: bool) ->
     hidden, experts = int(text["hidden_size"]), int(text["num_local_experts"])
     layers, head = int(text["num_hidden_layers"]), int(text["head_dim"])
     q, kv = int(text["num_attention_heads"]) // tp, int(text["num_key_value_heads"]) // tp
-    rows = _up(int(text["vocab_size"]), VOCAB_PAD) // tp
-    inter = _up(int(text["intermediate_size"]) // tp, TRITON_INTERMEDIATE_ALIGN)
+    rows = round_up(int(text["vocab_size"]), VOCAB_PAD) // tp
+    inter = round_up(int(text["intermediate_size"]) // tp, TRITON_INTERMEDIATE_ALIGN)
     qkv = (q + 2 * kv) * head
     scaling = text.get("rope_scaling") or text.get("rope_parameters") or {}
     positions = int(scaling.get("original_max_position_embeddings") or 0) * int(
@@ -125,13 +121,17 @@ def gpt_oss_rank_weights(text: dict[str, Any], *, tp: int, cuda_blocks: bool) ->
         loaded += ([rope] if index == 0 else []) + layer
     loaded += [hidden * size, vocab]  # the final norm, lm_head (untied)
     # after the load: the swizzled copies, the float32 biases; the originals freed
-    w13_copy = experts * _up(hidden // 2, VALUE_ALIGN) * _up(2 * inter, VALUE_ALIGN)
-    w2_copy = experts * _up(inter // 2, VALUE_ALIGN) * _up(hidden, VALUE_ALIGN)
+    w13_copy = experts * round_up(hidden // 2, VALUE_ALIGN) * round_up(2 * inter, VALUE_ALIGN)
+    w2_copy = experts * round_up(inter // 2, VALUE_ALIGN) * round_up(hidden, VALUE_ALIGN)
     w13_scale_copy = (
-        experts * _up(2 * inter, SCALE_ALIGN_ROWS) * _up(hidden // MXFP4_BLOCK, SCALE_ALIGN_COLUMNS)
+        experts
+        * round_up(2 * inter, SCALE_ALIGN_ROWS)
+        * round_up(hidden // MXFP4_BLOCK, SCALE_ALIGN_COLUMNS)
     )
     w2_scale_copy = (
-        experts * _up(hidden, SCALE_ALIGN_ROWS) * _up(inter // MXFP4_BLOCK, SCALE_ALIGN_COLUMNS)
+        experts
+        * round_up(hidden, SCALE_ALIGN_ROWS)
+        * round_up(inter // MXFP4_BLOCK, SCALE_ALIGN_COLUMNS)
     )
     copies = [w13_copy, w13_scale_copy, w2_copy, w2_scale_copy, 2 * w13_bias, 2 * w2_bias]
     freed = w13 + w2 + w13_bias + w2_bias

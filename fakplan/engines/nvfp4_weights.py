@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fakplan.engines.packed_weights import capability_number
+from fakplan.engines.rank_weights import round_up
 
 NVFP4_GROUP = 16  # ModelOptNvFp4Config group_size default; the block scale's inputs
 FP32 = 4
@@ -44,10 +45,6 @@ CUTLASS_ALIGN = 32  # pad_nvfp4_weight_for_cutlass: N and K to 32
 SCALE_ROWS, SCALE_COLUMNS = 128, 4  # swizzle_blockscale: M to 128, K/16 to 4
 CUTLASS_FROM = 100  # cutlass_scaled_mm_supports_fp4: compute capability 10.0 on
 MARLIN_FROM = 75  # is_fp4_marlin_supported
-
-
-def _up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -115,10 +112,12 @@ def nvfp4_layer(rows: int, inputs: int, widths: int, kernel: Nvfp4Kernel) -> Nvf
         converted += [(kernel.sms or 0) * INT32, weight, scales, FP32]
         freed += weight + scales + FP32
     else:
-        padded = _up(rows, CUTLASS_ALIGN) * _up(inputs, CUTLASS_ALIGN) // 2
+        padded = round_up(rows, CUTLASS_ALIGN) * round_up(inputs, CUTLASS_ALIGN) // 2
         if padded != weight:
             converted.append(padded)
             freed += weight
-        converted.append(_up(rows, SCALE_ROWS) * _up(inputs // NVFP4_GROUP, SCALE_COLUMNS))
+        converted.append(
+            round_up(rows, SCALE_ROWS) * round_up(inputs // NVFP4_GROUP, SCALE_COLUMNS)
+        )
         freed += scales
     return Nvfp4Layer(loaded, tuple(converted), freed)

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 VOCAB_PAD = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py, v0.19.0)
 
 
+def round_up(value: int, multiple: int) -> int:
+    """``value`` padded to a multiple (vLLM's round_up, torch's padding of a dimension)."""
+    return -(-value // multiple) * multiple
+
+
 @dataclass(frozen=True)
 class RankWeights:
     """``bytes`` with its derivation; ``high``: the top of an interval where the caching
