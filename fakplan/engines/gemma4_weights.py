@@ -54,11 +54,9 @@ from fakplan.dtypes import element_type
 from fakplan.engines.nvfp4_weights import NVFP4_GROUP, Nvfp4Kernel, nvfp4_kernel, nvfp4_layer
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights, round_up
 from fakplan.engines.torch_allocator import allocated_bytes
-from fakplan.geometry.params import CHECKPOINT_DTYPES
+from fakplan.geometry.params import CHECKPOINT_DTYPES, towers
 
 GEMMA4_FAMILIES = ("gemma4", "gemma4_text")
-# the configs of the towers a multimodal checkpoint builds beside its text model
-TOWER_CONFIGS = ("vision_config", "audio_config")
 
 
 @dataclass(frozen=True)
@@ -157,11 +155,11 @@ def gemma4_refusal(
     served: str | None = None,
 ) -> str | None:
     """Why Gemma 4's weights are not counted for this launch and card (None: they are)."""
-    towers = [t.split("_")[0] for t in TOWER_CONFIGS if isinstance(text.get(t), dict)]
-    if towers and not language_model_only:
-        plural = len(towers) > 1
+    present = towers(text)
+    if present and not language_model_only:
+        plural = len(present) > 1
         return (
-            f"gemma4: its {' and '.join(towers)} tower{'s' if plural else ''} (transformers' "
+            f"gemma4: its {' and '.join(present)} tower{'s' if plural else ''} (transformers' "
             f"modules, built by AutoModel.from_config in gemma4_mm.py, v0.19.0) "
             f"{'are' if plural else 'is'} not counted; serve it text-only "
             "(--language-model-only leaves the towers out) or state the pair"
@@ -199,7 +197,7 @@ def gemma4_refusal(
     for kv in {layout.kv_heads, layout.global_kv_heads}:
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
             return f"gemma4 at TP {tp}: {kv} KV heads neither split nor replicate evenly"
-    if layout.ple and towers and batched_tokens is None:
+    if layout.ple and present and batched_tokens is None:
         return (
             "gemma4 with per-layer embeddings: the multimodal wrapper's buffer of "
             "max_num_batched_tokens x layers x hidden_size_per_layer_input needs the batch "
@@ -378,9 +376,7 @@ def _multimodal(text: dict[str, Any]) -> bool:
     """Gemma4ForConditionalGeneration (a tower beside the text model) rather than
     Gemma4ForCausalLM: its text model is vLLM's ``language_model.model``."""
     archs = [str(a) for a in text.get("architectures") or ()]
-    return any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS) or any(
-        "ConditionalGeneration" in a for a in archs
-    )
+    return bool(towers(text)) or any("ConditionalGeneration" in a for a in archs)
 
 
 def _prefix(text: dict[str, Any]) -> str:
@@ -486,7 +482,7 @@ def gemma4_rank_weights(
     prefix = _prefix(text)
     rows = round_up(lay.vocab, VOCAB_PAD) // tp
     buffer = 0
-    if lay.ple and any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS):
+    if lay.ple and towers(text):
         buffer = (batched_tokens or 0) * lay.ple * lay.layers  # the wrapper's batch buffer
     parts, ropes = _parts(lay, tp, prefix, buffer)
     quantized = [False] * len(parts) if scheme is None else _quantized(parts, scheme)

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
-from fakplan.engines.gemma4_weights import TOWER_CONFIGS
 from fakplan.engines.query import query_for_shape
 from fakplan.engines.weights import vllm_rank_weights, weights_refusal
 from fakplan.errors import FakplanError, GeometryError, RuleError
 from fakplan.geometry import Geometry, load_geometry
+from fakplan.geometry.params import towers
 from fakplan.geometry.resolve import HubGguf, resolve_hub_gguf
 from fakplan.hub import gguf_ref
 from fakplan.kv import KvQuery
@@ -170,8 +170,7 @@ def served_weights(
     if shape.serving.quantization is not None:
         # the checkpoint's size is not what the engine holds: the engine's own count is
         return engine.quantized_weights(loaded)
-    text = geometry.text_config
-    if shape.serving.language_model_only and text and any(k in text for k in TOWER_CONFIGS):
+    if shape.serving.language_model_only and towers(geometry.text_config or {}):
         return _text_only_weights(loaded, geometry, engine)
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:

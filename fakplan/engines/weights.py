@@ -36,12 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from fakplan.dtypes import element_type
-from fakplan.engines.gemma4_weights import (
-    GEMMA4_FAMILIES,
-    TOWER_CONFIGS,
-    gemma4_rank_weights,
-    gemma4_refusal,
-)
+from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES, gemma4_rank_weights, gemma4_refusal
 from fakplan.engines.mxfp4_weights import gpt_oss_rank_weights, gpt_oss_refusal
 from fakplan.engines.packed_weights import (
     PackedStorage,
@@ -53,7 +48,14 @@ from fakplan.engines.packed_weights import (
 )
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
 from fakplan.engines.torch_allocator import allocated_bytes
-from fakplan.geometry.params import CHECKPOINT_DTYPES, DENSE_FAMILIES, MOE_FAMILIES, moe_layout
+from fakplan.geometry.params import (
+    CHECKPOINT_DTYPES,
+    DENSE_FAMILIES,
+    MOE_FAMILIES,
+    moe_layout,
+    towers,
+    without_towers,
+)
 
 # DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (one class in vLLM); Kimi K2 publishes
 # model_type kimi_k2 with architectures DeepseekV3ForCausalLM
@@ -677,10 +679,10 @@ def vllm_rank_weights(
     ``language_model_only``: the towers left out (--language-model-only, or every
     modality's --limit-mm-per-prompt 0); ``batched_tokens``: max_num_batched_tokens, for
     a buffer Gemma 4's multimodal wrapper sizes by it."""
-    towers = [k.split("_")[0] for k in TOWER_CONFIGS if isinstance(text.get(k), dict)]
+    present = towers(text)
     left_out = (
-        f"; served text-only (--language-model-only): the {' and '.join(towers)} "
-        f"tower{'s' if len(towers) > 1 else ''} built on the meta device, holding nothing "
+        f"; served text-only (--language-model-only): the {' and '.join(present)} "
+        f"tower{'s' if len(present) > 1 else ''} built on the meta device, holding nothing "
         "(models/interfaces.py _mark_tower_model, v0.19.0)"
     )
     if model_type in GEMMA4_FAMILIES:
@@ -694,21 +696,21 @@ def vllm_rank_weights(
             text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens,
             capability=capability, sms=sms,
         )  # fmt: skip
-        if counted is None or not towers:
+        if counted is None or not present:
             return counted
         return dataclasses.replace(counted, derivation=counted.derivation + left_out)
-    if language_model_only and towers:
+    if language_model_only and present:
         # the towers (and Gemma 3's projector) are built on the meta device: no memory
         # (models/interfaces.py _mark_tower_model, models/utils.py no_init_weights, v0.19.0)
         text_only = vllm_rank_weights(
-            {k: v for k, v in text.items() if k not in TOWER_CONFIGS}, model_type, tp=tp,
+            without_towers(text), model_type, tp=tp,
             pp=pp, stage=stage, served=served, quantization=quantization,
             rope_bytes=rope_bytes, cuda_blocks=cuda_blocks, capability=capability, sms=sms,
         )  # fmt: skip
         if text_only is None:
             return None
         return dataclasses.replace(text_only, derivation=text_only.derivation + left_out)
-    if isinstance(text.get("audio_config"), dict):
+    if "audio" in present:
         return None  # an audio tower (the Omni models'): not read
     if model_type == "gpt_oss":
         if rope_bytes is not None or gpt_oss_refusal(
@@ -1321,8 +1323,8 @@ def weights_refusal(
         )  # fmt: skip
         return found or "gemma4: its weights are not counted for this launch"
     if language_model_only:
-        text = {k: v for k, v in text.items() if k not in TOWER_CONFIGS}
-    if isinstance(text.get("audio_config"), dict):
+        text = without_towers(text)
+    if "audio" in towers(text):
         return (
             f"{model_type}: its audio tower is not counted; serve it text-only "
             "(--language-model-only leaves the towers out) or state the pair"

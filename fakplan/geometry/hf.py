@@ -17,7 +17,7 @@ from fakplan.geometry.checkpoint_dtype import checkpoint_dtype
 from fakplan.geometry.facts import check_config
 from fakplan.geometry.hf_layouts import READERS, Config, Fields
 from fakplan.geometry.model import Geometry, KvQuantDecl
-from fakplan.geometry.params import counted_weight_bytes
+from fakplan.geometry.params import TOWER_CONFIGS, counted_weight_bytes
 from fakplan.geometry.safetensors import safetensors_bytes, safetensors_dtypes
 
 MAX_CONFIG = 8 << 20  # a config.json is kilobytes; the largest published are under 1 MiB
@@ -33,7 +33,7 @@ def _text_config(config: Config) -> Config:
                 merged[key] = config[key]
         if "model_type" not in merged:
             merged["model_type"] = config.get("model_type")
-        for tower in ("vision_config", "audio_config"):
+        for tower in TOWER_CONFIGS:
             if isinstance(config.get(tower), dict):
                 # a tower the engine loads beside the text model: counted with its weights
                 merged[tower] = config[tower]

@@ -117,3 +117,17 @@ def moe_layout(text: dict[str, Any], model_type: str) -> tuple[int, int, frozens
         i for i in range(layers) if i not in dense_only and count > 0 and (i + 1) % step == 0
     )
     return count, moe_inter, sparse
+
+
+# the configs of the towers a multimodal checkpoint builds beside its text model
+TOWER_CONFIGS = ("vision_config", "audio_config")
+
+
+def towers(text: dict[str, Any]) -> list[str]:
+    """The towers ("vision", "audio") a text model's config carries beside it."""
+    return [k.removesuffix("_config") for k in TOWER_CONFIGS if isinstance(text.get(k), dict)]
+
+
+def without_towers(text: dict[str, Any]) -> dict[str, Any]:
+    """The text model's config alone: what the engine builds served text-only."""
+    return {k: v for k, v in text.items() if k not in TOWER_CONFIGS}

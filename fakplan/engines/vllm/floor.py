@@ -58,7 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES, TOWER_CONFIGS
+from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES
 from fakplan.engines.rank_weights import RankWeights
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
@@ -79,7 +79,7 @@ from fakplan.engines.weights import (
     vllm_rank_weights,
     weights_refusal,
 )
-from fakplan.geometry.params import MOE_FAMILIES, moe_layout
+from fakplan.geometry.params import MOE_FAMILIES, moe_layout, towers
 from fakplan.kv import KvQuery
 from fakplan.sizing import bytes_span
 
@@ -281,7 +281,7 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
     text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
     runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
     gpu_model_runner.py profile_run, v0.19.0), so its peak is the text model's."""
-    if any(isinstance(text.get(t), dict) for t in TOWER_CONFIGS) and not language_model_only:
+    if towers(text) and not language_model_only:
         return (
             "the activation peak of a model with a vision or audio tower (the profiling run "
             "of its encoder) is not read; served text-only (--language-model-only) it is the "
