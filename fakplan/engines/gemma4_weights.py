@@ -34,10 +34,10 @@ model differs from Gemma 3's in ways that move gigabytes:
   ``lm_head``.
 
 The vision and audio towers are transformers' own modules, built by
-``AutoModel.from_config``; their sizes are not read. vLLM leaves them out (on the meta
-device) when every modality's ``--limit-mm-per-prompt`` is 0, as ``--language-model-only``
-sets: ``_mark_tower_model`` in ``models/interfaces.py`` and ``no_init_weights`` in
-``models/utils.py``, v0.19.0. Only then are Gemma 4's weights counted.
+``AutoModel.from_config`` before the text model and counted from their configs
+(``gemma4_towers``). vLLM leaves them out (on the meta device) when every modality's
+``--limit-mm-per-prompt`` is 0, as ``--language-model-only`` sets: ``_mark_tower_model``
+in ``models/interfaces.py`` and ``no_init_weights`` in ``models/utils.py``, v0.19.0.
 
 A ModelOpt NVFP4 checkpoint (nvidia's) quantizes the linear layers its ``ignore`` list
 does not name; those are held as the card's kernel keeps them (``nvfp4_weights``), the
@@ -51,6 +51,7 @@ from fnmatch import fnmatch
 from typing import Any
 
 from fakplan.dtypes import element_type
+from fakplan.engines.gemma4_towers import TRANSFORMERS_SOURCE, gemma4_towers
 from fakplan.engines.nvfp4_weights import NVFP4_GROUP, Nvfp4Kernel, nvfp4_kernel, nvfp4_layer
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights, round_up
 from fakplan.engines.torch_allocator import allocated_bytes
@@ -156,14 +157,6 @@ def gemma4_refusal(
 ) -> str | None:
     """Why Gemma 4's weights are not counted for this launch and card (None: they are)."""
     present = towers(text)
-    if present and not language_model_only:
-        plural = len(present) > 1
-        return (
-            f"gemma4: its {' and '.join(present)} tower{'s' if plural else ''} (transformers' "
-            f"modules, built by AutoModel.from_config in gemma4_mm.py, v0.19.0) "
-            f"{'are' if plural else 'is'} not counted; serve it text-only "
-            "(--language-model-only leaves the towers out) or state the pair"
-        )
     scheme: _Nvfp4Scheme | None = None
     if "quantization_config" in text:
         found = _nvfp4_scheme(text)
@@ -207,10 +200,13 @@ def gemma4_refusal(
         quantized = _quantized(_parts(layout, tp, _prefix(text), 0)[0], scheme)
         if isinstance(quantized, str):
             return quantized
-    if not (
-        served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
-    ):
+    dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    if not dtype:
         return "gemma4: its config states no dtype fakplan reads (give --dtype)"
+    if present and not language_model_only:
+        found_towers = gemma4_towers(text, dtype)
+        if isinstance(found_towers, str):
+            return found_towers
     return None
 
 
@@ -460,13 +456,16 @@ def gemma4_rank_weights(
     batched_tokens: int | None = None,
     capability: str | None = None,
     sms: int | None = None,
+    language_model_only: bool = False,
 ) -> RankWeights | None:
-    """One TP rank's weights, text model only (check ``gemma4_refusal`` first; None where
-    it refuses or no dtype is known): every parameter and buffer of its modules in the
-    order vLLM creates them (the module's docstring; the Attention layers' float32 scale
-    scalars, a few KiB, are left out as for every family), in the model dtype, a ModelOpt NVFP4 checkpoint's quantized linear
-    layers as the card's kernel keeps them (``nvfp4_weights``); with ``cuda_blocks``, as
-    the caching allocator counts them (an interval where NVFP4 conversions free blocks)."""
+    """One TP rank's weights (check ``gemma4_refusal`` first; None where it refuses or no
+    dtype is known): the towers the config carries, unless ``language_model_only``
+    (``gemma4_towers``), then every parameter and buffer of the text model's modules in
+    the order vLLM creates them (the module's docstring; the Attention layers' float32
+    scale scalars, a few KiB, are left out as for every family), in the model dtype, a
+    ModelOpt NVFP4 checkpoint's quantized linear layers as the card's kernel keeps them
+    (``nvfp4_weights``); with ``cuda_blocks``, as the caching allocator counts them (an
+    interval where NVFP4 conversions free blocks)."""
     lay = _layout(text)
     dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
     if isinstance(lay, str) or dtype is None:
@@ -488,7 +487,19 @@ def gemma4_rank_weights(
     quantized = [False] * len(parts) if scheme is None else _quantized(parts, scheme)
     if isinstance(quantized, str):
         return None
+    # the towers come first (gemma4_mm.py), so the allocator sees their blocks first
     loaded: list[int] = []
+    towers_said = ""
+    if towers(text) and not language_model_only:
+        built = gemma4_towers(text, dtype)
+        if isinstance(built, str):
+            return None
+        loaded += [t.elements * element_type(t.dtype).block_bytes for t in built.tensors]
+        towers_said = (
+            f"{' and '.join(built.said)}, whole on every rank = {sum(loaded):,} B "
+            f"({TRANSFORMERS_SOURCE}, built first by gemma4_mm.py, v0.19.0); "
+        )
+    tower_bytes = sum(loaded)
     converted: list[int] = []
     freed = 0
     for part, nvfp4 in zip(parts, quantized, strict=True):
@@ -501,6 +512,7 @@ def gemma4_rank_weights(
         converted += held.converted
         freed += held.freed
     total = sum(loaded) + sum(converted) - freed
+    text_total = total - tower_bytes
     elements = sum(p.elements for p in parts)
     kinds_said = []
     for kind, head, kv in (
@@ -538,17 +550,19 @@ def gemma4_rank_weights(
     )
     said.append(f"rotary caches {caches}")
     if kernel is None:
-        counted = f"{elements:,} elements x {size} B ({dtype}) = {total:,} B"
+        counted = f"{elements:,} elements x {size} B ({dtype}) = {text_total:,} B"
     else:
         counted = (
             f"{elements:,} elements, of them {sum(quantized)} linear layers in NVFP4 (ModelOpt; "
             f"its ignore list leaves the rest in {dtype}) on {kernel.text}: "
-            f"{sum(loaded):,} B loaded + {sum(converted):,} B the kernel's conversion creates - "
-            f"{freed:,} B it frees = {total:,} B (quantization/modelopt.py, "
+            f"{sum(loaded) - tower_bytes:,} B loaded + {sum(converted):,} B the kernel's "
+            f"conversion creates - {freed:,} B it frees = {text_total:,} B (quantization/modelopt.py, "
             "utils/nvfp4_utils.py, utils/marlin_utils_fp4.py)"
         )
     derivation = (
-        f"gemma4 text model on TP {tp}: {'; '.join(said)} = {counted} (models/gemma4.py, v0.19.0)"
+        f"gemma4 on TP {tp}: {towers_said}text model: {'; '.join(said)} = {counted} "
+        "(models/gemma4.py, v0.19.0)"
+        + (f"; in all {tower_bytes:,} + {text_total:,} = {total:,} B" if towers_said else "")
     )
     if not cuda_blocks:
         return RankWeights(total, derivation)

@@ -694,9 +694,9 @@ def vllm_rank_weights(
             return None
         counted = gemma4_rank_weights(
             text, tp=tp, served=served, cuda_blocks=cuda_blocks, batched_tokens=batched_tokens,
-            capability=capability, sms=sms,
+            capability=capability, sms=sms, language_model_only=language_model_only,
         )  # fmt: skip
-        if counted is None or not present:
+        if counted is None or not present or not language_model_only:
             return counted
         return dataclasses.replace(counted, derivation=counted.derivation + left_out)
     if language_model_only and present:

@@ -105,11 +105,108 @@ def test_31b_text_model_by_hand() -> None:
     assert found is not None and found.bytes == elements * 2
 
 
-def test_the_towers_are_a_reason_until_served_text_only() -> None:
+def _31b_vision_tower() -> int:
+    """The 31B's vision tower and its embedder in bytes, by hand from its vision_config
+    (transformers 5.5.0's Gemma4VisionModel, vLLM's Gemma4MultimodalEmbedder): 27
+    layers of 1,152, 16 heads (and KV heads) of 72, MLP 4,304, standardized, no clipped
+    linears; the text model is 5,376 wide."""
+    layer = (
+        4 * 1152 * (16 * 72)  # q, k, v, o
+        + 2 * 72  # q and k norms (the v norm has no weight)
+        + 3 * 1152 * 4304  # gate, up, down
+        + 4 * 1152  # four norms
+    )
+    patches = 3 * 16 * 16 * 1152 + 2 * 10240 * 1152  # input_proj, position table
+    bf16 = 27 * layer + patches + 2 * 1152 + 1152 * 5376  # std bias/scale, embed_vision
+    rotary = 2 * (72 // 2 // 2) * 4  # inv_freq and its original copy, float32
+    return bf16 * 2 + rotary
+
+
+def test_the_towers_are_counted_unless_served_text_only() -> None:
+    """Built first and whole on every rank: the tower does not split over TP."""
     text = _text(_bf16_config())
+    assert _31b_vision_tower() == 1_151_487_216
+    for tp in (1, 2):
+        found = vllm_rank_weights(text, "gemma4_text", tp=tp)
+        assert found is not None
+        assert found.bytes == _by_hand(tp) + _31b_vision_tower(), tp
+        assert "vision tower" in found.derivation and "transformers 5.5.0" in found.derivation
+    text_only = vllm_rank_weights(text, "gemma4_text", language_model_only=True)
+    assert text_only is not None and text_only.bytes == _by_hand(1)
+    assert "vision tower" not in text_only.derivation.split(";")[0]
+
+
+def test_the_checkpoint_tensors_are_the_hubs_parameter_count() -> None:
+    """The Hub counts google/gemma-4-31B-it's safetensors at 31,273,088,876 BF16 parameters
+    (https://huggingface.co/api/models/google/gemma-4-31B-it, ``safetensors.parameters``;
+    its two shards hold 62,546,338,248 B). The same base model, as nvidia's config states
+    it, counted the way vLLM holds it with its vision tower, less what vLLM holds beyond
+    the checkpoint, gives that count: the two rotary caches (262,144 positions x 256 and
+    x 512), the normalizer, the V columns a full layer's K=V attention loads K into (10
+    layers x 4 KV heads x 512 x 5,376; transformers builds no v_proj there), and the
+    vision tower's float32 inverse frequencies (144 B, not saved)."""
+    found = vllm_rank_weights(_text(_bf16_config()), "gemma4_text")
+    assert found is not None
+    held = (found.bytes - 144) // 2
+    extra = 262_144 * (256 + 512) + 1 + 10 * 4 * 512 * 5376
+    assert held - extra == 31_273_088_876
+
+
+def test_an_audio_tower_by_hand() -> None:
+    """A small Gemma 4 with both towers, read at the configs' defaults where they say
+    nothing (Gemma4AudioConfig: conformer layers, clipped linears, subsampling channels
+    128 and 32, output 1536; Gemma4VisionConfig: 16 layers of 768, 12 heads of 64).
+    Audio by hand, per layer: two feed-forward blocks (1,024 -> 4,096 -> 1,024, two
+    norms), q/k/v and post (1,024 x 1,024), relative_k_proj, per_dim_scale (128), the
+    soft cap, the light convolution (linear_start to 2,048, linear_end, a 5-tap depthwise
+    kernel, two norms), three norms; each of the 10 clipped linears holds 4 scalars."""
+    text = {
+        **SMALL,
+        "num_hidden_layers": 1,
+        "intermediate_size": 128,
+        "layer_types": ["full_attention"],
+        "vision_config": {"dtype": "bfloat16"},
+        "audio_config": {"hidden_size": 1024, "num_hidden_layers": 2},
+    }
+    audio_layer = (
+        2 * (2 * 1024 * 4096 + 2 * 1024)
+        + 4 * 1024 * 1024
+        + 1024 * 1024
+        + 128
+        + 1
+        + 1024 * 2048
+        + 1024 * 1024
+        + 1024 * 5
+        + 2 * 1024
+        + 3 * 1024
+        + 10 * 4
+    )
+    audio = (
+        128 * 9  # layer0: 1 -> 128 channels, 3 x 3
+        + 128  # its LayerNorm
+        + 32 * 128 * 9  # layer1: 128 -> 32
+        + 32
+        + (128 // 4) * 32 * 1024  # input_proj_linear
+        + 1024 // 2  # the relative position timescales
+        + 2 * audio_layer
+        + 1024 * 1536
+        + 1536  # output_proj and its bias
+        + 1536 * 64  # embed_audio to the text model's 64
+    )
+    vision_layer = 4 * 768 * 768 + 2 * 64 + 3 * 768 * 3072 + 4 * 768
+    vision = 3 * 256 * 768 + 2 * 10240 * 768 + 16 * vision_layer + 768 * 64
+    with_towers = vllm_rank_weights(text, "gemma4_text")
+    text_only = vllm_rank_weights(text, "gemma4_text", language_model_only=True)
+    assert with_towers is not None and text_only is not None
+    assert with_towers.bytes - text_only.bytes == 2 * (vision + audio) + 2 * (64 // 4) * 4
+    assert "audio tower" in with_towers.derivation
+
+
+def test_an_unreadable_tower_config_is_a_reason() -> None:
+    text = {**_text(_bf16_config()), "vision_config": {"hidden_size": "wide"}}
     assert vllm_rank_weights(text, "gemma4_text") is None
     reason = weights_refusal(text, "gemma4_text", None, 1, 1)
-    assert "vision tower" in reason and "--language-model-only" in reason
+    assert "vision_config's hidden_size" in reason
     assert vllm_rank_weights(text, "gemma4_text", language_model_only=True) is not None
 
 
@@ -257,8 +354,8 @@ def test_experts_per_layer_embeddings_and_shared_layers_by_hand() -> None:
 
 def test_fakplan_kv_sizes_the_pool_of_a_text_only_gemma4(tmp_path: Path) -> None:
     """`fakplan kv --language-model-only` counts the text model and profiles no encoder:
-    the pool is the requested memory less those terms; without it, the tower is the
-    reason, in one line."""
+    the pool is the requested memory less those terms; without it, the encoder's
+    profiling run is the reason, in one line, and the weights are counted."""
     folder = tmp_path / "gemma-4-31b-it"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(_bf16_config()))
@@ -268,7 +365,10 @@ def test_fakplan_kv_sizes_the_pool_of_a_text_only_gemma4(tmp_path: Path) -> None
     ]  # fmt: skip
     refused = CliRunner().invoke(main, args)
     assert refused.exit_code == 0, refused.output
-    assert "vision tower" in json.loads(refused.output)["sizing"]["unknown"]
+    unread = json.loads(refused.output)["sizing"]
+    # the weights, towers included, are counted; the encoder's profiling run is not read
+    assert "profiling run of its encoder" in unread["unknown"]
+    assert unread["weights_bytes"] >= _by_hand(1) + _31b_vision_tower()
     served = CliRunner().invoke(main, [*args, "--language-model-only"])
     assert served.exit_code == 0, served.output
     sizing = json.loads(served.output)["sizing"]
@@ -334,7 +434,8 @@ def test_one_rtx_5090_does_not_hold_the_nvfp4_31b_even_text_only() -> None:
 
 def test_fit_serves_text_only_where_asked(tmp_path: Path) -> None:
     """`fakplan fit --language-model-only` plans every point text-only: without it the
-    tower is the reason no point is found; with it each emitted shape states the flag."""
+    encoder's profiling run is the reason no point is found; with it each emitted shape
+    states the flag."""
     folder = tmp_path / "gemma-4-31b-it"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(_bf16_config()))
@@ -344,7 +445,7 @@ def test_fit_serves_text_only_where_asked(tmp_path: Path) -> None:
     ]  # fmt: skip
     refused = CliRunner().invoke(main, args)
     assert refused.exit_code in (1, 2), refused.output
-    assert "vision tower" in refused.output
+    assert "profiling run of its encoder" in refused.output
     emitted = tmp_path / "points"
     served = CliRunner().invoke(main, [*args, "--language-model-only", "--emit", str(emitted)])
     assert served.exit_code == 0, served.output

@@ -408,26 +408,27 @@ NOT_COUNTED = {
 
 
 def test_the_catalog_architectures_counted() -> None:
-    """Every catalog model's weights per rank are counted at TP 1 on an H100 served
-    text-only (Gemma 4's towers are counted only so: test_gemma4_weights), or it is one of
-    the architectures listed above, with a reason."""
+    """Every catalog model's weights per rank are counted at TP 1 on an H100, with its
+    towers and served text-only, or it is one of the architectures listed above, with a
+    reason."""
     from fakplan.engines.weights import weights_refusal
     from fakplan.geometry.catalog import catalog_ids, lookup
 
-    missing: dict[str, str] = {}
-    for model_id in catalog_ids():
-        geometry = lookup(model_id)
-        assert geometry is not None and geometry.text_config is not None
-        text, family = geometry.text_config, geometry.architecture
-        counted = vllm_rank_weights(
-            text, family, capability="9.0", sms=132, language_model_only=True
-        )
-        if counted is None:
-            missing[family] = weights_refusal(
-                text, family, None, 1, 1, "9.0", language_model_only=True, sms=132
+    for text_only in (True, False):
+        missing: dict[str, str] = {}
+        for model_id in catalog_ids():
+            geometry = lookup(model_id)
+            assert geometry is not None and geometry.text_config is not None
+            text, family = geometry.text_config, geometry.architecture
+            counted = vllm_rank_weights(
+                text, family, capability="9.0", sms=132, language_model_only=text_only
             )
-    assert set(missing) == NOT_COUNTED
-    assert all(reason for reason in missing.values())
+            if counted is None:
+                missing[family] = weights_refusal(
+                    text, family, None, 1, 1, "9.0", language_model_only=text_only, sms=132
+                )
+        assert set(missing) == NOT_COUNTED, text_only
+        assert all(reason for reason in missing.values())
 
 
 def test_qwen3_next_tp4_by_hand() -> None:
