@@ -109,6 +109,13 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     text = dict(geometry.text_config)
     if "quantization_config" in case:  # the checkpoint's scheme over its base config
         text["quantization_config"] = case["quantization_config"]
+    # where the case's config stands in for the model's, the fields its config_basis
+    # names as different (null: the field absent)
+    for field, value in (case.get("config_changes") or {}).items():
+        if value is None:
+            text.pop(field, None)
+        else:
+            text[field] = value
     return vllm_floor(
         text,
         geometry.architecture,

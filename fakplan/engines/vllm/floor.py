@@ -204,6 +204,45 @@ class Unknown:
     weights_high: int | None = None  # the top of the weights' interval, where they have one
 
 
+# The MLA attention backends whose modules allocate a 128 MiB workspace on the GPU when
+# imported. Choosing a backend imports every one of its priority list (platforms/cuda.py
+# _get_backend_priorities, then get_valid_backends' loop; flashinfer is a dependency of
+# the CUDA wheel), while the first MLA layer is built: inside "Model loading took", for
+# good. 0.17.0 and 0.19.0: FlashInfer-MLA's g_fi_workspace
+# (v1/attention/backends/mla/flashinfer_mla.py), in every list but 0.33's for 12.x, and
+# CUTLASS-MLA's g_sm100_workspace (cutlass_mla.py), listed for 10.x only. 0.33.0 allocates
+# FlashInfer-MLA's on first use instead; CUTLASS-MLA's stays. Between, not read.
+MLA_IMPORT_WORKSPACE = 128 * MIB
+MLA_WORKSPACES_READ = {(0, 17): "both", (0, 18): "both", (0, 19): "both", (0, 33): "cutlass"}
+
+
+def mla_import_workspaces(version: str, capability: str | None) -> tuple[int, int, str]:
+    """The bytes the attention backend selection's imports allocate on an MLA model's
+    rank, (low, high, what they are): an interval where the card's compute capability is
+    not given or the release was not read (0.20-0.32: from 0.33's rule to 0.19's)."""
+    release = parse_version(version)[:2]
+    majors = [capability.split(".", 1)[0]] if capability else ["9", "10"]
+
+    def count(rule: str, major: str) -> int:
+        flashinfer = rule == "both"
+        return MLA_IMPORT_WORKSPACE * (int(flashinfer) + int(major == "10"))
+
+    rules = (
+        [MLA_WORKSPACES_READ[release]] if release in MLA_WORKSPACES_READ else ["cutlass", "both"]
+    )
+    sizes = [count(rule, major) for rule in rules for major in majors]
+    low, high = min(sizes), max(sizes)
+    what = (
+        f"{bytes_span(low, high if high != low else None)} of attention backends' import-time "
+        "workspaces (FlashInfer-MLA's 128 MiB in 0.17-0.19, CUTLASS-MLA's 128 MiB on compute "
+        "capability 10.x; platforms/cuda.py, v1/attention/backends/mla/, v0.19.0 and v0.33.0"
+        + (", the release between them not read" if len(rules) > 1 else "")
+        + (", the card's capability not given" if not capability else "")
+        + ")"
+    )
+    return low, high, what
+
+
 def _release_read(version: str) -> str | None:
     wanted = parse_version(version)[:2]
     if READ[0] <= wanted <= READ[1]:
@@ -449,8 +488,10 @@ def vllm_floor(
     ``capability``: the card's, where the weights' kernel depends on it;
     ``language_model_only``: a multimodal model served text-only (no tower loaded, no
     encoder profiled)."""
+    # a release whose profiler is not read still gets its weights: the modules counted
+    # (0.19.0's) are what "Model loading took" measures in other releases too
     unread = _release_read(version)
-    if unread:
+    if unread and pp != 1:
         return Unknown(unread)
     if model_type in GEMMA3_FAMILIES:
         text = {**GEMMA3_DEFAULTS, **text}  # what Gemma3TextConfig fills (vocab_size, ...)
@@ -469,6 +510,16 @@ def vllm_floor(
         capability=capability, sms=sms, language_model_only=language_model_only,
         batched_tokens=batched_tokens,
     )  # fmt: skip
+    if unread:
+        return Unknown(unread) if weights is None else _unknown(unread, weights)
+    if weights is not None and model_type in MLA_FAMILIES:
+        low, high, what = mla_import_workspaces(version, capability)
+        ranged = weights.high is not None or high != low
+        weights = RankWeights(
+            weights.bytes + low,
+            f"{weights.derivation} + {what}",
+            high=weights.top + high if ranged else None,
+        )
     if weights is None:
         return Unknown(
             weights_refusal(
