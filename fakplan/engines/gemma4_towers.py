@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fakplan.geometry.params import CHECKPOINT_DTYPES
+from fakplan.geometry.params import stated_dtype
 
 # Gemma4VisionConfig's and Gemma4AudioConfig's defaults (configuration_gemma4.py,
 # transformers 5.5.0 and 5.25.0): what a config that leaves a field out gets
@@ -103,8 +103,7 @@ def _fields(config: dict[str, Any], defaults: dict[str, int | bool], tower: str)
 
 
 def _dtype(config: dict[str, Any], served: str) -> str:
-    stated = CHECKPOINT_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype") or ""))
-    return stated or served
+    return stated_dtype(config) or served
 
 
 class _Builder:

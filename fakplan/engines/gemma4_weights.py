@@ -55,7 +55,7 @@ from fakplan.engines.gemma4_towers import TRANSFORMERS_SOURCE, gemma4_towers
 from fakplan.engines.nvfp4_weights import NVFP4_GROUP, Nvfp4Kernel, nvfp4_kernel, nvfp4_layer
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights, round_up
 from fakplan.engines.torch_allocator import allocated_bytes
-from fakplan.geometry.params import CHECKPOINT_DTYPES, towers
+from fakplan.geometry.params import stated_dtype, towers
 
 GEMMA4_FAMILIES = ("gemma4", "gemma4_text")
 
@@ -200,7 +200,7 @@ def gemma4_refusal(
         quantized = _quantized(_parts(layout, tp, _prefix(text), 0)[0], scheme)
         if isinstance(quantized, str):
             return quantized
-    dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    dtype = served or stated_dtype(text)
     if not dtype:
         return "gemma4: its config states no dtype fakplan reads (give --dtype)"
     if present and not language_model_only:
@@ -467,7 +467,7 @@ def gemma4_rank_weights(
     (``nvfp4_weights``); with ``cuda_blocks``, as the caching allocator counts them (an
     interval where NVFP4 conversions free blocks)."""
     lay = _layout(text)
-    dtype = served or CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    dtype = served or stated_dtype(text)
     if isinstance(lay, str) or dtype is None:
         return None
     kernel: Nvfp4Kernel | None = None

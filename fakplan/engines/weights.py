@@ -49,10 +49,10 @@ from fakplan.engines.packed_weights import (
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
 from fakplan.engines.torch_allocator import allocated_bytes
 from fakplan.geometry.params import (
-    CHECKPOINT_DTYPES,
     DENSE_FAMILIES,
     MOE_FAMILIES,
     moe_layout,
+    stated_dtype,
     towers,
     without_towers,
 )
@@ -1337,12 +1337,6 @@ def weights_refusal(
     return layout_refusal(text, model_type, tp, pp) or weights_unknown(
         text, model_type, quantization, capability, tp
     )
-
-
-def stated_dtype(text: dict[str, Any]) -> str | None:
-    """The checkpoint's dtype as its config states it (torch_dtype, or dtype in newer
-    transformers), in fakplan's spelling; None where it states none fakplan reads."""
-    return CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
 
 
 def _held(storage: PackedStorage, t: Tensor, size: int) -> list[int] | None:

@@ -35,6 +35,12 @@ MOE_FAMILIES = ("qwen3_moe", "mixtral")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
+def stated_dtype(config: dict[str, Any]) -> str | None:
+    """The dtype a config states (torch_dtype, or dtype in newer transformers), in
+    fakplan's spelling; None where it states none fakplan reads."""
+    return CHECKPOINT_DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or ""))
+
+
 class CountedWeights(NamedTuple):
     bytes: int
     derivation: str
@@ -45,7 +51,7 @@ def counted_weight_bytes(text: dict[str, Any], model_type: str) -> CountedWeight
     """(bytes, derivation) for a plain decoder's checkpoint, or None when not derivable."""
     if model_type not in (*DENSE_FAMILIES, *MOE_FAMILIES) or "quantization_config" in text:
         return None
-    dtype = CHECKPOINT_DTYPES.get(str(text.get("torch_dtype") or text.get("dtype") or ""))
+    dtype = stated_dtype(text)
     if dtype is None:
         return None
     try:

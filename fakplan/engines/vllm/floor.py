@@ -213,6 +213,7 @@ class Unknown:
 # CUTLASS-MLA's g_sm100_workspace (cutlass_mla.py), listed for 10.x only. 0.33.0 allocates
 # FlashInfer-MLA's on first use instead; CUTLASS-MLA's stays. Between, not read.
 MLA_IMPORT_WORKSPACE = 128 * MIB
+# 0.18 is taken as 0.17 and 0.19, which read alike
 MLA_WORKSPACES_READ = {(0, 17): "both", (0, 18): "both", (0, 19): "both", (0, 33): "cutlass"}
 
 
