@@ -31,7 +31,7 @@ import yaml
 from pydantic import ValidationError
 
 from fakplan.budget import DeviceBudget
-from fakplan.engines import ENGINES
+from fakplan.engines import ENGINES, setup_of
 from fakplan.errors import FakplanError, ShapeError, inert
 from fakplan.gates import BUILTIN_GATES
 from fakplan.gates.model import GIVES_UP_ORDER, FixPatch, GateResult, ProvenFix
@@ -313,9 +313,9 @@ class Fitter:
             check_semantics(loaded)
             plan = compile_plan(loaded, self.ledger)
             engine = ENGINES[shape.engine]
-            step = engine.window_step(loaded)
+            step = engine.window_step(setup_of(loaded))
             if not self._offload_known:
-                self.offloadable = engine.offload_layers(loaded)
+                self.offloadable = engine.offload_layers(setup_of(loaded))
                 self._offload_known = True
         except ShapeError as exc:  # the candidate's own text: no file or line to name
             why = f"{exc.field}: {exc.detail}" if exc.field else exc.detail

@@ -186,6 +186,6 @@ def _hub_gguf_name(loaded: LoadedShape, value: str) -> bool:
 LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 
 
-def head_address(shape: Shape) -> str:
-    """The address the other nodes join: the shape's, else the LeaderWorkerSet leader's."""
-    return shape.launch.head_address or LWS_LEADER_ADDRESS
+def head_address(stated: str | None) -> str:
+    """The address the other nodes join: the one stated, else the LeaderWorkerSet leader's."""
+    return stated or LWS_LEADER_ADDRESS

@@ -27,11 +27,10 @@ from fakplan.engines import (
     BootInputs,
     ModelledEngine,
     findings,
+    model_source,
     planned_version,
-    query_for_shape,
     served_weights,
-    shape_geometry,
-    shape_model_source,
+    setup_of,
     weights_source,
 )
 from fakplan.errors import LedgerError, RuleError
@@ -258,7 +257,7 @@ def _ceiling(
         if ceiling is None:
             if loaded.shape.budget is None:  # the engine sizes the pool: its pair is its fill
                 return None, "unknown: the shape states no ceiling", None
-            value, text = ENGINES[loaded.shape.engine].predicted_ceiling(loaded)
+            value, text = ENGINES[loaded.shape.engine].predicted_ceiling(setup_of(loaded))
             return value, text, None if value is None else "predicted"
         if ceiling.bytes is not None:
             note = f" ({ceiling.note})" if ceiling.note else ""
@@ -306,7 +305,8 @@ def _pair(loaded: LoadedShape, cost: KvCost) -> _Pair:
             f"{human(b.weights)} weights + {human(b.kv)} KV = {human(b.weights + b.kv)}",
         )
     engine = ENGINES[shape.engine]
-    sizing = engine.sized_pool(loaded)
+    setup = setup_of(loaded)
+    sizing = engine.sized_pool(setup)
     if sizing.pool_low <= 0:
         raise loaded.error(
             f"the engine would size no pool: {sizing.pool_derivation} ({sizing.refusal}); "
@@ -315,8 +315,8 @@ def _pair(loaded: LoadedShape, cost: KvCost) -> _Pair:
             sizing.field,
         )
     tolerance = shape.limits.sizing_tolerance_pct / 100
-    low = engine.capacity(loaded, cost, math.floor(sizing.pool_low * (1 - tolerance)))
-    high = engine.capacity(loaded, cost, math.ceil(sizing.pool_high * (1 + tolerance)))
+    low = engine.capacity(setup, cost, math.floor(sizing.pool_low * (1 - tolerance)))
+    high = engine.capacity(setup, cost, math.ceil(sizing.pool_high * (1 + tolerance)))
     weights, kv = sizing.weights_bytes, sizing.pool_low
     return _Pair(
         weights,
@@ -334,22 +334,24 @@ def derive_figures(loaded: LoadedShape, ledger_path: Path | None = None) -> Figu
     engine = ENGINES[loaded.shape.engine]
     if not engine.boot_refusals:
         return figures
-    version = planned_version(loaded, engine.version_used(loaded))
-    boot = findings(engine.boot_refusals, BootInputs(loaded, figures, version))
+    setup = setup_of(loaded)
+    version = planned_version(setup, engine.version_used(setup))
+    boot = findings(engine.boot_refusals, BootInputs(setup, figures, version))
     return replace(figures, boot=boot)
 
 
 def _figures(loaded: LoadedShape, ledger_path: Path | None) -> Figures:
     shape = loaded.shape
     engine = ENGINES[shape.engine]
-    cost = engine.kv_cost(loaded)
+    setup = setup_of(loaded)
+    cost = engine.kv_cost(setup)
     seqs, window = shape.serving.max_num_seqs, shape.serving.max_model_len
     requirement = contract_requirement(cost, seqs, window)
     stated = _pair(loaded, cost)
-    capacity = engine.capacity(loaded, cost, stated.kv)
+    capacity = engine.capacity(setup, cost, stated.kv)
     pair = stated.weights + stated.kv
     ceiling, ceiling_text, ceiling_basis = _ceiling(loaded, ledger_path)
-    bound, bound_text = engine.card_bound(loaded)
+    bound, bound_text = engine.card_bound(setup)
     return Figures(
         name=shape.name,
         engine=shape.engine,
@@ -391,9 +393,10 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
     shape = loaded.shape
     if not isinstance(ENGINES[shape.engine], ModelledEngine):
         return None
-    g = shape_geometry(loaded)
-    weight_bytes, weight_source = served_weights(loaded, g, ENGINES[shape.engine])
-    draft = query_for_shape(loaded).draft
+    setup = setup_of(loaded)
+    g = setup.geometry
+    weight_bytes, weight_source = served_weights(setup, g, ENGINES[shape.engine])
+    draft = setup.query.draft
     if draft is not None and weight_bytes is not None:
         # the engine loads a separate draft model beside the target (vLLM and SGLang on
         # the same ranks, llama.cpp's -md on the card with -ngld 999)
@@ -424,7 +427,7 @@ def _model_facts(loaded: LoadedShape) -> ModelFacts | None:
 
 def _notices(loaded: LoadedShape) -> tuple[str, ...]:
     shape = loaded.shape
-    used = ENGINES[shape.engine].version_used(loaded)
+    used = ENGINES[shape.engine].version_used(setup_of(loaded))
     if shape.engine_version is not None or used is None:
         return ()
     return (unstated_release(shape.engine, used),)
@@ -442,13 +445,13 @@ def unstated_release(engine: str, used: str) -> str:
 def _model_seen(loaded: LoadedShape) -> tuple[str, ...]:
     if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
         return ()
-    return shape_model_source(loaded)[1].seen
+    return model_source(setup_of(loaded))[1].seen
 
 
 def _model_source(loaded: LoadedShape) -> dict[str, Any] | None:
     if not isinstance(ENGINES[loaded.shape.engine], ModelledEngine):
         return None
-    return shape_model_source(loaded)[1].json()
+    return model_source(setup_of(loaded))[1].json()
 
 
 def _rate_derivation(f: Figures, components: tuple[ComponentRecord, ...]) -> str:
@@ -519,7 +522,7 @@ def _derivations(
     """Every derived figure's arithmetic in words, in the plan's JSON order."""
     modelled = isinstance(ENGINES[loaded.shape.engine], ModelledEngine)
     return {
-        **({"model": shape_model_source(loaded)[1].sentence()} if modelled else {}),
+        **({"model": model_source(setup_of(loaded))[1].sentence()} if modelled else {}),
         "rate_bytes_per_token": _rate_derivation(f, components),
         **_engine_rules(f.cost),
         "contract_bytes": f.contract_derivation,
@@ -573,11 +576,11 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
     return Plan(
         name=shape.name,
         engine=shape.engine,
-        engine_version=engine.version_used(loaded),
+        engine_version=engine.version_used(setup_of(loaded)),
         shape=loaded.path.as_posix(),
         model=shape.model,
         model_source=_model_source(loaded),
-        weights_source=weights_source(loaded),
+        weights_source=weights_source(setup_of(loaded)),
         kv_cache_dtype=f.kv_cache_dtype,
         kv_cache_dtype_resolved=cost.dtype,
         max_num_seqs=f.max_num_seqs,
@@ -602,7 +605,9 @@ def _compiled(loaded: LoadedShape, ledger_path: Path | None) -> Plan:
         derivations=_derivations(loaded, f, components),
         gates=run_gates(f),
         predictions=predictions_for(shape, loaded.path.as_posix(), f, rates),
-        launch=with_shape_env(shape, shape_relative_paths(loaded, engine.launch(loaded, f))),
+        launch=with_shape_env(
+            shape, shape_relative_paths(loaded, engine.launch(setup_of(loaded), f))
+        ),
         engine_sizing=None if f.sizing is None else SizingRecord.of(f.sizing),
         ceiling_basis=f.ceiling_basis,
         metrics_selector=shape.metrics_selector,

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fakplan.cards import CardSku, card_sku
-from fakplan.engines import ENGINES, Engine, ModelledEngine, shape_geometry
+from fakplan.engines import ENGINES, Engine, ModelledEngine, setup_of
 from fakplan.figures import Figures
 from fakplan.geometry import Geometry
 from fakplan.geometry.model import LayerKind
@@ -194,7 +194,7 @@ def _decode(
         return None, f"decode: {engine.name} has no measured efficiency on a {shape.card.device}"
     if card.bandwidth is None:
         return None, "decode: name the card (card.sku) or state card.bandwidth"
-    every_layer = engine.offload_layers(loaded)
+    every_layer = engine.offload_layers(setup_of(loaded))
     offloaded = shape.launch.gpu_layers
     if every_layer is not None and offloaded is not None and 0 <= offloaded < every_layer:
         return None, (
@@ -363,7 +363,7 @@ def plan_rates(loaded: LoadedShape, f: Figures) -> RatesRecord | None:
     if not isinstance(engine, ModelledEngine):
         return None
     card = _card(loaded)
-    g = shape_geometry(loaded)
+    g = setup_of(loaded).geometry
     decode, decode_why = _decode(loaded, f, g, card, engine)
     prefill, prefill_why = _prefill(loaded, f, g, card, engine)
     return RatesRecord(

@@ -143,6 +143,37 @@ def test_imports_inside_functions_are_only_the_deferred_ones() -> None:
     assert found == set(DEFERRED_IMPORTS)
 
 
+def test_engines_take_the_setup_never_the_shape() -> None:
+    """Issue 28 item 2: an engine is asked about a compiled, shape-free ``Setup``. Only
+    ``engines/setup.py``, which compiles it, names the shape's modules (type-only imports
+    included), and every method of the plug-in takes the setup where it takes the endpoint."""
+    import ast
+    import inspect
+
+    from fakplan.engines import Engine, ModelledEngine
+
+    naming = set()
+    for path in sorted((ROOT / "fakplan" / "engines").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fakplan.shape"):
+                naming.add(path.relative_to(ROOT).as_posix())
+            if isinstance(node, ast.Name | ast.Attribute) and "LoadedShape" in ast.unparse(node):
+                naming.add(path.relative_to(ROOT).as_posix())
+    assert naming == {"fakplan/engines/setup.py"}
+    asked = []
+    for cls in (Engine, ModelledEngine):
+        for name, method in vars(cls).items():
+            if name.startswith("_") or not inspect.isfunction(method):
+                continue
+            said = method.__annotations__  # strings: the module defers its annotations
+            assert not any("Shape" in str(hint) for hint in said.values()), name
+            first = list(inspect.signature(method).parameters)[1:2]
+            if first and said.get(first[0]) == "Setup":
+                asked.append(name)
+    assert len(asked) >= 12, asked  # check, probe_hint, kv_cost, capacity, ..., launch
+
+
 def test_no_engine_is_named_outside_its_folder() -> None:
     """Outside fakplan/engines/ no string literal is an engine's name or one of its servers'
     (a branch on one is knowledge that belongs in the engine's folder); help texts and

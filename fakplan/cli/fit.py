@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, SPECULATIVE_HELP, gates_option, speculative_config
-from fakplan.engines import ENGINES, shape_geometry
+from fakplan.engines import ENGINES, setup_of
 from fakplan.errors import FakplanError, ShapeError
 from fakplan.files import write_atomic
 from fakplan.fit import (
@@ -331,7 +331,7 @@ def _widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
     per_node = cards if cards is not None else shape.card.count
     total = per_node * shape.parallel.nodes // shape.parallel.pipeline
     try:
-        heads = shape_geometry(loaded).num_attention_heads
+        heads = setup_of(loaded).geometry.num_attention_heads
     except FakplanError:
         return (1,)
     return tuple(w for w in (1, 2, 4, 8, 16, 32, 64) if w <= max(total, 1) and heads % w == 0)

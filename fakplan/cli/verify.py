@@ -17,7 +17,7 @@ from rich.text import Text
 
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
-from fakplan.engines import ENGINES, parse_ledger, printed_pool_tokens, query_for_shape
+from fakplan.engines import ENGINES, parse_ledger, printed_pool_tokens, setup_of
 from fakplan.fit import proven_plan
 from fakplan.ledger import Ledger
 from fakplan.plan import Plan, compile_plan
@@ -98,7 +98,7 @@ def _pool_counts(loaded: LoadedShape, ledger: Ledger) -> PoolCounts | None:
     bootlog = engine.boot_format()
     if not engine.log_prints_divided_pool or bootlog is None or ledger.engine != bootlog.name:
         return None
-    query = query_for_shape(loaded)
+    query = setup_of(loaded).query
 
     def counts(low: int, high: int) -> tuple[int, int]:
         result = printed_pool_tokens(query, low, high)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.engines.alerting import AlertFacts, AlertRule, quoted, range_regex
 from fakplan.engines.base import Engine, ModelledEngine
-from fakplan.engines.query import query_for_shape, shape_geometry, shape_model_source
+from fakplan.engines.query import model_source
 from fakplan.engines.refusals import BootInputs, BootRefusal, Finding, findings, planned_version
 from fakplan.engines.served import served_weights, weights_source
 from fakplan.engines.serving import (
@@ -39,6 +39,7 @@ from fakplan.engines.serving import (
     RefusalPattern,
     TokenizeRoute,
 )
+from fakplan.engines.setup import Setup, setup_of
 from fakplan.errors import FakplanError
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
@@ -120,6 +121,7 @@ __all__ = [
     "ModelledEngine",
     "Observed",
     "RefusalPattern",
+    "Setup",
     "TokenizeRoute",
     "boot_refusals",
     "bootlog_formats",
@@ -128,19 +130,18 @@ __all__ = [
     "findings",
     "flavours",
     "kv_breakdown",
+    "model_source",
     "modelled",
     "modelled_engine",
     "parse_ledger",
     "planned_version",
     "pool_tokens",
     "printed_pool_tokens",
-    "query_for_shape",
     "quoted",
     "range_regex",
     "register",
     "served_weights",
-    "shape_geometry",
-    "shape_model_source",
+    "setup_of",
     "weights_source",
 ]
 

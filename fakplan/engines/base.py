@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from fakplan.contract import Capacity, KvCost
 from fakplan.engines.alerting import AlertFacts, AlertRule
-from fakplan.engines.query import query_for_shape
 from fakplan.engines.refusals import BootRefusal
 from fakplan.engines.serving import ServerFacts
 from fakplan.errors import FakplanError
@@ -27,11 +26,11 @@ from fakplan.sizing import SizingUnknown
 from fakplan.units import human
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
     from fakplan.geometry import Geometry
     from fakplan.launch import LaunchRecord
     from fakplan.ledger.patterns import LedgerFormat
-    from fakplan.shape import LoadedShape
     from fakplan.sizing import EngineSizing
 
 
@@ -125,60 +124,58 @@ class Engine:
         () where its server exports no such figures."""
         return ()
 
-    def check(self, loaded: LoadedShape) -> None:
-        """The engine's own rules a shape must meet; raise ``loaded.error`` at the field."""
+    def check(self, setup: Setup) -> None:
+        """The engine's own rules a shape must meet; raise ``setup.error`` at the field."""
         return None
 
-    def probe_hint(self, loaded: LoadedShape) -> str | None:
+    def probe_hint(self, setup: Setup) -> str | None:
         return self.probe_flavour
 
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+    def kv_cost(self, setup: Setup) -> KvCost:
         """The per-page, per-sequence and fixed cost of the shape's KV on one rank."""
         raise NotImplementedError
 
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+    def capacity(self, setup: Setup, cost: KvCost, pool_bytes: int) -> Capacity:
         """Tokens the pool backs, counted as this engine counts them at boot."""
         raise NotImplementedError
 
-    def version_used(self, loaded: LoadedShape) -> str | None:
+    def version_used(self, setup: Setup) -> str | None:
         """The release whose arithmetic applied (None where there are none)."""
         return None
 
-    def window_step(self, loaded: LoadedShape) -> int:
+    def window_step(self, setup: Setup) -> int:
         """The tokens between two windows that cost differently: a page (block) of KV by
         default; `fakplan fit` steps a window by it."""
-        return self.kv_cost(loaded).page_tokens
+        return self.kv_cost(setup).page_tokens
 
-    def offload_layers(self, loaded: LoadedShape) -> int | None:
+    def offload_layers(self, setup: Setup) -> int | None:
         """The layer count that puts every layer on the card, where the engine can leave
         some in RAM (llama.cpp's -ngl): `fakplan fit` searches below it. None: the engine
         holds all of the model on its cards or none."""
         return None
 
-    def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
+    def quantized_weights(self, setup: Setup) -> tuple[int | None, str]:
         """The weights' bytes where the engine quantizes them as it loads
         (``serving.quantization``), and how they were counted; None with the reason where
         fakplan does not count them."""
         return None, (
-            f"quantized as it loads (--quantization {loaded.shape.serving.quantization}): "
+            f"quantized as it loads (--quantization {setup.serving.quantization}): "
             f"fakplan does not count what {self.name} then holds"
         )
 
-    def resident_weights(
-        self, loaded: LoadedShape, geometry: Geometry
-    ) -> tuple[int | None, str | None]:
+    def resident_weights(self, setup: Setup, geometry: Geometry) -> tuple[int | None, str | None]:
         """The bytes of the checkpoint ``geometry`` describes that the card holds, and how
         they were counted: all of them, unless the engine keeps some in RAM."""
         return geometry.weight_bytes, geometry.weight_source
 
-    def card_bound(self, loaded: LoadedShape) -> tuple[int, str]:
+    def card_bound(self, setup: Setup) -> tuple[int, str]:
         """The most weights + KV one card can hold under this engine whatever else is
         unknown: the card itself, less what the engine is known to take beside the pair.
         A pair above it fails even where no ceiling is stated, read or predicted."""
-        total = loaded.shape.card.total
+        total = setup.card.total
         return total, f"the card's {human(total)} ({total:,} B, card.total)"
 
-    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+    def predicted_ceiling(self, setup: Setup) -> tuple[int | None, str]:
         """A stated pair's ceiling before any boot, from the engine's predicted floor."""
         return None, "unknown: the shape states no ceiling"
 
@@ -197,32 +194,32 @@ class Engine:
         ``sized_pool`` (the shape) and ``fakplan kv`` share."""
         raise FakplanError(f"{self.name} does not size its own pool")
 
-    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
+    def sized_pool(self, setup: Setup) -> EngineSizing:
         """The pool the engine will size for itself on one rank, from the shape's fraction
         (``sizing_field``) and card: ``size_pool`` on the shape's query, a reason turned into
         the shape's located error."""
         field = self.sizing_field
         assert field is not None  # the shape's checks refuse a fraction the engine lacks
-        fraction = getattr(loaded.shape.serving, field)
-        total, total_derivation = loaded.engine_total()
+        fraction = getattr(setup.serving, field)
+        total, total_derivation = setup.engine_total()
         found = self.size_pool(
-            self.sizing_query(loaded), fraction, total, total_derivation,
-            sms=loaded.shape.card.sms or 0, max_num_seqs=loaded.shape.serving.max_num_seqs,
+            self.sizing_query(setup), fraction, total, total_derivation,
+            sms=setup.card.sms or 0, max_num_seqs=setup.serving.max_num_seqs,
         )  # fmt: skip
         if not isinstance(found, SizingUnknown):
             return found
-        raise loaded.error(
+        raise setup.error(
             f"fakplan cannot predict the pool {self.title or self.name} sizes here: "
             f"{found.reason}; {self.stated_pool}",
             "serving",
             field,
         )
 
-    def sizing_query(self, loaded: LoadedShape) -> KvQuery:
+    def sizing_query(self, setup: Setup) -> KvQuery:
         """The KV query ``sized_pool`` asks about: the shape's."""
-        return query_for_shape(loaded)
+        return setup.query
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
         """The env file's variables and each node role's argv."""
         raise NotImplementedError
 
@@ -246,11 +243,11 @@ class ModelledEngine(Engine):
         unless the printed line covers part of it (llama.cpp's attention cache)."""
         return self.pool(query, breakdown, pool_bytes)
 
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        return self.breakdown(query_for_shape(loaded))
+    def kv_cost(self, setup: Setup) -> KvCost:
+        return self.breakdown(setup.query)
 
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        query = query_for_shape(loaded)
+    def capacity(self, setup: Setup, cost: KvCost, pool_bytes: int) -> Capacity:
+        query = setup.query
         breakdown = cost if isinstance(cost, KvBreakdown) else self.breakdown(query)
         result = self.pool(query, breakdown, pool_bytes)
         pages = (

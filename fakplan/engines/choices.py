@@ -18,7 +18,7 @@ from fakplan.dtypes import ALIASES
 from fakplan.engines.releases import parse_version
 
 if TYPE_CHECKING:
-    from fakplan.shape import LoadedShape
+    from fakplan.engines.setup import Setup
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def unsized(engine: str, name: str, sized: Collection[str]) -> str:
 
 
 def check_dtypes(
-    loaded: LoadedShape,
+    setup: Setup,
     engine: str,
     kv_table: tuple[Choices, ...],
     model_table: tuple[Choices, ...],
@@ -105,15 +105,13 @@ def check_dtypes(
 ) -> None:
     """The shape's KV and model dtypes as the engine's parser takes them, and a KV dtype
     fakplan can size: each refusal at its field of ``serving``."""
-    serving, version = loaded.shape.serving, loaded.shape.engine_version
+    serving, version = setup.serving, setup.engine_version
     for value, option, table, loc in (
-        (serving.kv_cache_dtype, "--kv-cache-dtype", kv_table, "kv_cache_dtype"),
-        (serving.dtype, "--dtype", model_table, "dtype"),
+        (serving.kv_dtype, "--kv-cache-dtype", kv_table, "kv_cache_dtype"),
+        (serving.model_dtype, "--dtype", model_table, "dtype"),
     ):
         refused = check_choice(engine, option, value, table, version)
         if refused:
-            raise loaded.error(refused, "serving", loc)
-    if serving.kv_cache_dtype not in sized:
-        raise loaded.error(
-            unsized(engine, serving.kv_cache_dtype, sized), "serving", "kv_cache_dtype"
-        )
+            raise setup.error(refused, "serving", loc)
+    if serving.kv_dtype not in sized:
+        raise setup.error(unsized(engine, serving.kv_dtype, sized), "serving", "kv_cache_dtype")

@@ -1,4 +1,5 @@
-"""A shape as the KV question its engine answers: the model's geometry and the serving figures."""
+"""An setup as the KV question its engine answers: the model's geometry and the serving
+figures, and where its model resolved."""
 
 from __future__ import annotations
 
@@ -11,42 +12,37 @@ from fakplan.geometry.resolve import ModelSource, resolve_model
 from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
-    from fakplan.shape import LoadedShape
+    from fakplan.engines.setup import Setup
 
 
-def shape_geometry(loaded: LoadedShape) -> Geometry:
-    """The geometry a shape's ``model:`` names: a path against the shape's folder, a Hub
+def setup_geometry(setup: Setup) -> Geometry:
+    """The geometry the setup's model names: a path against the shape's folder, a Hub
     id, or a catalog id. Never the working directory: a path that is not beside the shape
     is refused with the path looked at, so no spelling works for one command and not for
-    another. Read once per loaded shape."""
-    return _once(loaded, "geometry", _shape_geometry)
+    another. Read once per setup."""
+    return model_source(setup)[0]
 
 
-def _shape_geometry(loaded: LoadedShape) -> Geometry:
-    return shape_model_source(loaded)[0]
+def model_source(setup: Setup) -> tuple[Geometry, ModelSource]:
+    """The setup's model resolved (``fakplan.geometry.resolve``): its geometry and where
+    it came from (a path, the Hub or its cache at a commit, the catalog). Once."""
+    return _once(setup, "model_source", _resolved)
 
 
-def shape_model_source(loaded: LoadedShape) -> tuple[Geometry, ModelSource]:
-    """The shape's model resolved (``fakplan.geometry.resolve``): its geometry and where
-    it came from (a path, the Hub or its cache at a commit, the catalog). Once per shape."""
-    return _once(loaded, "model_source", _resolved)
-
-
-def _resolved(loaded: LoadedShape) -> tuple[Geometry, ModelSource]:
-    shape = loaded.shape
+def _resolved(setup: Setup) -> tuple[Geometry, ModelSource]:
     try:
-        return resolve_model(shape.model, base=loaded.path.parent, revision=shape.revision)
+        return resolve_model(setup.model, base=setup.origin.path.parent, revision=setup.revision)
     except GeometryError as exc:
-        raise loaded.error(str(exc), "model") from None
+        raise setup.error(str(exc), "model") from None
 
 
-def pinned_revision(loaded: LoadedShape) -> tuple[str, str] | None:
-    """The commit the engine is told to load (``--revision``) and why, where the shape's
-    model resolved on the Hub or its cache and the engine loads it by id: the launch then
+def pinned_revision(setup: Setup) -> tuple[str, str] | None:
+    """The commit the engine is told to load (``--revision``) and why, where the model
+    resolved on the Hub or its cache and the engine loads it by id: the launch then
     loads what the plan counted, whatever the branch points at by boot time."""
-    if loaded.shape.launch.weights:
+    if setup.launch.weights:
         return None
-    snap = shape_model_source(loaded)[1].snapshot
+    snap = model_source(setup)[1].snapshot
     if snap is None:
         return None
     return snap.commit, (
@@ -56,61 +52,56 @@ def pinned_revision(loaded: LoadedShape) -> tuple[str, str] | None:
     )
 
 
-def query_for_shape(loaded: LoadedShape) -> KvQuery:
-    """The KV question a shape asks of its engine (built once per loaded shape)."""
-    return _once(loaded, "query", _query)
-
-
 T = TypeVar("T")
 
 
-def _once(loaded: LoadedShape, key: str, build: Callable[[LoadedShape], T]) -> T:
-    """What ``build`` derives from the (frozen) shape, kept on the loaded shape."""
-    if key not in loaded.derived:
-        loaded.derived[key] = build(loaded)
-    found: T = loaded.derived[key]
+def _once(setup: Setup, key: str, build: Callable[[Setup], T]) -> T:
+    """What ``build`` derives from the (frozen) setup, kept with it."""
+    if key not in setup.derived:
+        setup.derived[key] = build(setup)
+    found: T = setup.derived[key]
     return found
 
 
-def _draft(loaded: LoadedShape) -> Geometry | None:
-    """The draft model's geometry where a shape names one (launch.speculative.model) for
+def _draft(setup: Setup) -> Geometry | None:
+    """The draft model's geometry where the launch names one (launch.speculative.model) for
     a method whose draft keeps attention layers in the pool (an EAGLE head, a draft model),
     resolved as the target is: a path beside the shape, a Hub id, a catalog id."""
     from fakplan.engines import ENGINES  # the registry imports this module
 
-    spec = loaded.shape.launch.speculative
-    methods = ENGINES[loaded.shape.engine].draft_model_methods
+    spec = setup.launch.speculative
+    methods = ENGINES[setup.engine].draft_model_methods
     if spec is None or spec.model is None or spec.method.lower() not in methods:
         return None  # no draft model, or one whose KV the engine's arithmetic does not read
     try:
-        return resolve_model(spec.model, base=loaded.path.parent)[0]
+        return resolve_model(spec.model, base=setup.origin.path.parent)[0]
     except GeometryError as exc:
-        raise loaded.error(str(exc), "launch", "speculative", "model") from None
+        raise setup.error(str(exc), "launch", "speculative", "model") from None
 
 
-def _query(loaded: LoadedShape) -> KvQuery:
-    shape = loaded.shape
-    serving = shape.serving
+def setup_query(setup: Setup) -> KvQuery:
+    """The KV question an setup asks of its engine (``Setup.query`` keeps it)."""
+    serving, launch = setup.serving, setup.launch
     return KvQuery(
-        geometry=shape_geometry(loaded),
-        engine=shape.engine,
-        engine_version=shape.engine_version,
-        kv_dtype=serving.kv_cache_dtype,
-        model_dtype=serving.dtype,
+        geometry=setup_geometry(setup),
+        engine=setup.engine,
+        engine_version=setup.engine_version,
+        kv_dtype=serving.kv_dtype,
+        model_dtype=serving.model_dtype,
         quantization=serving.quantization,
-        device=shape.card.device,
-        capability=shape.card.capability,
-        tp=shape.parallel.tensor,
-        pp=shape.parallel.pipeline,
+        device=setup.card.device,
+        capability=setup.card.capability,
+        tp=setup.parallel.tensor,
+        pp=setup.parallel.pipeline,
         block_size=serving.block_size,
         max_model_len=serving.max_model_len,
         max_num_seqs=serving.max_num_seqs,
         max_num_batched_tokens=serving.max_num_batched_tokens,
         prefix_caching=serving.prefix_caching,
         spec_tokens=serving.spec_tokens,
-        spec_method=shape.launch.speculative.method if shape.launch.speculative else None,
-        draft=_draft(loaded) if serving.spec_tokens else None,
+        spec_method=launch.speculative.method if launch.speculative else None,
+        draft=_draft(setup) if serving.spec_tokens else None,
         kv_unified=serving.kv_unified,
         language_model_only=serving.language_model_only,
-        gpu_layers=shape.launch.gpu_layers,
+        gpu_layers=launch.gpu_layers,
     )

@@ -23,8 +23,8 @@ from fakplan.engines.releases import parse_version
 from fakplan.errors import ReleaseError
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape
 
 
 class NotChecked(Exception):
@@ -35,13 +35,13 @@ class NotChecked(Exception):
 class BootInputs:
     """What a row's check reads: the shape, its derived figures and the release planned."""
 
-    loaded: LoadedShape
+    setup: Setup
     figures: Figures
     version: tuple[int, ...]  # the release the shape states, else the newest modelled
 
     def env(self, name: str) -> str | None:
         """A variable the launch sets for the engine (launch.env), as a plain value."""
-        value = self.loaded.shape.launch.env.get(name)
+        value = self.setup.launch.env.get(name)
         return value if isinstance(value, str) else None
 
     def env_on(self, name: str) -> bool:
@@ -90,10 +90,10 @@ def kv_split(kv_heads: int, tp: int) -> tuple[int, int] | None:
     return None if numerator % denominator == 0 else (numerator, denominator)
 
 
-def planned_version(loaded: LoadedShape, used: str | None) -> tuple[int, ...]:
+def planned_version(setup: Setup, used: str | None) -> tuple[int, ...]:
     """The release a shape's rows are judged at: its own engine_version, else the newest
     the engine models (``used``), parsed; () where neither is a release number."""
-    for text in (loaded.shape.engine_version, used):
+    for text in (setup.engine_version, used):
         if text:
             try:
                 return parse_version(text.lstrip("bB"))

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakplan.dtypes import MODEL_DTYPES, element_type
-from fakplan.engines.query import query_for_shape
 from fakplan.engines.weights import vllm_rank_weights, weights_refusal
 from fakplan.errors import FakplanError, GeometryError, RuleError
 from fakplan.geometry import Geometry, load_geometry
@@ -30,7 +29,7 @@ from fakplan.kv import KvQuery
 
 if TYPE_CHECKING:
     from fakplan.engines.base import Engine
-    from fakplan.shape import LoadedShape
+    from fakplan.engines.setup import Setup
 
 # What --dtype auto serves a float32 checkpoint in: (the dtype, the rule in words)
 Downcast = tuple[str, str]
@@ -77,43 +76,43 @@ def served_dtype(query: KvQuery, downcast: Downcast) -> tuple[str, str | None]:
     return storage, f"{why} ({which}: 2 B either way); state {pin}"
 
 
-def hub_gguf(loaded: LoadedShape) -> tuple[Geometry, HubGguf] | None:
+def hub_gguf(setup: Setup) -> tuple[Geometry, HubGguf] | None:
     """The GGUF ``launch.weights`` names by Hub id (``org/name:Q8_0``, llama.cpp's -hf),
     read from its header; None where launch.weights is no such name or a local file."""
-    served = loaded.shape.launch.weights
-    if not served or loaded.resolve(served).exists():
+    served = setup.launch.weights
+    if not served or setup.resolve(served).exists():
         return None
     ref = gguf_ref(served)
     if ref is None:
         return None
-    if "hub_gguf" not in loaded.derived:
+    if "hub_gguf" not in setup.derived:
         try:
-            loaded.derived["hub_gguf"] = resolve_hub_gguf(*ref)
+            setup.derived["hub_gguf"] = resolve_hub_gguf(*ref)
         except GeometryError as exc:
-            raise loaded.error(str(exc), "launch", "weights") from None
-    found: tuple[Geometry, HubGguf] = loaded.derived["hub_gguf"]
+            raise setup.error(str(exc), "launch", "weights") from None
+    found: tuple[Geometry, HubGguf] = setup.derived["hub_gguf"]
     return found
 
 
-def weights_source(loaded: LoadedShape) -> dict[str, Any] | None:
+def weights_source(setup: Setup) -> dict[str, Any] | None:
     """Where a GGUF named by Hub id resolved (plan.json's ``weights_source``); None else."""
-    found = hub_gguf(loaded)
+    found = hub_gguf(setup)
     return None if found is None else found[1].json()
 
 
 def _text_only_weights(
-    loaded: LoadedShape, geometry: Geometry, engine: Engine
+    setup: Setup, geometry: Geometry, engine: Engine
 ) -> tuple[int | None, str | None]:
     """A multimodal model served text-only: its checkpoint's total holds the towers the
     engine leaves out, so the text model is counted from the config instead (the
     engine's own count at TP 1, rotary caches included), or not at all."""
     text = geometry.text_config
     assert text is not None
-    query = query_for_shape(loaded)
+    query = setup.query
     storage = (
         served_dtype(query, engine.auto_downcast)[0] if engine.auto_downcast is not None else None
     )
-    card = loaded.shape.card
+    card = setup.card
     counted = vllm_rank_weights(
         text, geometry.architecture, served=storage, capability=card.capability,
         sms=card.sms, language_model_only=True,
@@ -134,7 +133,7 @@ def _text_only_weights(
 
 
 def served_weights(
-    loaded: LoadedShape, geometry: Geometry, engine: Engine
+    setup: Setup, geometry: Geometry, engine: Engine
 ) -> tuple[int | None, str | None]:
     """The bytes of the weights the engine loads, and where that figure came from.
 
@@ -144,39 +143,38 @@ def served_weights(
     was saved in (vLLM and SGLang downcast float32 under ``--dtype auto``) loads at the
     served size: exact for a count of parameters, unknown for a file's total.
     """
-    shape = loaded.shape
-    served = shape.launch.weights
-    named_gguf = shape.model.endswith(".gguf") or gguf_ref(shape.model) is not None
+    served = setup.launch.weights
+    named_gguf = setup.model.endswith(".gguf") or gguf_ref(setup.model) is not None
     if engine.loads_gguf and not named_gguf and not served:
         return None, (
-            f"{shape.engine} loads a GGUF (launch.weights), not {shape.model}'s published "
+            f"{setup.engine} loads a GGUF (launch.weights), not {setup.model}'s published "
             "checkpoint"
         )
-    if served and served != shape.model:
-        local = loaded.resolve(served)
-        remote = hub_gguf(loaded)
+    if served and served != setup.model:
+        local = setup.resolve(served)
+        remote = hub_gguf(setup)
         if remote is not None:
-            return engine.resident_weights(loaded, remote[0])
+            return engine.resident_weights(setup, remote[0])
         if not local.exists():
             return None, (
-                f"the engine loads {served} (launch.weights), not {shape.model}'s published "
+                f"the engine loads {served} (launch.weights), not {setup.model}'s published "
                 "checkpoint, and that file is not on this machine"
             )
         try:
             own = load_geometry(str(local))
         except GeometryError as exc:
-            raise loaded.error(str(exc), "launch", "weights") from None
-        return engine.resident_weights(loaded, own)
-    if shape.serving.quantization is not None:
+            raise setup.error(str(exc), "launch", "weights") from None
+        return engine.resident_weights(setup, own)
+    if setup.serving.quantization is not None:
         # the checkpoint's size is not what the engine holds: the engine's own count is
-        return engine.quantized_weights(loaded)
-    if shape.serving.language_model_only and towers(geometry.text_config or {}):
-        return _text_only_weights(loaded, geometry, engine)
+        return engine.quantized_weights(setup)
+    if setup.serving.language_model_only and towers(geometry.text_config or {}):
+        return _text_only_weights(setup, geometry, engine)
     downcast = engine.auto_downcast
     if downcast is None or geometry.weight_bytes is None:
-        return engine.resident_weights(loaded, geometry)
+        return engine.resident_weights(setup, geometry)
     try:
-        storage, _ = served_dtype(query_for_shape(loaded), downcast)
+        storage, _ = served_dtype(setup.query, downcast)
     except FakplanError:
         return geometry.weight_bytes, geometry.weight_source
     saved = geometry.dtype

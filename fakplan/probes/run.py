@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakplan.engines import ENGINES
+from fakplan.engines import ENGINES, setup_of
 from fakplan.errors import GeometryError, ProbeError
 from fakplan.launch import served_name as launch_served_name
 from fakplan.predict import Verdict
@@ -99,7 +99,7 @@ class ProbeOptions:
 
 def hint_for(loaded: LoadedShape) -> str | None:
     """The flavour the shape's engine names, for endpoints whose routes do not tell."""
-    return ENGINES[loaded.shape.engine].probe_hint(loaded)
+    return ENGINES[loaded.shape.engine].probe_hint(setup_of(loaded))
 
 
 def eos_ids_for(loaded: LoadedShape) -> tuple[tuple[int, ...], str | None]:

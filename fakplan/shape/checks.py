@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fakplan.engines import ENGINES
+from fakplan.engines import ENGINES, setup_of
 from fakplan.errors import ReleaseError
 from fakplan.shape.model import SIZING_FIELDS
 from fakplan.units import human_pair
@@ -29,7 +29,7 @@ def check_semantics(loaded: LoadedShape) -> None:
     _check_cards_and_pool(loaded)
     _check_speculative(loaded)
     _check_controls(loaded)
-    ENGINES[loaded.shape.engine].check(loaded)
+    ENGINES[loaded.shape.engine].check(setup_of(loaded))
 
 
 def _check_contract(loaded: LoadedShape) -> None:
@@ -281,7 +281,7 @@ def _check_word_lengths(
 def _check_release(loaded: LoadedShape) -> None:
     """An engine_version older than every modelled rule set is refused at its line."""
     try:
-        ENGINES[loaded.shape.engine].version_used(loaded)
+        ENGINES[loaded.shape.engine].version_used(setup_of(loaded))
     except ReleaseError as exc:
         raise loaded.error(str(exc), "engine_version") from None
 

@@ -33,6 +33,7 @@ from fakplan.engines import (
     Evidence,
     Flavour,
     Observed,
+    Setup,
     TokenizeRoute,
     register,
 )
@@ -47,7 +48,6 @@ from fakplan.probes.flavours import classify, flavour
 from fakplan.probes.http import Endpoint
 from fakplan.probes.refusals import parse_refusal
 from fakplan.render import default_templates
-from fakplan.shape import LoadedShape
 from fakplan.units import GIB
 
 PAGE_TOKENS, PAGE_BYTES = 16, 16 * 2048  # 2 KiB a token, in pages of 16 tokens
@@ -116,26 +116,25 @@ class ToyEngine(Engine):
             ),
         )
 
-    def check(self, loaded: LoadedShape) -> None:
-        if loaded.shape.serving.max_model_len % PAGE_TOKENS:
-            raise loaded.error(f"toy pages are {PAGE_TOKENS} tokens", "serving", "max_model_len")
+    def check(self, setup: Setup) -> None:
+        if setup.serving.max_model_len % PAGE_TOKENS:
+            raise setup.error(f"toy pages are {PAGE_TOKENS} tokens", "serving", "max_model_len")
 
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
+    def kv_cost(self, setup: Setup) -> KvCost:
         return KvCost(
             dtype="bf16",
             page_tokens=PAGE_TOKENS,
             components=(CostComponent("kv", "full", PAGE_BYTES, 0, True, "2 KiB x 16 tokens"),),
         )
 
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)
+    def capacity(self, setup: Setup, cost: KvCost, pool_bytes: int) -> Capacity:
+        return paged_capacity(cost, pool_bytes, setup.serving.max_num_seqs)
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-        shape = loaded.shape
-        argv = ("toy-serve", "--model", shape.model, "--pool-bytes", str(figures.kv_budget_bytes))
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
+        argv = ("toy-serve", "--model", setup.model, "--pool-bytes", str(figures.kv_budget_bytes))
         return LaunchRecord(
             binary="toy-serve",
-            env={"MODEL": shape.model, "POOL_BYTES": str(figures.kv_budget_bytes)},
+            env={"MODEL": setup.model, "POOL_BYTES": str(figures.kv_budget_bytes)},
             roles=(RoleRecord(name="serve", file="serve.sh", argv=argv),),
         )
 

@@ -20,9 +20,8 @@ from fakplan.launch import LaunchRecord
 from fakplan.units import MIB, format_bytes
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Component, Setup
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape
-    from fakplan.shape.model import Component
 
 
 def _stated_page(part: Component, page_tokens: int) -> tuple[Fraction, str]:
@@ -38,12 +37,12 @@ def _stated_page(part: Component, page_tokens: int) -> tuple[Fraction, str]:
     )
 
 
-def _component(loaded: LoadedShape, index: int) -> CostComponent:
+def _component(setup: Setup, index: int) -> CostComponent:
     """Component ``index`` at the shape's dtype: scaled by the element size where it was
     stated at one dtype, the same at every dtype where it was not; whole bytes a page."""
-    contract = loaded.shape.contract
+    contract = setup.contract
     assert contract is not None
-    part, dtype = contract.per_token[index], loaded.shape.serving.kv_cache_dtype
+    part, dtype = contract.per_token[index], setup.serving.kv_dtype
     loc = ("contract", "per_token", index)
     page, how = _stated_page(part, contract.page_tokens)
     if part.dtype is None:
@@ -51,14 +50,14 @@ def _component(loaded: LoadedShape, index: int) -> CostComponent:
     else:
         for name, where in ((part.dtype, (*loc, "dtype")), (dtype, ("serving", "kv_cache_dtype"))):
             if not known_dtype(name):
-                raise loaded.error(f"unknown KV dtype {name!r}", *where)
+                raise setup.error(f"unknown KV dtype {name!r}", *where)
         ratio = element_type(dtype).bytes_per_element / element_type(part.dtype).bytes_per_element
         page *= ratio
         how += f" at {part.dtype}" + (
             f" x {ratio} ({dtype}/{part.dtype} element size)" if ratio != 1 else ""
         )
     if page.denominator != 1:
-        raise loaded.error(
+        raise setup.error(
             f"{part.name} at {dtype} comes to {float(page):.3f} B per page, not whole bytes; "
             "state it per page at a dtype where it is exact",
             *loc,
@@ -81,28 +80,28 @@ class CustomEngine(Engine):
     needs_contract = True
     server = SERVER
 
-    def check(self, loaded: LoadedShape) -> None:
+    def check(self, setup: Setup) -> None:
         """The KV dtype is one the contract says the engine takes (contract.dtypes)."""
-        contract = loaded.shape.contract
-        dtype = loaded.shape.serving.kv_cache_dtype
+        contract = setup.contract
+        dtype = setup.serving.kv_dtype
         accepted = tuple(contract.dtypes) if contract and contract.dtypes else None
         if accepted is not None and dtype not in accepted:
             meant = suggest(dtype, accepted)
             hint = f" (did you mean {' or '.join(repr(m) for m in meant)}?)" if meant else ""
-            raise loaded.error(
+            raise setup.error(
                 f"{dtype!r} is not a KV dtype this engine takes{hint}: contract.dtypes "
                 f"lists {', '.join(accepted)}",
                 "serving",
                 "kv_cache_dtype",
             )
 
-    def version_used(self, loaded: LoadedShape) -> str | None:
-        return loaded.shape.engine_version
+    def version_used(self, setup: Setup) -> str | None:
+        return setup.engine_version
 
-    def kv_cost(self, loaded: LoadedShape) -> KvCost:
-        contract = loaded.shape.contract
+    def kv_cost(self, setup: Setup) -> KvCost:
+        contract = setup.contract
         assert contract is not None, "checked when the shape was loaded"
-        components = [_component(loaded, index) for index in range(len(contract.per_token))]
+        components = [_component(setup, index) for index in range(len(contract.per_token))]
         if contract.per_seq:
             components.append(
                 CostComponent(
@@ -115,21 +114,20 @@ class CustomEngine(Engine):
                 )
             )
         return KvCost(
-            dtype=loaded.shape.serving.kv_cache_dtype,
+            dtype=setup.serving.kv_dtype,
             page_tokens=contract.page_tokens,
             components=tuple(components),
             fixed_bytes=contract.fixed,
         )
 
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
-        return paged_capacity(cost, pool_bytes, loaded.shape.serving.max_num_seqs)
+    def capacity(self, setup: Setup, cost: KvCost, pool_bytes: int) -> Capacity:
+        return paged_capacity(cost, pool_bytes, setup.serving.max_num_seqs)
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
         """The env pair such an engine takes (--vram-kv-mib / --vram-weights-mib) and its flags."""
-        shape = loaded.shape
-        weights = _whole_mib(loaded, shape.stated_budget.weights, "budget", "weights")
-        kv = _whole_mib(loaded, shape.stated_budget.kv, "budget", "kv")
-        s = shape.serving
+        weights = _whole_mib(setup, setup.stated_budget.weights, "budget", "weights")
+        kv = _whole_mib(setup, setup.stated_budget.kv, "budget", "kv")
+        s = setup.serving
         args = [
             "--vram-kv-mib",
             str(kv),
@@ -140,16 +138,16 @@ class CustomEngine(Engine):
             "--max-model-len",
             str(s.max_model_len),
             "--kv-cache-dtype",
-            s.kv_cache_dtype,
-            *shape.launch.extra_args,
+            s.kv_dtype,
+            *setup.launch.extra_args,
         ]
         env = {
-            "MODEL": shape.model,
+            "MODEL": setup.model,
             "VRAM_WEIGHTS_MIB": str(weights),
             "VRAM_KV_MIB": str(kv),
             "MAX_NUM_SEQS": str(s.max_num_seqs),
             "MAX_MODEL_LEN": str(s.max_model_len),
-            "KV_CACHE_DTYPE": s.kv_cache_dtype,
+            "KV_CACHE_DTYPE": s.kv_dtype,
         }
         if s.spec_tokens:
             env["SPEC_TOKENS"] = str(s.spec_tokens)
@@ -157,9 +155,9 @@ class CustomEngine(Engine):
         return LaunchRecord(binary=None, env=env, roles=())
 
 
-def _whole_mib(loaded: LoadedShape, value: int, *loc: str) -> int:
+def _whole_mib(setup: Setup, value: int, *loc: str) -> int:
     if value % MIB:
-        raise loaded.error(
+        raise setup.error(
             f"the custom engine's flags take whole MiB; {value:,} B is {value / MIB:.2f} MiB",
             *loc,
         )

@@ -48,17 +48,16 @@ from fakplan.engines.llamacpp.rules import (
     RELEASES,
 )
 from fakplan.engines.llamacpp.server import SERVER
-from fakplan.engines.query import query_for_shape, shape_geometry
 from fakplan.engines.rate_bands import LLAMACPP_DECODE, LLAMACPP_PREFILL
 from fakplan.engines.releases import select
 from fakplan.hub import gguf_ref
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
     from fakplan.geometry import Geometry
     from fakplan.launch import LaunchRecord
-    from fakplan.shape import LoadedShape
 
 __all__ = ["CACHE_TYPES", "CACHE_TYPE_CHOICES", "RELEASES", "LlamacppEngine"]
 
@@ -78,40 +77,39 @@ class LlamacppEngine(ModelledEngine):
     prefill_bands = LLAMACPP_PREFILL
     draft_model_methods = DRAFT_METHODS
 
-    def check(self, loaded: LoadedShape) -> None:
-        shape = loaded.shape
-        par = shape.parallel
+    def check(self, setup: Setup) -> None:
+        par = setup.parallel
         if par.tensor > 1 or par.pipeline > 1 or par.nodes > 1:
             # its -sm layer spreads blocks and their cache over the cards by free memory,
             # which no per-rank share describes
-            raise loaded.error(
+            raise setup.error(
                 "llama.cpp splits a model over cards by layers (-sm layer), not by tensor or "
                 "pipeline ranks; fakplan plans llama.cpp on one card: set parallel.tensor, "
                 "pipeline and nodes to 1 (launch.gpu_layers leaves layers in RAM)",
                 "parallel",
                 "tensor" if par.tensor > 1 else "pipeline" if par.pipeline > 1 else "nodes",
             )
-        refused = cache_type_refusal(shape.serving.kv_cache_dtype, shape.engine_version)
+        refused = cache_type_refusal(setup.serving.kv_dtype, setup.engine_version)
         if refused:
-            raise loaded.error(refused, "serving", "kv_cache_dtype")
-        self._check_hub_weights(loaded)
-        self._check_draft(loaded)
-        if shape.launch.binary == "llama-cpp-python" and shape.serving.max_num_seqs > 1:
-            raise loaded.error(
+            raise setup.error(refused, "serving", "kv_cache_dtype")
+        self._check_hub_weights(setup)
+        self._check_draft(setup)
+        if setup.launch.binary == "llama-cpp-python" and setup.serving.max_num_seqs > 1:
+            raise setup.error(
                 "llama-cpp-python's server serves one sequence at a time; "
                 "use launch.binary: llama-server for more slots",
                 "serving",
                 "max_num_seqs",
             )
 
-    def _check_draft(self, loaded: LoadedShape) -> None:
+    def _check_draft(self, setup: Setup) -> None:
         """A speculative draft fakplan can count: llama-server's separate draft model
         (-md), with its model and its tokens a step."""
-        spec = loaded.shape.launch.speculative
+        spec = setup.launch.speculative
         if spec is None:
             return
         if spec.method.lower() not in (*DRAFT_METHODS, *MTP_METHODS):
-            raise loaded.error(
+            raise setup.error(
                 f"method {spec.method!r}: fakplan plans llama-server's separate draft model "
                 "(method draft_model, -md) and the checkpoint's MTP layers (method mtp, "
                 "--spec-type draft-mtp); the other speculative types are not counted yet",
@@ -120,55 +118,55 @@ class LlamacppEngine(ModelledEngine):
                 "method",
             )
         if spec.method.lower() in DRAFT_METHODS and spec.model is None:
-            raise loaded.error(
+            raise setup.error(
                 "draft_model needs the draft's GGUF (or its config) for -md", "launch",
                 "speculative", "model",
             )  # fmt: skip
-        if not loaded.shape.serving.spec_tokens:
-            raise loaded.error(
+        if not setup.serving.spec_tokens:
+            raise setup.error(
                 "a speculative draft needs serving.spec_tokens: its tokens a step "
                 "(--spec-draft-n-max)",
                 "serving",
                 "spec_tokens",
             )
-        if (loaded.shape.launch.binary or "llama-server") != "llama-server":
-            raise loaded.error(
+        if (setup.launch.binary or "llama-server") != "llama-server":
+            raise setup.error(
                 "llama-cpp-python's server takes no speculative draft (-md, --spec-type): use "
                 "launch.binary: llama-server",
                 "launch",
                 "binary",
             )
 
-    def _check_hub_weights(self, loaded: LoadedShape) -> None:
+    def _check_hub_weights(self, setup: Setup) -> None:
         """A GGUF by Hub id needs a server that fetches one, at a build that takes it."""
-        weights = loaded.shape.launch.weights or loaded.shape.model
-        field = ("launch", "weights") if loaded.shape.launch.weights else ("model",)
+        weights = setup.launch.weights or setup.model
+        field = ("launch", "weights") if setup.launch.weights else ("model",)
         ref = gguf_ref(weights)
-        if ref is None or loaded.resolve(weights).exists():
+        if ref is None or setup.resolve(weights).exists():
             return
-        if loaded.shape.launch.binary == "llama-cpp-python":
-            raise loaded.error(
+        if setup.launch.binary == "llama-cpp-python":
+            raise setup.error(
                 f"{weights}: llama-cpp-python's server loads a local file; download the "
                 "GGUF and name its path, or use launch.binary: llama-server (-hf)",
                 *field,
             )
-        build = build_number(loaded.shape.engine_version)
+        build = build_number(setup.engine_version)
         need = HF_FILE_BUILD if ref[1].endswith(".gguf") else HF_TAG_BUILD
         if build is not None and build < need:
-            raise loaded.error(
+            raise setup.error(
                 f"{weights}: llama-server b{build} does not fetch "
                 f"{'a file by --hf-file' if need == HF_FILE_BUILD else 'a quant tag by -hf'} "
                 f"(from b{need}); name the file (repo:file.gguf) or a newer build",
                 *field,
             )
 
-    def probe_hint(self, loaded: LoadedShape) -> str | None:
-        return loaded.shape.launch.binary or self.binaries[0]
+    def probe_hint(self, setup: Setup) -> str | None:
+        return setup.launch.binary or self.binaries[0]
 
-    def window_step(self, loaded: LoadedShape) -> int:
+    def window_step(self, setup: Setup) -> int:
         """llama.cpp pads each stream's cells (cache.pad_step): a window between two steps
         reaches past max_model_len, which the context gate refuses."""
-        query = query_for_shape(loaded)
+        query = setup.query
         return pad_step(query, cache_for(query))
 
     def breakdown(self, query: KvQuery) -> KvBreakdown:
@@ -305,7 +303,7 @@ class LlamacppEngine(ModelledEngine):
 
     # ---- the planner's side
 
-    def capacity(self, loaded: LoadedShape, cost: KvCost, pool_bytes: int) -> Capacity:
+    def capacity(self, setup: Setup, cost: KvCost, pool_bytes: int) -> Capacity:
         """The cache llama.cpp allocates for the -c fakplan renders: the slots' windows, no more.
 
         llama.cpp sizes its cache by -c, not by a pool: a larger -c would give a slot more
@@ -313,7 +311,7 @@ class LlamacppEngine(ModelledEngine):
         each sequence needs a slot. So -c asks for slots x max_model_len; what budget.kv holds
         beyond that cache is unclaimed. A budget below it gets the largest -c that fits.
         """
-        query = query_for_shape(loaded)
+        query = setup.query
         cache = cache_for(query)
         seqs, window = query.max_num_seqs, query.window
         wanted = seqs * window
@@ -353,30 +351,28 @@ class LlamacppEngine(ModelledEngine):
             draft_printed=None if draft is None else draft.printed(),
         )
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-        return launch_record(loaded, figures)
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
+        return launch_record(setup, figures)
 
-    def offload_layers(self, loaded: LoadedShape) -> int | None:
+    def offload_layers(self, setup: Setup) -> int | None:
         """block_count + 1 (the output layer): -ngl's count of every layer."""
-        if loaded.shape.card.device == "cpu":
+        if setup.card.device == "cpu":
             return None
-        g = shape_geometry(loaded)
+        g = setup.geometry
         return g.num_layers + g.num_nextn_layers + 1
 
-    def resident_weights(
-        self, loaded: LoadedShape, geometry: Geometry
-    ) -> tuple[int | None, str | None]:
+    def resident_weights(self, setup: Setup, geometry: Geometry) -> tuple[int | None, str | None]:
         """The GGUF's bytes on the GPU: the layers -ngl offloads (offload.py); the input
         layer stays in RAM whatever -ngl says. A CPU card holds every byte."""
         placement = geometry.placement
-        if placement is None or loaded.shape.card.device == "cpu":
+        if placement is None or setup.card.device == "cpu":
             return geometry.weight_bytes, geometry.weight_source
-        release, _ = select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)
-        where = offload(loaded.shape.launch.gpu_layers, len(placement.block_bytes), release)
+        release, _ = select("llamacpp", RELEASES, build_of(setup.engine_version), build=True)
+        where = offload(setup.launch.gpu_layers, len(placement.block_bytes), release)
         on_gpu, derivation = gpu_weights(placement, where)
         return on_gpu, f"{geometry.weight_source}; {derivation}"
 
-    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+    def predicted_ceiling(self, setup: Setup) -> tuple[int | None, str]:
         return None, (
             "unknown: the shape states no ceiling, and llama.cpp's floor is not predicted: "
             "its compute buffers are what ggml's graph allocator reserves for the worst-case "
@@ -385,8 +381,8 @@ class LlamacppEngine(ModelledEngine):
             "PATH}: its compute and output buffer lines)"
         )
 
-    def version_used(self, loaded: LoadedShape) -> str | None:
-        return select("llamacpp", RELEASES, build_of(loaded.shape.engine_version), build=True)[1]
+    def version_used(self, setup: Setup) -> str | None:
+        return select("llamacpp", RELEASES, build_of(setup.engine_version), build=True)[1]
 
 
 def _on_gpu(cache: CacheLayout) -> str:

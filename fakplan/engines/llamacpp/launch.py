@@ -8,20 +8,19 @@ from typing import TYPE_CHECKING
 from fakplan.engines.llamacpp.cache import CacheLayout, build_number, cache_for
 from fakplan.engines.llamacpp.draft import DRAFT_METHODS, DRAFT_N_MAX_FLAG_BUILD, MTP_METHODS
 from fakplan.engines.llamacpp.rules import ALL_LAYERS, HF_MMPROJ_BUILD, UNQUANTIZED
-from fakplan.engines.query import query_for_shape
 from fakplan.hub import gguf_ref
 from fakplan.launch import FlagRow, LaunchRecord, RoleRecord, argv_of, flag
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape, Shape
 
 
 @dataclass(frozen=True)
 class _Launch:
     """What the servers' flags are read from: the shape, its cache, -c and the GPU layers."""
 
-    shape: Shape
+    setup: Setup
     cache: CacheLayout
     n_ctx: int
     gpu_layers: int | None  # None: every layer (the server's own spelling of "all")
@@ -30,12 +29,12 @@ class _Launch:
 
     @property
     def model(self) -> str:
-        return self.shape.launch.weights or self.shape.model
+        return self.setup.launch.weights or self.setup.model
 
     @property
     def draft_model(self) -> str | None:
         """-md: the draft model a shape names for llama-server's speculative decoding."""
-        spec = self.shape.launch.speculative
+        spec = self.setup.launch.speculative
         if spec is None or spec.method.lower() not in DRAFT_METHODS:
             return None
         return spec.model
@@ -43,7 +42,7 @@ class _Launch:
     @property
     def mtp(self) -> bool:
         """--spec-type draft-mtp: the checkpoint's own MTP layers draft (b9180 on)."""
-        spec = self.shape.launch.speculative
+        spec = self.setup.launch.speculative
         return spec is not None and spec.method.lower() in MTP_METHODS
 
     @property
@@ -67,10 +66,10 @@ def _model_words(i: _Launch) -> list[str]:
 def _draft_n_max(i: _Launch) -> list[str]:
     """The draft's tokens a step: --draft-max, --spec-draft-n-max from b8955 (14e733e36
     left --draft-max a removed stub)."""
-    tokens = i.shape.serving.spec_tokens
+    tokens = i.setup.serving.spec_tokens
     if (i.draft_model is None and not i.mtp) or not tokens:
         return []
-    build = build_number(i.shape.engine_version)
+    build = build_number(i.setup.engine_version)
     newer = build is None or build >= DRAFT_N_MAX_FLAG_BUILD
     return ["--spec-draft-n-max" if newer else "--draft-max", str(tokens)]
 
@@ -85,26 +84,26 @@ def _ggml_type(name: str) -> int:
 # llama-server's flags (tools/server, common/arg.cpp), in the order the argv carries them
 SERVER_FLAGS: tuple[FlagRow[_Launch], ...] = (
     _model_words,
-    flag("--host", lambda i: i.shape.launch.host),
-    flag("--port", lambda i: i.shape.launch.port),
+    flag("--host", lambda i: i.setup.launch.host),
+    flag("--port", lambda i: i.setup.launch.port),
     flag("-c", lambda i: i.n_ctx),
-    flag("-np", lambda i: i.shape.serving.max_num_seqs),
+    flag("-np", lambda i: i.setup.serving.max_num_seqs),
     flag("--cache-type-k", lambda i: i.cache.k_name),
     flag("--cache-type-v", lambda i: i.cache.v_name),
     flag("-ngl", lambda i: ALL_LAYERS if i.gpu_layers is None else i.gpu_layers),
     flag("-fa", lambda i: "on" if i.quantized_v else None),
-    flag("--kv-unified", lambda i: bool(i.shape.serving.kv_unified)),
+    flag("--kv-unified", lambda i: bool(i.setup.serving.kv_unified)),
     flag("-md", lambda i: i.draft_model),
     flag("-ngld", lambda i: ALL_LAYERS if i.draft_model else None),
     flag("--spec-type", lambda i: "draft-mtp" if i.mtp else None),
     _draft_n_max,
-    flag("--alias", lambda i: i.shape.launch.served_model_name),
+    flag("--alias", lambda i: i.setup.launch.served_model_name),
 )
 # llama-cpp-python's server (llama_cpp/server/settings.py, 0.3.36): ggml type ids for types
 PYTHON_FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--model", lambda i: i.model),
-    flag("--host", lambda i: i.shape.launch.host),
-    flag("--port", lambda i: i.shape.launch.port),
+    flag("--host", lambda i: i.setup.launch.host),
+    flag("--port", lambda i: i.setup.launch.port),
     flag("--n_ctx", lambda i: i.n_ctx),
     flag("--type_k", lambda i: _ggml_type(i.cache.k_name)),
     flag("--type_v", lambda i: _ggml_type(i.cache.v_name)),
@@ -113,22 +112,21 @@ PYTHON_FLAGS: tuple[FlagRow[_Launch], ...] = (
 )
 
 
-def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+def launch_record(setup: Setup, figures: Figures) -> LaunchRecord:
     """``llama-server`` (or llama-cpp-python's server) with the -c the slots' windows take."""
-    shape = loaded.shape
-    cache = cache_for(query_for_shape(loaded))
-    binary = shape.launch.binary or "llama-server"
+    cache = cache_for(setup.query)
+    binary = setup.launch.binary or "llama-server"
     derivations = {"-c": figures.tokens_derivation}
-    gpu_layers = None if shape.launch.gpu_layers in (None, -1) else shape.launch.gpu_layers
-    if shape.card.device == "cpu":
+    gpu_layers = None if setup.launch.gpu_layers in (None, -1) else setup.launch.gpu_layers
+    if setup.card.device == "cpu":
         gpu_layers = 0  # the shape's checks refuse a stated offload on a CPU card
         derivations["gpu layers"] = "0: card.device is cpu, every layer and the cache in RAM"
-    loads = shape.launch.weights or shape.model
+    loads = setup.launch.weights or setup.model
     ref = gguf_ref(loads)
-    hub = ref if ref is not None and not loaded.resolve(loads).exists() else None
-    stated = build_number(shape.engine_version)
+    hub = ref if ref is not None and not setup.resolve(loads).exists() else None
+    stated = build_number(setup.engine_version)
     no_mmproj = hub is not None and (stated is None or stated >= HF_MMPROJ_BUILD)
-    inputs = _Launch(shape, cache, figures.tokens_backed, gpu_layers, hub, no_mmproj)
+    inputs = _Launch(setup, cache, figures.tokens_backed, gpu_layers, hub, no_mmproj)
     if hub is not None:
         derivations["-hf"] = (
             f"{loads}: llama-server fetches the GGUF by Hub id "
@@ -145,9 +143,9 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
     env = {
         "MODEL": inputs.model,
         "N_CTX": str(inputs.n_ctx),
-        "N_PARALLEL": str(shape.serving.max_num_seqs),
+        "N_PARALLEL": str(setup.serving.max_num_seqs),
         "CACHE_TYPE_K": cache.k_name,
         "CACHE_TYPE_V": cache.v_name,
     }
-    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *shape.launch.extra_args))
+    role = RoleRecord(name="serve", file="serve.sh", argv=(*argv, *setup.launch.extra_args))
     return LaunchRecord(binary=binary, env=env, roles=(role,), derivations=derivations)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from fakplan.dtypes import element_type
 from fakplan.engines.llamacpp.cache import split_types
 from fakplan.engines.llamacpp.rules import UNQUANTIZED
-from fakplan.engines.query import shape_geometry
 from fakplan.engines.refusals import BootInputs, BootRefusal, Check, NotChecked
 from fakplan.geometry import LayerKind
 
@@ -27,7 +26,7 @@ LLAMA_MAX_SEQ = 256  # src/llama-cparams.h:8 (64 before 49bfddeca)
 _ON, _OFF = ("on", "true", "1", "enabled"), ("off", "false", "0", "disabled")
 
 
-def _stated_flash(extra: list[str]) -> str | None:
+def _stated_flash(extra: tuple[str, ...]) -> str | None:
     """What launch.extra_args says of flash attention (the last word wins), or None."""
     said = None
     for name, value in zip(extra, [*extra[1:], ""], strict=False):
@@ -38,23 +37,23 @@ def _stated_flash(extra: list[str]) -> str | None:
 
 def flash_attention(inputs: BootInputs) -> str:
     """``on``, ``auto`` or ``off``: what the rendered launch leaves llama.cpp with."""
-    shape = inputs.loaded.shape
-    said = _stated_flash(shape.launch.extra_args)
+    setup = inputs.setup
+    said = _stated_flash(setup.launch.extra_args)
     if said in _ON:
         return "on"
     if said in _OFF:
         return "off"
-    _, v_name = split_types(shape.serving.kv_cache_dtype)
+    _, v_name = split_types(setup.serving.kv_dtype)
     if v_name not in UNQUANTIZED:
         return "on"  # fakplan's launch: a quantized V cache needs it
-    python = shape.launch.binary == "llama-cpp-python"
+    python = setup.launch.binary == "llama-cpp-python"
     return "off" if python or inputs.version < (6325,) else "auto"
 
 
 def _head_sizes(inputs: BootInputs, side: str) -> set[int]:
     """The K (or V) head sizes llama.cpp's n_embd_head_k(il) gives its layers: the sliding
     layers' own, every other layer the full attention's (MLA: the latent and rope)."""
-    g = shape_geometry(inputs.loaded)
+    g = inputs.setup.geometry
     sizes = set()
     if g.mla is not None:
         sizes.add(g.mla.kv_lora_rank + (g.mla.qk_rope_head_dim if side == "k" else 0))
@@ -71,7 +70,7 @@ def _block(side: str) -> Check:
     def check(inputs: BootInputs) -> str | None:
         if flash_attention(inputs) == "off":
             return None  # the check runs only with flash attention on or auto
-        k_name, v_name = split_types(inputs.loaded.shape.serving.kv_cache_dtype)
+        k_name, v_name = split_types(inputs.setup.serving.kv_dtype)
         name = k_name if side == "k" else v_name
         if name in UNQUANTIZED:
             return None
@@ -88,7 +87,7 @@ def _block(side: str) -> Check:
 
 
 def _quantized_v(inputs: BootInputs) -> str | None:
-    _, v_name = split_types(inputs.loaded.shape.serving.kv_cache_dtype)
+    _, v_name = split_types(inputs.setup.serving.kv_dtype)
     if v_name in UNQUANTIZED or flash_attention(inputs) != "off":
         return None
     if inputs.version >= (10361,):
@@ -97,10 +96,10 @@ def _quantized_v(inputs: BootInputs) -> str | None:
 
 
 def _max_seq(inputs: BootInputs) -> str | None:
-    shape = inputs.loaded.shape
-    if (shape.launch.binary or "llama-server") != "llama-server":
+    setup = inputs.setup
+    if (setup.launch.binary or "llama-server") != "llama-server":
         return None  # llama-cpp-python's server passes no n_seq_max: one sequence
-    if shape.serving.max_num_seqs <= LLAMA_MAX_SEQ:
+    if setup.serving.max_num_seqs <= LLAMA_MAX_SEQ:
         return None
     return (
         "llama_init_from_model: failed to initialize the context: n_seq_max must be <= "
@@ -109,9 +108,9 @@ def _max_seq(inputs: BootInputs) -> str | None:
 
 
 def _mla_types(inputs: BootInputs) -> str | None:
-    if shape_geometry(inputs.loaded).mla is None:
+    if inputs.setup.geometry.mla is None:
         return None
-    k_name, v_name = split_types(inputs.loaded.shape.serving.kv_cache_dtype)
+    k_name, v_name = split_types(inputs.setup.serving.kv_dtype)
     if k_name == v_name:
         return None
     return (

@@ -45,9 +45,9 @@ from fakplan.geometry import LayerKind
 from fakplan.kv import KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
-    from fakplan.shape import LoadedShape
     from fakplan.sizing import EngineSizing, SizingUnknown
 
 
@@ -244,11 +244,11 @@ class SglangEngine(ModelledEngine):
     ) -> EngineSizing | SizingUnknown:
         return sizing.sglang_sizing(query, fraction, total, total_derivation, DOWNCAST)
 
-    def check(self, loaded: LoadedShape) -> None:
+    def check(self, setup: Setup) -> None:
         """What SGLang's parser would refuse, refused where the shape says it."""
-        check_dtypes(loaded, "sglang", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
-        if loaded.shape.card.device == "cpu":
-            raise loaded.error(
+        check_dtypes(setup, "sglang", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
+        if setup.card.device == "cpu":
+            raise setup.error(
                 "fakplan models SGLang on GPUs only (its CPU backend's pool is not read "
                 "yet); use gpu, or engine vllm or llamacpp for a CPU card",
                 "card",
@@ -346,16 +346,16 @@ class SglangEngine(ModelledEngine):
 
     # ---- the planner's side
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-        return launch_record(loaded, figures)
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
+        return launch_record(setup, figures)
 
-    def card_bound(self, loaded: LoadedShape) -> tuple[int, str]:
+    def card_bound(self, setup: Setup) -> tuple[int, str]:
         """A budget pair takes ``--mem-fraction-static`` = pair / (card - what is in use
         before the weights), rounded up at 3 places: a pair whose fraction reaches 1 leaves
         SGLang nothing, whatever its ceiling."""
-        if loaded.shape.engine_sized:
-            return super().card_bound(loaded)
-        total, in_use, source = _in_use_before_weights(loaded.shape)
+        if setup.engine_sized:
+            return super().card_bound(setup)
+        total, in_use, source = _in_use_before_weights(setup)
         bound = 999 * (total - in_use) // 1000
         beside = f" - {in_use:,} B in use before the weights ({source})" if in_use else ""
         return bound, (
@@ -364,7 +364,7 @@ class SglangEngine(ModelledEngine):
             "what is free before the weights load)"
         )
 
-    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
+    def predicted_ceiling(self, setup: Setup) -> tuple[int | None, str]:
         return None, (
             "unknown: the shape states no ceiling, and SGLang has no floor to predict one "
             "from: it profiles neither activations nor CUDA graphs, it keeps 1 - "
@@ -372,8 +372,8 @@ class SglangEngine(ModelledEngine):
             "release); state ceiling, or read a boot ledger (ceiling: {ledger: PATH})"
         )
 
-    def version_used(self, loaded: LoadedShape) -> str | None:
-        return select("sglang", RELEASES, loaded.shape.engine_version)[1]
+    def version_used(self, setup: Setup) -> str | None:
+        return select("sglang", RELEASES, setup.engine_version)[1]
 
 
 # ---------------------------------------------------------------- launch flags

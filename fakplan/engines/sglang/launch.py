@@ -19,21 +19,21 @@ from fakplan.launch import (
 )
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape, Shape
 
 
 @dataclass(frozen=True)
 class _Launch:
     """What SGLang's flags are read from: the shape, the figures, the static fraction."""
 
-    shape: Shape
+    setup: Setup
     figures: Figures
     fraction: float
 
 
 def _speculative(i: _Launch) -> list[str]:
-    s, spec = i.shape.serving, i.shape.launch.speculative
+    s, spec = i.setup.serving, i.setup.launch.speculative
     if spec is None or not s.spec_tokens:
         return []
     words = ["--speculative-algorithm", spec.method.upper()]
@@ -45,37 +45,42 @@ def _speculative(i: _Launch) -> list[str]:
 
 # sglang.launch_server's flags, in the order the argv carries them
 FLAGS: tuple[FlagRow[_Launch], ...] = (
-    flag("--model-path", lambda i: i.shape.launch.weights or i.shape.model),
-    flag("--host", lambda i: i.shape.launch.host),
-    flag("--port", lambda i: i.shape.launch.port),
-    flag("--tp", lambda i: i.shape.parallel.tensor),
+    flag("--model-path", lambda i: i.setup.launch.weights or i.setup.model),
+    flag("--host", lambda i: i.setup.launch.host),
+    flag("--port", lambda i: i.setup.launch.port),
+    flag("--tp", lambda i: i.setup.parallel.tensor),
     flag(
-        "--pp-size", lambda i: i.shape.parallel.pipeline if i.shape.parallel.pipeline > 1 else None
+        "--pp-size", lambda i: i.setup.parallel.pipeline if i.setup.parallel.pipeline > 1 else None
     ),
-    flag("--served-model-name", lambda i: i.shape.launch.served_model_name),
-    flag("--context-length", lambda i: i.shape.serving.max_model_len),
-    flag("--max-running-requests", lambda i: i.shape.serving.max_num_seqs),
-    flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
-    flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
+    flag("--served-model-name", lambda i: i.setup.launch.served_model_name),
+    flag("--context-length", lambda i: i.setup.serving.max_model_len),
+    flag("--max-running-requests", lambda i: i.setup.serving.max_num_seqs),
+    flag("--kv-cache-dtype", lambda i: i.setup.serving.kv_dtype),
+    flag(
+        "--dtype",
+        lambda i: None if i.setup.serving.model_dtype == "auto" else i.setup.serving.model_dtype,
+    ),
     flag("--page-size", lambda i: i.figures.cost.page_tokens),
     flag(
         "--max-total-tokens",
-        lambda i: None if i.shape.engine_sized else i.figures.tokens_backed,
+        lambda i: None if i.setup.engine_sized else i.figures.tokens_backed,
     ),
     flag(
         "--mem-fraction-static",
-        lambda i: f"{i.fraction:g}" if i.shape.engine_sized else f"{i.fraction:.3f}",
+        lambda i: f"{i.fraction:g}" if i.setup.engine_sized else f"{i.fraction:.3f}",
     ),
     _speculative,
 )
 
 
-def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleRecord, ...]:
+def _roles(setup: Setup, argv: list[str], env: dict[str, str]) -> tuple[RoleRecord, ...]:
     """One serve.sh, or one script per node with SGLang's own --nnodes/--node-rank flags."""
-    par, tail = shape.parallel, tuple(shape.launch.extra_args)
+    par, tail = setup.parallel, tuple(setup.launch.extra_args)
     if par.nodes == 1:
         return (RoleRecord(name="serve", file="serve.sh", argv=(*argv, *tail)),)
-    address = f"{head_address(shape)}:{shape.launch.head_port or DIST_INIT_PORT}"
+    address = (
+        f"{head_address(setup.launch.head_address)}:{setup.launch.head_port or DIST_INIT_PORT}"
+    )
     env["DIST_INIT_ADDR"] = address
     nodes = ("--nnodes", str(par.nodes))
     return tuple(
@@ -91,14 +96,13 @@ def _roles(shape: Shape, argv: list[str], env: dict[str, str]) -> tuple[RoleReco
     )
 
 
-def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
+def _budget_fraction(setup: Setup) -> tuple[float, str]:
     """The fraction that leaves SGLang room for the budgeted pair: SGLang keeps
     ``1 - fraction`` of the memory free *before* the weights load (sizing.sglang_sizing), so what
     is in use then (CUDA context, torch.distributed) comes out of the pair unless the
     fraction is of what is free, not of the card. ``--max-total-tokens`` caps the pool."""
-    shape = loaded.shape
-    budget = shape.stated_budget
-    total, in_use, source = _in_use_before_weights(shape)
+    budget = setup.stated_budget
+    total, in_use, source = _in_use_before_weights(setup)
     pair = budget.weights + budget.kv
     named = f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B)"
     fraction = fraction_up(pair, max(total - in_use, 1), 3)
@@ -112,7 +116,7 @@ def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
     if in_use:
         return fraction, (
             f"{named} / (card.total {total:,} B - {in_use:,} B, the most memory in use "
-            f"before the weights measured at TP {shape.parallel.tensor}: {source}; another "
+            f"before the weights measured at TP {setup.parallel.tensor}: {source}; another "
             f"card's CUDA context may differ) = {fraction:.3f}, rounded up; SGLang keeps "
             "1 - fraction of what is free before the weights load, and --max-total-tokens "
             "caps the pool"
@@ -121,31 +125,30 @@ def _budget_fraction(loaded: LoadedShape) -> tuple[float, str]:
         f"{named} / card.total {total:,} B = {fraction:.3f}, rounded up; SGLang keeps "
         "1 - fraction of what is free before the weights load, and the memory in use then "
         "(CUDA context, torch.distributed, NCCL) is not measured at TP "
-        f"{shape.parallel.tensor} PP {shape.parallel.pipeline}: the pool it profiles falls "
+        f"{setup.parallel.tensor} PP {setup.parallel.pipeline}: the pool it profiles falls "
         "short of budget.kv by the fraction of that memory unless budget.weights leaves the "
         "slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool"
     )
 
 
-def _in_use_before_weights(shape: Shape) -> tuple[int, int, str]:
+def _in_use_before_weights(setup: Setup) -> tuple[int, int, str]:
     """(card.total, the most memory measured in use before the weights at this layout, where
     that figure comes from); 0 in use where nothing is measured (TP > 1, PP > 1)."""
-    measured = IN_USE_MEASURED.get(shape.parallel.tensor) if shape.parallel.pipeline == 1 else None
+    measured = IN_USE_MEASURED.get(setup.parallel.tensor) if setup.parallel.pipeline == 1 else None
     if measured is None:
-        return shape.card.total, 0, ""
-    return shape.card.total, measured[0][1], measured[1]
+        return setup.card.total, 0, ""
+    return setup.card.total, measured[0][1], measured[1]
 
 
-def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+def launch_record(setup: Setup, figures: Figures) -> LaunchRecord:
     """``python3 -m sglang.launch_server`` argv; SGLang's own multi-node flags across nodes."""
-    shape = loaded.shape
-    s, par = shape.serving, shape.parallel
+    s, par = setup.serving, setup.parallel
     env = {
-        "MODEL": shape.launch.weights or shape.model,
+        "MODEL": setup.launch.weights or setup.model,
         "TP": str(par.tensor),
         "CONTEXT_LENGTH": str(s.max_model_len),
         "MAX_RUNNING_REQUESTS": str(s.max_num_seqs),
-        "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        "KV_CACHE_DTYPE": s.kv_dtype,
         "PAGE_SIZE": str(figures.cost.page_tokens),
     }
     if s.mem_fraction_static is not None:
@@ -161,7 +164,7 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
         env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
     else:
-        fraction, fraction_derivation = _budget_fraction(loaded)
+        fraction, fraction_derivation = _budget_fraction(setup)
         derivations = {
             "--max-total-tokens": f"the tokens budget.kv backs: {figures.tokens_derivation}",
             "--mem-fraction-static": fraction_derivation,
@@ -172,12 +175,12 @@ def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
         "python3",
         "-m",
         "sglang.launch_server",
-        *argv_of(FLAGS, _Launch(shape, figures, fraction)),
+        *argv_of(FLAGS, _Launch(setup, figures, fraction)),
     ]
-    pinned = pinned_revision(loaded)
+    pinned = pinned_revision(setup)
     if pinned is not None:
         argv[5:5] = ["--revision", pinned[0]]  # after --model-path MODEL
         derivations["--revision"] = pinned[1]
         env["REVISION"] = pinned[0]
-    roles = _roles(shape, argv, env)
+    roles = _roles(setup, argv, env)
     return LaunchRecord(binary="sglang", env=env, roles=roles, derivations=derivations)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakplan.engines.query import shape_geometry
 from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked, kv_split
 
 ALLOW_LONGER = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
@@ -48,7 +47,7 @@ def derived_context_length(config: dict[str, Any]) -> int:
 
 
 def _context_length(inputs: BootInputs) -> str | None:
-    config = shape_geometry(inputs.loaded).text_config
+    config = inputs.setup.geometry.text_config
     if config is None:
         raise NotChecked("the model's config.json is not read")
     window = inputs.figures.max_model_len
@@ -64,16 +63,16 @@ def _context_length(inputs: BootInputs) -> str | None:
 
 
 def _tp_heads(inputs: BootInputs) -> str | None:
-    g = shape_geometry(inputs.loaded)
-    tp = inputs.loaded.shape.parallel.tensor
+    g = inputs.setup.geometry
+    tp = inputs.setup.parallel.tensor
     if g.num_attention_heads % tp == 0:
         return None
     return HEADS_ASSERT
 
 
 def _tp_kv_heads(inputs: BootInputs) -> str | None:
-    attention = shape_geometry(inputs.loaded).attention
-    tp = inputs.loaded.shape.parallel.tensor
+    attention = inputs.setup.geometry.attention
+    tp = inputs.setup.parallel.tensor
     if attention is None or tp == 1:
         return None
     kv = attention.num_kv_heads

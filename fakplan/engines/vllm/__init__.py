@@ -48,9 +48,9 @@ from fakplan.engines.vllm.sizing import (
 from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
     from fakplan.launch import LaunchRecord
-    from fakplan.shape import LoadedShape
     from fakplan.sizing import EngineSizing, SizingUnknown
 
 __all__ = [
@@ -122,36 +122,36 @@ class VllmEngine(ModelledEngine):
         _, layout = heaviest_stage(query)
         return count_pool(query, layout, pool_bytes)
 
-    def launch(self, loaded: LoadedShape, figures: Figures) -> LaunchRecord:
-        return launch_record(loaded, figures)
+    def launch(self, setup: Setup, figures: Figures) -> LaunchRecord:
+        return launch_record(setup, figures)
 
     # ---- the planner's side (engines.Engine)
 
-    def check(self, loaded: LoadedShape) -> None:
+    def check(self, setup: Setup) -> None:
         """What vLLM's parser would refuse, refused where the shape says it."""
-        check_dtypes(loaded, "vllm", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
-        version, size = loaded.shape.engine_version, loaded.shape.serving.block_size
+        check_dtypes(setup, "vllm", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
+        version, size = setup.engine_version, setup.serving.block_size
         blocks = choices_for(BLOCK_SIZE_CHOICES, version)
         if size is not None and "any" not in blocks.values and str(size) not in blocks.values:
-            raise loaded.error(
+            raise setup.error(
                 f"vllm --block-size {size} is refused by the engine: vllm {blocks.read_in} "
                 f"takes {', '.join(blocks.values)} ({blocks.source})",
                 "serving",
                 "block_size",
             )
 
-    def predicted_ceiling(self, loaded: LoadedShape) -> tuple[int | None, str]:
-        return predicted_ceiling(loaded)
+    def predicted_ceiling(self, setup: Setup) -> tuple[int | None, str]:
+        return predicted_ceiling(setup)
 
-    def quantized_weights(self, loaded: LoadedShape) -> tuple[int | None, str]:
-        return quantized_weights(loaded)
+    def quantized_weights(self, setup: Setup) -> tuple[int | None, str]:
+        return quantized_weights(setup)
 
-    def sized_pool(self, loaded: LoadedShape) -> EngineSizing:
-        sms_required(loaded)
-        return super().sized_pool(loaded)
+    def sized_pool(self, setup: Setup) -> EngineSizing:
+        sms_required(setup)
+        return super().sized_pool(setup)
 
-    def sizing_query(self, loaded: LoadedShape) -> KvQuery:
-        return shape_query(loaded)
+    def sizing_query(self, setup: Setup) -> KvQuery:
+        return shape_query(setup)
 
-    def version_used(self, loaded: LoadedShape) -> str | None:
-        return select("vllm", RELEASES, loaded.shape.engine_version)[1]
+    def version_used(self, setup: Setup) -> str | None:
+        return select("vllm", RELEASES, setup.engine_version)[1]

@@ -20,20 +20,20 @@ from fakplan.launch import (
 )
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.figures import Figures
-    from fakplan.shape import LoadedShape, Shape
 
 
 @dataclass(frozen=True)
 class _Launch:
-    """What vLLM's flags are read from: the shape, and the words that state its pool."""
+    """What vLLM's flags are read from: the setup, and the words that state its pool."""
 
-    shape: Shape
+    setup: Setup
     pool: tuple[str, ...]  # bytes, a whole-GiB variable's absence, or a utilisation
 
 
 def _speculative(i: _Launch) -> str | None:
-    s, spec = i.shape.serving, i.shape.launch.speculative
+    s, spec = i.setup.serving, i.setup.launch.speculative
     if spec is None or not s.spec_tokens:
         return None
     config: dict[str, object] = {"method": spec.method, "num_speculative_tokens": s.spec_tokens}
@@ -44,47 +44,50 @@ def _speculative(i: _Launch) -> str | None:
 
 # vllm serve's flags, in the order the argv carries them (vllm/engine/arg_utils.py)
 FLAGS: tuple[FlagRow[_Launch], ...] = (
-    flag("--host", lambda i: i.shape.launch.host),
-    flag("--port", lambda i: i.shape.launch.port),
-    flag("--served-model-name", lambda i: i.shape.launch.served_model_name),
-    flag("--tensor-parallel-size", lambda i: i.shape.parallel.tensor),
-    flag("--pipeline-parallel-size", lambda i: i.shape.parallel.pipeline),
-    flag("--max-model-len", lambda i: i.shape.serving.max_model_len),
-    flag("--max-num-seqs", lambda i: i.shape.serving.max_num_seqs),
-    flag("--kv-cache-dtype", lambda i: i.shape.serving.kv_cache_dtype),
-    flag("--block-size", lambda i: i.shape.serving.block_size),
-    flag("--dtype", lambda i: None if i.shape.serving.dtype == "auto" else i.shape.serving.dtype),
-    flag("--quantization", lambda i: i.shape.serving.quantization),
+    flag("--host", lambda i: i.setup.launch.host),
+    flag("--port", lambda i: i.setup.launch.port),
+    flag("--served-model-name", lambda i: i.setup.launch.served_model_name),
+    flag("--tensor-parallel-size", lambda i: i.setup.parallel.tensor),
+    flag("--pipeline-parallel-size", lambda i: i.setup.parallel.pipeline),
+    flag("--max-model-len", lambda i: i.setup.serving.max_model_len),
+    flag("--max-num-seqs", lambda i: i.setup.serving.max_num_seqs),
+    flag("--kv-cache-dtype", lambda i: i.setup.serving.kv_dtype),
+    flag("--block-size", lambda i: i.setup.serving.block_size),
+    flag(
+        "--dtype",
+        lambda i: None if i.setup.serving.model_dtype == "auto" else i.setup.serving.model_dtype,
+    ),
+    flag("--quantization", lambda i: i.setup.serving.quantization),
     lambda i: i.pool,
-    flag("--max-num-batched-tokens", lambda i: i.shape.serving.max_num_batched_tokens),
-    flag("--enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is True),
-    flag("--no-enable-prefix-caching", lambda i: i.shape.serving.prefix_caching is False),
+    flag("--max-num-batched-tokens", lambda i: i.setup.serving.max_num_batched_tokens),
+    flag("--enable-prefix-caching", lambda i: i.setup.serving.prefix_caching is True),
+    flag("--no-enable-prefix-caching", lambda i: i.setup.serving.prefix_caching is False),
     flag("--speculative-config", _speculative),
-    flag("--language-model-only", lambda i: i.shape.serving.language_model_only),
+    flag("--language-model-only", lambda i: i.setup.serving.language_model_only),
 )
 
 
 def _pool_flags(
-    shape: Shape,
+    setup: Setup,
     release: VllmRules,
     version: str,
     environment: dict[str, str | None],
     derivations: dict[str, str],
 ) -> tuple[str, ...]:
     """How the shape's pool reaches vLLM: the CPU build's variable, bytes, or a fraction."""
-    fraction = shape.serving.gpu_memory_utilization
+    fraction = setup.serving.gpu_memory_utilization
     if fraction is not None:
-        if shape.card.device == "cpu":
+        if setup.card.device == "cpu":
             environment[CPU_KV_SPACE] = None  # it would set the pool and override the fraction
         derivations["--gpu-memory-utilization"] = (
             f"serving.gpu_memory_utilization {fraction:g}: vllm {version} sizes its pool from "
             "this fraction of the "
-            + ("host's memory" if shape.card.device == "cpu" else "card")
+            + ("host's memory" if setup.card.device == "cpu" else "card")
             + " (no pool in bytes is passed; the plan's kv-pool prediction is what it will size)"
         )
         return ("--gpu-memory-utilization", f"{fraction:g}")
-    budget = shape.stated_budget
-    if shape.card.device == "cpu":
+    budget = setup.stated_budget
+    if setup.card.device == "cpu":
         pool: list[str] = []
         _cpu_pool(budget.kv, version, pool, environment, derivations)
         return tuple(pool)
@@ -94,54 +97,54 @@ def _pool_flags(
             f"budget.kv = {budget.kv:,} B per GPU (vllm {version} takes the pool in bytes)"
         )
         return ("--kv-cache-memory-bytes", str(budget.kv))
-    util = fraction_up(budget.weights + budget.kv, shape.card.total)
+    util = fraction_up(budget.weights + budget.kv, setup.card.total)
     derivations["--gpu-memory-utilization"] = (
         f"(budget.weights {budget.weights:,} B + budget.kv {budget.kv:,} B) / "
-        f"card.total {shape.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
+        f"card.total {setup.card.total:,} B = {util:.4f}, rounded up; vllm {version} has no "
         "byte flag, and budget.weights must cover all it counts as non-KV "
         "(weights, activation peak, non-torch)"
     )
     return ("--gpu-memory-utilization", f"{util:.4f}")
 
 
-def _env(shape: Shape, figures: Figures, environment: dict[str, str | None]) -> dict[str, str]:
-    s, par = shape.serving, shape.parallel
+def _env(setup: Setup, figures: Figures, environment: dict[str, str | None]) -> dict[str, str]:
+    s, par = setup.serving, setup.parallel
     env = {
-        "MODEL": shape.launch.weights or shape.model,
+        "MODEL": setup.launch.weights or setup.model,
         "TENSOR_PARALLEL_SIZE": str(par.tensor),
         "PIPELINE_PARALLEL_SIZE": str(par.pipeline),
         "MAX_MODEL_LEN": str(s.max_model_len),
         "MAX_NUM_SEQS": str(s.max_num_seqs),
-        "KV_CACHE_DTYPE": s.kv_cache_dtype,
+        "KV_CACHE_DTYPE": s.kv_dtype,
     }
-    if shape.budget is not None:
-        env["KV_CACHE_MEMORY_BYTES"] = str(shape.budget.kv)
+    if setup.budget is not None:
+        env["KV_CACHE_MEMORY_BYTES"] = str(setup.budget.kv)
     else:
         assert s.gpu_memory_utilization is not None
         env["GPU_MEMORY_UTILIZATION"] = f"{s.gpu_memory_utilization:g}"
         env["KV_POOL_PREDICTED"] = str(figures.kv_budget_bytes)
     env["KV_TOKENS_PREDICTED"] = str(figures.tokens_backed)
-    if s.dtype != "auto":
-        env["DTYPE"] = s.dtype
+    if s.model_dtype != "auto":
+        env["DTYPE"] = s.model_dtype
     # serve.sh exports these (or unsets them); the env file says the same
     env.update({key: value for key, value in environment.items() if value is not None})
     return env
 
 
 def _roles(
-    shape: Shape, argv: list[str], environment: dict[str, str | None], env: dict[str, str]
+    setup: Setup, argv: list[str], environment: dict[str, str | None], env: dict[str, str]
 ) -> tuple[RoleRecord, ...]:
     """One serve.sh, or a Ray head (which serves) and its workers across nodes."""
-    par, ln = shape.parallel, shape.launch
+    par, ln = setup.parallel, setup.launch
     if par.nodes == 1:
         return (
             RoleRecord(
                 name="serve", file="serve.sh", environment=environment, argv=(*argv, *ln.extra_args)
             ),
         )
-    head = head_address(shape)
+    head = head_address(setup.launch.head_address)
     port = str(ln.head_port or RAY_PORT)
-    gpus = str(shape.card.count)
+    gpus = str(setup.card.count)
     env["RAY_ADDRESS"] = f"{head}:{port}"
     return (
         RoleRecord(
@@ -161,27 +164,26 @@ def _roles(
     )
 
 
-def launch_record(loaded: LoadedShape, figures: Figures) -> LaunchRecord:
+def launch_record(setup: Setup, figures: Figures) -> LaunchRecord:
     """``vllm serve`` argv realising the shape; Ray head/worker roles across nodes."""
-    shape = loaded.shape
-    release, version = select("vllm", RELEASES, shape.engine_version)
+    release, version = select("vllm", RELEASES, setup.engine_version)
     derivations: dict[str, str] = {}
     environment: dict[str, str | None] = {}
-    model = shape.launch.weights or shape.model
-    if shape.launch.binary == "vllm-api-server":
+    model = setup.launch.weights or setup.model
+    if setup.launch.binary == "vllm-api-server":
         argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     else:
         argv = ["vllm", "serve", model]
-    pinned = pinned_revision(loaded)
+    pinned = pinned_revision(setup)
     if pinned is not None:
         argv += ["--revision", pinned[0]]
         derivations["--revision"] = pinned[1]
-    pool = _pool_flags(shape, release, version, environment, derivations)
-    argv += argv_of(FLAGS, _Launch(shape, pool))
-    env = _env(shape, figures, environment)
+    pool = _pool_flags(setup, release, version, environment, derivations)
+    argv += argv_of(FLAGS, _Launch(setup, pool))
+    env = _env(setup, figures, environment)
     if pinned is not None:
         env["REVISION"] = pinned[0]
-    roles = _roles(shape, argv, environment, env)
+    roles = _roles(setup, argv, environment, env)
     return LaunchRecord(binary="vllm", env=env, roles=roles, derivations=derivations)
 
 

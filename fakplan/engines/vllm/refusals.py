@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 from fakplan.contract import contract_requirement
-from fakplan.engines.query import shape_geometry
 from fakplan.engines.refusals import BootInputs, BootRefusal, NotChecked, kv_split
 from fakplan.engines.vllm.floor import CONTEXT_MEASURED
 from fakplan.geometry import LayerKind
@@ -22,7 +21,7 @@ ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
 def _text(inputs: BootInputs) -> dict[str, Any]:
-    config = shape_geometry(inputs.loaded).text_config
+    config = inputs.setup.geometry.text_config
     if config is None:
         raise NotChecked("the model's config.json is not read (a GGUF, or no config)")
     return config
@@ -106,7 +105,7 @@ def format_gib(n: int) -> str:
 
 def _one_sequence(inputs: BootInputs) -> str | None:
     f = inputs.figures
-    g = shape_geometry(inputs.loaded)
+    g = inputs.setup.geometry
     uniform = all(k in (LayerKind.FULL, LayerKind.MLA) for k in g.layer_kinds)
     if not uniform or f.cost.per_seq_bytes or f.cost.fixed_bytes:
         raise NotChecked(
@@ -159,7 +158,7 @@ def _one_sequence(inputs: BootInputs) -> str | None:
 
 
 def _batched_below_seqs(inputs: BootInputs) -> str | None:
-    serving = inputs.loaded.shape.serving
+    serving = inputs.setup.serving
     batched = serving.max_num_batched_tokens
     if batched is None or batched >= serving.max_num_seqs:
         return None  # vLLM's defaults keep max_num_seqs <= max_num_batched_tokens
@@ -170,8 +169,8 @@ def _batched_below_seqs(inputs: BootInputs) -> str | None:
 
 
 def _tp_heads(inputs: BootInputs) -> str | None:
-    tp = inputs.loaded.shape.parallel.tensor
-    heads = shape_geometry(inputs.loaded).num_attention_heads
+    tp = inputs.setup.parallel.tensor
+    heads = inputs.setup.geometry.num_attention_heads
     if heads % tp == 0:
         return None
     return (
@@ -181,8 +180,8 @@ def _tp_heads(inputs: BootInputs) -> str | None:
 
 
 def _tp_kv_heads(inputs: BootInputs) -> str | None:
-    tp = inputs.loaded.shape.parallel.tensor
-    attention = shape_geometry(inputs.loaded).attention
+    tp = inputs.setup.parallel.tensor
+    attention = inputs.setup.geometry.attention
     if tp == 1 or attention is None:
         return None
     split = kv_split(attention.num_kv_heads, tp)  # QKVParallelLinear's divide()
@@ -190,7 +189,7 @@ def _tp_kv_heads(inputs: BootInputs) -> str | None:
 
 
 def _language_model_only(inputs: BootInputs) -> str | None:
-    if not inputs.loaded.shape.serving.language_model_only or inputs.version >= LANGUAGE_ONLY:
+    if not inputs.setup.serving.language_model_only or inputs.version >= LANGUAGE_ONLY:
         return None
     return "unrecognized arguments: --language-model-only"
 
@@ -206,17 +205,17 @@ def _default_fraction(version: tuple[int, ...]) -> float:
 
 
 def _startup_free(inputs: BootInputs) -> str | None:
-    shape = inputs.loaded.shape
-    if shape.card.device == "cpu":
+    setup = inputs.setup
+    if setup.card.device == "cpu":
         return None
-    key = f"tp{shape.parallel.tensor}"
+    key = f"tp{setup.parallel.tensor}"
     if key not in CONTEXT_MEASURED:
         raise NotChecked(
             f"no public boot measures what is in use at the worker's start at TP "
-            f"{shape.parallel.tensor}"
+            f"{setup.parallel.tensor}"
         )
-    fraction = shape.serving.gpu_memory_utilization or _default_fraction(inputs.version)
-    total, _ = inputs.loaded.engine_total()
+    fraction = setup.serving.gpu_memory_utilization or _default_fraction(inputs.version)
+    total, _ = inputs.setup.engine_total()
     requested = math.ceil(total * fraction)
     in_use, _ = CONTEXT_MEASURED[key]  # the least measured: a refusal even then
     free = total - in_use

@@ -17,7 +17,6 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from fakplan.engines.query import query_for_shape
 from fakplan.engines.releases import parse_version, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.floor import (
@@ -34,8 +33,8 @@ from fakplan.engines.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm, SizingUnknown
 
 if TYPE_CHECKING:
+    from fakplan.engines.setup import Setup
     from fakplan.kv import KvQuery
-    from fakplan.shape import LoadedShape
 
 GIB = 1 << 30
 FLAG = "--gpu-memory-utilization"
@@ -49,10 +48,10 @@ REFUSAL = "vLLM refuses to boot: no available memory for the cache blocks"
 CPU_RUNTIME_MEASURED = {"0.32": (round(0.59 * GIB), round(0.68 * GIB))}
 
 
-def sms_required(loaded: LoadedShape) -> None:
+def sms_required(setup: Setup) -> None:
     """A GPU shape sizing vLLM's pool must state the card's SMs (the sampler's buffer)."""
-    if loaded.shape.card.device != "cpu" and loaded.shape.card.sms is None:
-        raise loaded.error(
+    if setup.card.device != "cpu" and setup.card.sms is None:
+        raise setup.error(
             "vLLM's sampler sizes a buffer by the card's streaming multiprocessors: state "
             "card.sms (132 on an H100 or H200 SXM, 114 on an H100 PCIe, 108 on an A100)",
             "card",
@@ -111,7 +110,7 @@ def vllm_sizing(
 DEFAULT_FRACTION = 0.9
 
 
-def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
+def predicted_ceiling(setup: Setup) -> tuple[int | None, str]:
     """A stated pair's ceiling before any boot, as the launch fakplan renders boots it.
 
     The launch passes ``--kv-cache-memory-bytes`` (0.11 on), which sizes the pool without
@@ -122,22 +121,21 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
     the pool, and vLLM's own 150 MiB margin: each at the top of its measured range, so
     the ceiling is the one that holds. Unknown, with the reason, where the floor is not read.
     """
-    shape = loaded.shape
-    if shape.card.device == "cpu":
+    if setup.card.device == "cpu":
         return None, "unknown: the CPU build keeps no profiled floor to predict a ceiling from"
-    if shape.card.sms is None:
+    if setup.card.sms is None:
         return None, (
             "unknown: the shape states no ceiling, and predicting one needs card.sms "
             "(vLLM's sampler buffer scales with the streaming multiprocessors)"
         )
-    total, total_text = loaded.engine_total()
-    found = _shape_floor(loaded, shape.card.sms, total, DEFAULT_FRACTION)
+    total, total_text = setup.engine_total()
+    found = _shape_floor(setup, setup.card.sms, total, DEFAULT_FRACTION)
     if isinstance(found, Unknown):
         return (
             None,
             f"unknown: the shape states no ceiling, and fakplan cannot predict one: {found.reason}",
         )
-    key = f"tp{shape.parallel.tensor}"
+    key = f"tp{setup.parallel.tensor}"
     (_, torch_high), (_, context), (_, graphs) = (
         found.non_torch,
         CONTEXT_MEASURED[key],
@@ -145,7 +143,7 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
     )
     activation = found.activation_span[1]  # the top of its range (V2 runner; few slots)
     ceiling = total - context - activation - torch_high - graphs - REDUNDANCY
-    tp = f"at TP {shape.parallel.tensor}"
+    tp = f"at TP {setup.parallel.tensor}"
     return ceiling, (
         f"predicted (no boot ledger yet) for --kv-cache-memory-bytes, which vLLM sizes "
         f"without --gpu-memory-utilization: {total_text}; - CUDA context at init "
@@ -157,19 +155,19 @@ def predicted_ceiling(loaded: LoadedShape) -> tuple[int | None, str]:
     )
 
 
-def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
+def quantized_weights(setup: Setup) -> tuple[int | None, str]:
     """The whole model's weights as ``--quantization`` leaves them, counted as ``fakplan kv
     --quantization`` counts them (``weights.vllm_rank_weights`` at TP 1)."""
-    query = query_for_shape(loaded)
+    query = setup.query
     g = query.geometry
-    method = loaded.shape.serving.quantization
+    method = setup.serving.quantization
     if g.text_config is None:
         return (
             None,
             f"{g.source}: no config.json to count the weights --quantization {method} loads",
         )
     served, _ = served_dtype(query, DOWNCAST)
-    card = loaded.shape.card
+    card = setup.card
     weights = vllm_rank_weights(
         g.text_config, g.architecture, served=served,
         quantization=method, capability=card.capability, sms=card.sms,
@@ -183,20 +181,20 @@ def quantized_weights(loaded: LoadedShape) -> tuple[int | None, str]:
     return weights.bytes, f"vLLM --quantization {method}: {weights.derivation}"
 
 
-def shape_query(loaded: LoadedShape) -> KvQuery:
+def shape_query(setup: Setup) -> KvQuery:
     """The shape's KV query at the release it plans for (the newest read where unstated)."""
-    version = select("vllm", RELEASES, loaded.shape.engine_version)[1]
-    return dataclasses.replace(query_for_shape(loaded), engine_version=version)
+    version = select("vllm", RELEASES, setup.engine_version)[1]
+    return dataclasses.replace(setup.query, engine_version=version)
 
 
-def _shape_floor(loaded: LoadedShape, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
+def _shape_floor(setup: Setup, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
     """The floor of the shape's own query, at the release it plans for."""
     return floor_for(
-        shape_query(loaded),
+        shape_query(setup),
         card_total=total,
         utilization=fraction,
         sms=sms,
-        max_num_seqs=loaded.shape.serving.max_num_seqs,
+        max_num_seqs=setup.serving.max_num_seqs,
     )
 
 
