@@ -62,12 +62,15 @@ def _cases() -> list[tuple[dict[str, Any], Path]]:
             continue
         if "non-torch forward increase memory" in log.read_text(encoding="utf-8"):
             out.append(({**case, "launch": case["query"]}, log))
-    # the CUDA-graph check set's 0.20-0.22 boots print their weights and pool (no CUDA
-    # total, no config here): seen, and counted against coverage
+    # the CUDA-graph check set's 0.20-0.22 boots print their pool but no CUDA total (and
+    # most serve checkpoints whose configs are not here): seen, and counted against coverage
     graphs = yaml.safe_load((GRAPHS / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     for case in graphs:
         out.append(
-            ({**case, "config": None, "launch": {"tp": case.get("tp", 1)}}, GRAPHS / case["log"])
+            (
+                {**case, "config": case.get("config"), "launch": {"tp": case.get("tp", 1)}},
+                GRAPHS / case["log"],
+            )
         )
     return out
 

@@ -3,7 +3,9 @@
 The fit set is the 0.19.0 H100 boots of tests/data/public/profiler, whose DEBUG lines print
 each mode's first capture and per-graph cost (``floor.GRAPH_ESTIMATE_MEASURED`` is their
 min-max by TP). The check set is tests/data/public/graphs: 0.20-0.22 boots on other cards
-that print the graph counts and the estimate, never seen by the fit. Used by
+that print the graph counts and the estimate, never seen by the fit, but for one whose
+print killed the range the fit gave and so widened it (``widened`` in its case: in sample,
+and said so in the table). Used by
 tests/engines/vllm/test_vllm_graphs.py and tests/bench/accuracy.py (docs/vllm-memory.md).
 """
 
@@ -39,6 +41,7 @@ class GraphRow:
     printed: str  # "0.79"
     low: int
     high: int
+    in_sample: bool  # its print widened the range (floor.GRAPH_FIRST_CAPTURE_WIDENED)
 
     @property
     def held(self) -> bool:
@@ -69,7 +72,9 @@ def check_rows() -> list[GraphRow]:
         assert found is not None
         total = TOTAL.search(text)
         assert total is not None
-        out.append(GraphRow(case, counts, derived, total[1], found[0], found[1]))
+        out.append(
+            GraphRow(case, counts, derived, total[1], found[0], found[1], bool(case.get("widened")))
+        )
     return out
 
 
@@ -93,8 +98,24 @@ def graph_table() -> str:
         lines.append(
             f"| {c['id']} | {c['engine_version']} | {c['card'].split(' (')[0]} | "
             f"{c['model']} | {r.counts[0]}, {r.counts[1]} | {r.printed} | "
-            f"{r.low / GIB:.2f}–{r.high / GIB:.2f} | {'held' if r.held else 'killed'} |"
+            f"{r.low / GIB:.2f}–{r.high / GIB:.2f} | {_verdict(r)} |"
         )
-    held = sum(r.held for r in rows)
-    lines += ["", f"Held {held} of {len(rows)} boots the fit did not see."]
+    unseen = [r for r in rows if not r.in_sample]
+    held = sum(r.held for r in unseen)
+    widened = ", ".join(r.case["id"] for r in rows if r.in_sample)
+    lines += [
+        "",
+        f"Held {held} of {len(unseen)} boots the fit did not see"
+        + (
+            f"; {widened} killed the range the fit gave and widened it (in sample)."
+            if widened
+            else "."
+        ),
+    ]
     return "\n".join(lines)
+
+
+def _verdict(row: GraphRow) -> str:
+    if row.in_sample:
+        return "killed the fit's range; in sample after widening it"
+    return "held" if row.held else "killed"

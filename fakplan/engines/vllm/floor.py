@@ -133,6 +133,12 @@ GRAPH_ESTIMATE_MEASURED = {
     "tp2": (128, 268, 6, 14, 6, 26),  # prof-002, -008, -010, -013
     "tp4": (84, 142, 4, 14, 6, 18),  # prof-003, -009
 }
+# A check-set boot below the fit's range widens it, and is then in sample: graphs-006 (vLLM
+# 0.21.0, RTX A5000, Qwen3-8B; LMCache issue 3430) printed 0.52 GiB for 51 PIECEWISE and 35
+# FULL graphs, below the 112 + 50 x 6 + 34 x 4 = 548 MiB the TP 1 fit's smallest costs give.
+# The TP 1 first capture's low end is taken to the smallest any fit boot printed at any TP
+# (84 MiB, TP 4): 520 MiB holds it. Per TP: the first capture's low end, in MiB.
+GRAPH_FIRST_CAPTURE_WIDENED = {"tp1": 84}
 # From 0.27 the memory consumed since the init snapshot less the weights ("Actual usage is
 # C GiB for consumed memory (weights + non-torch)" less "Model loading took W GiB"): non-torch
 # memory, the runner's persistent buffers and allocator slack, no config's figure. The fit
@@ -282,6 +288,8 @@ def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | N
     if measured is None:
         return None
     first_low, first_high, full_low, full_high, pw_low, pw_high = measured
+    widened = GRAPH_FIRST_CAPTURE_WIDENED.get(f"tp{tp}")
+    first_low = min(first_low, widened) if widened is not None else first_low
     piecewise, full = graphs
     low = (first_low + (piecewise - 1) * pw_low + max(full - 1, 0) * full_low) * MIB
     high = (first_high + (piecewise - 1) * pw_high + max(full - 1, 0) * full_high) * MIB
@@ -292,8 +300,15 @@ def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | N
             f"the largest first capture {first_low}..{first_high} MiB + ({piecewise} PIECEWISE "
             f"graphs - 1) x {pw_low}..{pw_high} MiB + ({full} FULL graphs - 1) x "
             f"{full_low}..{full_high} MiB = {low:,}..{high:,} B (first capture and per-graph "
-            f"costs measured in the 0.19.0 H100 boots' estimate lines at TP {tp}; the graph "
-            "counts are the default capture sizes' for max_num_seqs and max_num_batched_tokens)"
+            f"costs measured in the 0.19.0 H100 boots' estimate lines at TP {tp}"
+            + (
+                ", the first capture's low end widened to the smallest at any TP by a 0.21.0 "
+                "RTX A5000 boot below the fit's range"
+                if widened is not None
+                else ""
+            )
+            + "; the graph counts are the default capture sizes' for max_num_seqs and "
+            "max_num_batched_tokens)"
         ),
     )
 
