@@ -21,6 +21,8 @@ on one PP stage, for 0.17 to 0.33:
   (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 there, envs.py), where graphs are
   captured (cudagraph_mode != NONE) and the runner measures them: the V2 model runner
   returns 0 until 0.29 (``runner``), and which runner a model gets is each release's rule;
+  from 0.29 the V2 runner measures it by capturing the graphs, which no public boot prints
+  yet: the V1 runner's measured range stands in, said to be borrowed (``V2_GRAPHS_BORROWED``);
 - weights: ``weights.vllm_rank_weights`` (the plain decoders only), as CUDA's caching
   allocator counts the blocks holding them (``torch_allocator``);
 - activation peak, V1 runner: the profiling run's sampler phase (derived term by term in
@@ -47,7 +49,7 @@ on one PP stage, for 0.17 to 0.33:
   is the V1 runner's from 0.18 to 0.28 (gpu_model_runner.py profile_cudagraph_memory).
 
 Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), 0.27 on at a
-TP no public boot measures C there, the V2 runner's CUDA-graph estimate (0.29 on), a
+TP no public boot measures C there, a
 quantized or multimodal checkpoint, an architecture whose weights are not counted, PP > 1,
 a 32-bit served dtype.
 """
@@ -158,6 +160,18 @@ CONSUMED_BEYOND_WEIGHTS_MEASURED = {
 # torch.compile's first compilation, whose workspace no config gives (a cold compile cache printed 1.18 GiB for a launch that printed
 # 0.19 warm in a study note: such a boot falls outside, and verify says so)
 V2_PEAK_EXCESS_MEASURED = round(0.1475 * GIB)
+# The V2 runner's CUDA-graph estimate (0.29 on) measures the memory of the same graphs by
+# capturing them into a throwaway pool: every PIECEWISE graph in full, the FULL ones from
+# the two largest, first capture + (n - 1) x the second, at least 1 MiB a graph
+# (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory and
+# _extrapolate_full_graph_memory, 0.33.0). No public boot of it prints the estimate yet, so
+# the V1 runner's measured range stands in, said to be borrowed, and verify closes it
+# against "CUDA graph pool memory: ... (estimated)" (gpu_worker.py, 0.33.0)
+V2_GRAPHS_BORROWED = (
+    "the V1 runner's measured range, borrowed: the V2 runner (0.29 on) measures the same "
+    "graphs by capturing them (PIECEWISE in full, FULL from its two largest; "
+    "v1/worker/gpu/cudagraph_utils.py, 0.33.0) and no public boot of it prints its estimate yet"
+)
 MIB = 1 << 20
 READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
@@ -613,13 +627,6 @@ def vllm_floor(
     if release >= GRAPHS_SUBTRACTED:
         if not graphs_estimated(version, choice.runner):
             graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
-        elif choice.runner == "v2":
-            return _unknown(
-                f"vllm {version}: the V2 runner's CUDA-graph estimate (0.29 on, "
-                "v1/worker/gpu/cudagraph_utils.py) is measured by capturing graphs, and no "
-                f"public boot measures it yet ({choice.why})",
-                weights,
-            )
         else:
             count = capture_sizes(max_num_seqs, batched_tokens)
             found = graph_estimate(tp, count)
@@ -628,6 +635,8 @@ def vllm_floor(
                     f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate", weights
                 )
             graphs, graph_text = (found[0], found[1]), found[2]
+            if choice.runner == "v2":
+                graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
     low, high = measured[key]
     persistent: Term | None = None
     if consumed_era:
@@ -692,7 +701,9 @@ def _transient_peak(
     low = peak.bytes
     if graphs is not None:
         low, high = low + graphs[0], high + graphs[1]
-        text += f"; + the CUDA-graph estimate {graphs[0]:,}..{graphs[1]:,} B"
+        text += f"; + the CUDA-graph estimate {graphs[0]:,}..{graphs[1]:,} B" + (
+            f" ({V2_GRAPHS_BORROWED})" if choice.runner == "v2" else ""
+        )
     return Term(low, f"{text} = {low:,}..{high:,} B"), high
 
 

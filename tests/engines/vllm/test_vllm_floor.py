@@ -112,7 +112,6 @@ def test_the_activation_peak_by_hand() -> None:
     ("kw", "reason"),
     [
         ({"version": "0.27.0", "tp": 2}, "consumes beyond its weights"),
-        ({"version": "0.29.0"}, "V2 runner's CUDA-graph estimate"),
         ({"version": "0.34.0"}, "extensible KV cache"),
         ({"version": "0.16.0"}, "0.17-0.33 only"),
         ({"pp": 2}, "PP > 1"),
@@ -295,13 +294,24 @@ def test_a_0_27_boot_is_predicted_as_consumed_plus_transient_peak() -> None:
     assert found.pool[1] - found.pool[0] == consumed_width + peak_high - peak_low
 
 
-def test_0_29_on_the_v2_runners_graph_estimate_is_unknown_with_its_reason() -> None:
-    """The V2 runner measures its CUDA-graph estimate from 0.29 by capturing graphs, which no
-    public boot prints yet: the pool says so rather than guessing."""
-    later = vllm_floor(
-        _config("Qwen--Qwen2.5-0.5B"), "qwen2", version="0.29.0", tp=1, pp=1,
-        card_total=round(23.99 * GIB), utilization=0.9, batched_tokens=8192,
-        max_num_seqs=256, sms=128, capability="8.9",
-    )  # fmt: skip
-    assert isinstance(later, Unknown)
-    assert "V2 runner's CUDA-graph estimate" in later.reason and later.weights is not None
+def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
+    """The V2 runner measures its CUDA-graph estimate from 0.29 by capturing the graphs, which
+    no public boot prints yet: the V1 runner's measured range stands in, said to be borrowed.
+    By hand: 256 slots and 8,192 tokens capture 51 PIECEWISE sizes (1, 2, 4, 8..248 by 8,
+    256..512 by 16) and 35 FULL (up to 256), so G is 84 + 50 x 6 + 34 x 4 = 520 MiB to
+    522 + 50 x 12 + 34 x 10 = 1,462 MiB; 0.28 (the same V2 runner and era, no estimate)
+    differs from 0.29 by exactly that, at each end of the pool."""
+    kw: dict[str, Any] = {
+        "tp": 1, "pp": 1, "card_total": round(23.99 * GIB), "utilization": 0.9,
+        "batched_tokens": 8192, "max_num_seqs": 256, "sms": 128, "capability": "8.9",
+    }  # fmt: skip
+    config = _config("Qwen--Qwen2.5-0.5B")
+    before = vllm_floor(config, "qwen2", version="0.28.0", **kw)
+    later = vllm_floor(config, "qwen2", version="0.29.0", **kw)
+    assert isinstance(before, VllmFloor) and isinstance(later, VllmFloor)
+    assert before.runner == later.runner == "v2"
+    mib = 1 << 20
+    assert before.pool[0] - later.pool[0] == 1462 * mib
+    assert before.pool[1] - later.pool[1] == 520 * mib
+    assert "borrowed" in later.graph_derivation and "borrowed" in later.activation.derivation
+    assert "borrowed" not in before.activation.derivation
