@@ -42,7 +42,7 @@ from fakplan.engines.vllm.server import SERVER
 from fakplan.engines.vllm.sizing import (
     predicted_ceiling,
     quantized_weights,
-    shape_query,
+    release_query,
     sms_required,
 )
 from fakplan.kv import DRAFT_MODEL_METHODS, KvBreakdown, KvQuery, PoolResult
@@ -151,7 +151,7 @@ class VllmEngine(ModelledEngine):
         return super().sized_pool(setup)
 
     def sizing_query(self, setup: Setup) -> KvQuery:
-        return shape_query(setup)
+        return release_query(setup)
 
     def version_used(self, setup: Setup) -> str | None:
         return select("vllm", RELEASES, setup.engine_version)[1]

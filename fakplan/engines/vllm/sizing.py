@@ -129,7 +129,7 @@ def predicted_ceiling(setup: Setup) -> tuple[int | None, str]:
             "(vLLM's sampler buffer scales with the streaming multiprocessors)"
         )
     total, total_text = setup.engine_total()
-    found = _shape_floor(setup, setup.card.sms, total, DEFAULT_FRACTION)
+    found = _release_floor(setup, setup.card.sms, total, DEFAULT_FRACTION)
     if isinstance(found, Unknown):
         return (
             None,
@@ -181,16 +181,16 @@ def quantized_weights(setup: Setup) -> tuple[int | None, str]:
     return weights.bytes, f"vLLM --quantization {method}: {weights.derivation}"
 
 
-def shape_query(setup: Setup) -> KvQuery:
-    """The shape's KV query at the release it plans for (the newest read where unstated)."""
+def release_query(setup: Setup) -> KvQuery:
+    """The setup's KV query at the release it plans for (the newest read where unstated)."""
     version = select("vllm", RELEASES, setup.engine_version)[1]
     return dataclasses.replace(setup.query, engine_version=version)
 
 
-def _shape_floor(setup: Setup, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
-    """The floor of the shape's own query, at the release it plans for."""
+def _release_floor(setup: Setup, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:
+    """The floor of the setup's own query, at the release it plans for."""
     return floor_for(
-        shape_query(setup),
+        release_query(setup),
         card_total=total,
         utilization=fraction,
         sms=sms,
