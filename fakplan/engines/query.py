@@ -1,4 +1,4 @@
-"""An setup as the KV question its engine answers: the model's geometry and the serving
+"""A setup as the KV question its engine answers: the model's geometry and the serving
 figures, and where its model resolved."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _draft(setup: Setup) -> Geometry | None:
 
 
 def setup_query(setup: Setup) -> KvQuery:
-    """The KV question an setup asks of its engine (``Setup.query`` keeps it)."""
+    """The KV question a setup asks of its engine (``Setup.query`` keeps it)."""
     serving, launch = setup.serving, setup.launch
     return KvQuery(
         geometry=setup_geometry(setup),

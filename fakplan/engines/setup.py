@@ -54,7 +54,6 @@ class CardFacts:
     count: int  # cards per node
     sms: int | None
     capability: str | None  # CUDA compute capability, "9.0"
-    sku: str | None
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,6 @@ class PoolPair:
 class Setup:
     """An endpoint's setup as its engine sees it (see the module's docstring)."""
 
-    name: str
     engine: str
     engine_version: str | None  # as stated (None: the engine's newest rules apply)
     model: str  # the model named: a path beside the shape, a Hub id or a catalog id
@@ -147,11 +145,6 @@ class Setup:
         """The pair the shape states (every setup but one whose engine sizes its pool)."""
         assert self.budget is not None, "an engine-sized pool has no stated budget"
         return self.budget
-
-    @property
-    def model_path(self) -> Path:
-        """The model as a path (against the shape's folder where relative)."""
-        return self.origin.resolve(self.model)
 
     def error(self, message: str, *loc: str | int) -> ShapeError:
         """An error located at ``loc`` (the shape's field path) in the file it came from."""
@@ -190,7 +183,6 @@ def _compile(loaded: LoadedShape) -> Setup:
     s, ln, card, par = shape.serving, shape.launch, shape.card, shape.parallel
     spec = ln.speculative
     return Setup(
-        name=shape.name,
         engine=shape.engine,
         engine_version=shape.engine_version,
         model=shape.model,
@@ -201,7 +193,6 @@ def _compile(loaded: LoadedShape) -> Setup:
             count=card.count,
             sms=card.sms,
             capability=card.capability,
-            sku=card.sku,
         ),
         parallel=Layout(tensor=par.tensor, pipeline=par.pipeline, nodes=par.nodes),
         serving=ServingValues(
