@@ -1134,3 +1134,19 @@ def _fix_summary(patch: tuple[FixPatch, ...], gives_up: tuple[str, ...]) -> str:
     sets = ", ".join(f"{p.path}: {p.value}" for p in patch)
     cost = " and ".join(_COSTS[c] for c in gives_up)
     return f"set {sets} ({cost}; gated: every gate passes)"
+
+
+def tensor_widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
+    """The tensor-parallel widths the cards allow: powers of two up to the cards of every
+    node (--cards, else the shape's), each dividing the model's attention heads (what every
+    engine asks of TP); the gates judge the rest. One card: TP 1."""
+    shape = loaded.shape
+    if not ENGINES[shape.engine].tensor_parallel:
+        return (1,)
+    per_node = cards if cards is not None else shape.card.count
+    total = per_node * shape.parallel.nodes // shape.parallel.pipeline
+    try:
+        heads = setup_of(loaded).geometry.num_attention_heads
+    except FakplanError:
+        return (1,)
+    return tuple(w for w in (1, 2, 4, 8, 16, 32, 64) if w <= max(total, 1) and heads % w == 0)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.contract import windows_held
+from fakplan.engines import ENGINES, printed_pool_tokens, setup_of
 from fakplan.errors import LedgerError, UnitsError
 from fakplan.ledger import Ledger, LedgerFigure
 from fakplan.ledger.model import spread
@@ -39,6 +40,7 @@ from fakplan.predict import (
     judge,
     miss,
 )
+from fakplan.shape import LoadedShape
 from fakplan.units import human, printed_interval
 
 
@@ -422,3 +424,22 @@ def _verdict(
         note=_joined(missed.text(seen.value, prediction.unit) if missed else "", seen.note),
         at=at,
     )
+
+
+def printed_pool_counts(loaded: LoadedShape, ledger: Ledger) -> PoolCounts | None:
+    """vLLM prints the pool it divides ("Available KV cache memory"): the shape's own
+    arithmetic, applied to it, shows whether a missed count is the pool or the rule."""
+    engine = ENGINES[loaded.shape.engine]
+    bootlog = engine.boot_format()
+    if not engine.log_prints_divided_pool or bootlog is None or ledger.engine != bootlog.name:
+        return None
+    query = setup_of(loaded).query
+
+    def counts(low: int, high: int) -> tuple[int, int]:
+        result = printed_pool_tokens(query, low, high)
+        return (
+            int(result.extra.get("tokens_low", result.tokens)),
+            int(result.extra.get("tokens_high", result.tokens)),
+        )
+
+    return counts

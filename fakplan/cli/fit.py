@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fakplan.cli import EXIT_FAILED, EXIT_OK, SPECULATIVE_HELP, gates_option, speculative_config
-from fakplan.engines import ENGINES, setup_of
+from fakplan.engines import ENGINES
 from fakplan.errors import FakplanError, ShapeError
 from fakplan.files import write_atomic
 from fakplan.fit import (
@@ -29,10 +29,11 @@ from fakplan.fit import (
     point_text,
     relocated,
     run_fit,
+    tensor_widths,
 )
 from fakplan.gates.operator import gates_folder, load_gates
 from fakplan.plan import Plan
-from fakplan.shape import LoadedShape, load_shape_text
+from fakplan.shape import load_shape_text
 from fakplan.shape.source import read_shape_file, read_yaml
 from fakplan.units import human
 
@@ -256,7 +257,7 @@ def _fitter(
         own = loaded.shape.serving.kv_cache_dtype
         dtypes = tuple(dict.fromkeys((own, *ENGINES[loaded.shape.engine].fit_kv_dtypes)))
         fitter = Fitter(data, path, loaded.lines, loaded.budget, gates)
-        return fitter, loaded.shape.name, dtypes, _widths(loaded, cards)
+        return fitter, loaded.shape.name, dtypes, tensor_widths(loaded, cards)
     # --card-sku alone: the CUDA total public logs print for it, where they agree on one
     named = card is not None or card_facts.get("sku") is not None
     if engine is None or not named:
@@ -317,24 +318,8 @@ def _fitter(
         Fitter(made, path, loaded.lines, loaded.budget, gates),
         made["name"],
         ENGINES[engine].fit_kv_dtypes,
-        _widths(loaded, cards),
+        tensor_widths(loaded, cards),
     )
-
-
-def _widths(loaded: LoadedShape, cards: int | None) -> tuple[int, ...]:
-    """The tensor-parallel widths the cards allow: powers of two up to the cards of every
-    node (--cards, else the shape's), each dividing the model's attention heads (what every
-    engine asks of TP); the gates judge the rest. One card: TP 1."""
-    shape = loaded.shape
-    if not ENGINES[shape.engine].tensor_parallel:
-        return (1,)
-    per_node = cards if cards is not None else shape.card.count
-    total = per_node * shape.parallel.nodes // shape.parallel.pipeline
-    try:
-        heads = setup_of(loaded).geometry.num_attention_heads
-    except FakplanError:
-        return (1,)
-    return tuple(w for w in (1, 2, 4, 8, 16, 32, 64) if w <= max(total, 1) and heads % w == 0)
 
 
 def _override(

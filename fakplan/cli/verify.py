@@ -17,14 +17,14 @@ from rich.text import Text
 
 from fakplan.ceiling import above_card, ceiling_from_ledger
 from fakplan.cli import EXIT_FAILED, EXIT_OK, out_option, templates_option
-from fakplan.engines import ENGINES, parse_ledger, printed_pool_tokens, setup_of
+from fakplan.engines import ENGINES, parse_ledger
 from fakplan.fit import proven_plan
 from fakplan.ledger import Ledger
 from fakplan.plan import Plan, compile_plan
 from fakplan.predict import Prediction, PredictionVerdict, amount, describe, miss
 from fakplan.record import record_verdicts
-from fakplan.shape import LoadedShape, load_shape
-from fakplan.verify import PoolCounts, ledger_verdicts
+from fakplan.shape import load_shape
+from fakplan.verify import ledger_verdicts, printed_pool_counts
 
 
 @click.command()
@@ -77,7 +77,7 @@ def verify(
     if problem:
         raise loaded.error(problem, "card", "total")
     verdicts = ledger_verdicts(
-        compile_plan(loaded), ledger, floor, at_printed_pool=_pool_counts(loaded, ledger)
+        compile_plan(loaded), ledger, floor, at_printed_pool=printed_pool_counts(loaded, ledger)
     )
     recorded = record_verdicts(loaded, out_dir, verdicts, templates, prove=proven_plan)
     plan = recorded.plan
@@ -89,25 +89,6 @@ def verify(
         _report(ledger, ledger_path, verdicts, claims, recorded.already, out_dir / plan.name)
     killed = any(v.status == "killed" for v in verdicts.values())
     sys.exit(EXIT_FAILED if killed else EXIT_OK)
-
-
-def _pool_counts(loaded: LoadedShape, ledger: Ledger) -> PoolCounts | None:
-    """vLLM prints the pool it divides ("Available KV cache memory"): the shape's own
-    arithmetic, applied to it, shows whether a missed count is the pool or the rule."""
-    engine = ENGINES[loaded.shape.engine]
-    bootlog = engine.boot_format()
-    if not engine.log_prints_divided_pool or bootlog is None or ledger.engine != bootlog.name:
-        return None
-    query = setup_of(loaded).query
-
-    def counts(low: int, high: int) -> tuple[int, int]:
-        result = printed_pool_tokens(query, low, high)
-        return (
-            int(result.extra.get("tokens_low", result.tokens)),
-            int(result.extra.get("tokens_high", result.tokens)),
-        )
-
-    return counts
 
 
 def _verify_json(
