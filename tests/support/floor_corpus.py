@@ -296,7 +296,7 @@ def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
             errors.setdefault(release, []).append(abs(e))
     if coverage is not None:
         assert {r: v[:3] for r, v in coverage.items()} == tally  # one count, two tables
-        return _coverage_lines(tally, errors) + "\n\n" + _feature_lines()
+        return _coverage_lines(tally, errors) + "\n\n" + _feature_lines() + "\n\n" + _card_lines()
     return _coverage_lines(tally, errors)
 
 
@@ -332,6 +332,45 @@ def _feature_lines() -> str:
     lines = ["| class | boots seen | weights counted | pool predicted |", "|---|---|---|---|"]
     for name, (n, w, pool) in sorted(tally.items()):
         lines.append(f"| {name} | {n} | {w} | {pool} |")
+    return "\n".join(lines)
+
+
+def card_class(row: FloorRow) -> str:
+    """The boot's card class: the card its source names, else the CUDA total its log
+    prints, to the GiB (the H100 80GB prints 79.19 GiB), else unknown."""
+    named = row.case.get("card")
+    if isinstance(named, str):
+        return named.split(" (")[0]
+    total = parse_ledger(row.log, "vllm").total_gpu_bytes
+    if total is None:
+        return "not stated"
+    return f"CUDA total {round(total / GIB)} GiB"
+
+
+def _card_lines() -> str:
+    """Coverage and error by card class (issue 31 item 9): which cards the corpus measures."""
+    tally: dict[str, list[int]] = {}
+    errors: dict[str, list[float]] = {}
+    for row in rows():
+        name = card_class(row)
+        seen = tally.setdefault(name, [0, 0, 0])
+        f = row.found
+        seen[0] += 1
+        seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
+        if isinstance(f, Unknown):
+            continue
+        seen[2] += 1
+        e = _err((f.pool[0] + f.pool[1]) // 2, row.printed["pool"])
+        if e is not None:
+            errors.setdefault(name, []).append(abs(e))
+    lines = [
+        "| card class | boots seen | weights counted | pool predicted | pool mean abs. error |",
+        "|---|---|---|---|---|",
+    ]
+    for name, (n, w, pool) in sorted(tally.items(), key=lambda item: (-item[1][0], item[0])):
+        found = errors.get(name, [])
+        mean = f"{sum(found) / len(found):.2f} %" if found else "—"
+        lines.append(f"| {name} | {n} | {w} | {pool} | {mean} |")
     return "\n".join(lines)
 
 

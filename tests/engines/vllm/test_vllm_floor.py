@@ -315,3 +315,14 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
     assert before.pool[1] - later.pool[1] == 520 * mib
     assert "borrowed" in later.graph_derivation and "borrowed" in later.activation.derivation
     assert "borrowed" not in before.activation.derivation
+
+
+def test_each_boot_has_a_card_class_from_its_source_or_its_printed_total() -> None:
+    """Issue 31 item 9: the coverage by card class. llm-d-planner's H100 runs print CUDA's
+    total (79.19 GiB) and name no card in their case: 79 GiB; graphs-006 names its card."""
+    from tests.support.floor_corpus import card_class, rows
+
+    classes = {row.case["id"]: card_class(row) for row in rows()}
+    assert classes["prof-001"] == "CUDA total 79 GiB"
+    assert classes["graphs-006"] == "RTX A5000 24 GB"
+    assert "not stated" not in classes.values()
