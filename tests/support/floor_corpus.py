@@ -133,6 +133,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         served=served,
         quantization=quantization,
         capability=str(card.get("capability", "9.0")),
+        max_model_len=_int(launch.get("max_model_len"), 0) or None,
     )
 
 

@@ -50,7 +50,8 @@ on one PP stage, for 0.17 to 0.33:
 
 Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), 0.27 on at a
 TP no public boot measures C there, a
-quantized or multimodal checkpoint, an architecture whose weights are not counted, PP > 1,
+quantized checkpoint, a multimodal one but Gemma 3's SigLIP tower on the V1 runner before
+0.27 (``encoder_profile``), an architecture whose weights are not counted, PP > 1,
 a 32-bit served dtype.
 """
 
@@ -350,11 +351,11 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
     text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
     runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
     gpu_model_runner.py profile_run, v0.19.0), so its peak is the text model's."""
-    if towers(text) and not language_model_only:
+    if towers(text) and not language_model_only and not siglip_tower(text, model_type):
         return (
-            "the activation peak of a model with a vision or audio tower (the profiling run "
-            "of its encoder) is not read; served text-only (--language-model-only) it is the "
-            "text model's"
+            "the activation peak of a model with a vision or audio tower other than Gemma "
+            "3's SigLIP (the profiling run of its encoder) is not read; served text-only "
+            "(--language-model-only) it is the text model's"
         )
     if "vocab_size" not in text:
         return "its config states no vocab_size, which the sampler's peak scales with"
@@ -405,6 +406,72 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "FlashInfer) and are not read"
         )
     return ""
+
+
+def siglip_tower(text: dict[str, Any], model_type: str) -> bool:
+    """A Gemma 3 whose one tower is SigLIP's, the encoder profiling fakplan reads."""
+    vision = text.get("vision_config")
+    return (
+        model_type in GEMMA3_FAMILIES
+        and isinstance(vision, dict)
+        and vision.get("model_type") == "siglip_vision_model"
+        and towers(text) == ["vision"]
+    )
+
+
+# SigLIP's config defaults where a Gemma 3 config leaves them (transformers
+# models/siglip/configuration_siglip.py SiglipVisionConfig) and Gemma3Config's
+# mm_tokens_per_image (models/gemma3/configuration_gemma3.py)
+SIGLIP_DEFAULTS = {
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "image_size": 224,
+    "patch_size": 16,
+}
+GEMMA3_IMAGE_TOKENS = 256
+MM_LIMIT_DEFAULT = 999  # config/multimodal.py get_limit_per_prompt, 0.19.0
+
+
+def encoder_profile(
+    text: dict[str, Any], *, batched_tokens: int, max_num_seqs: int, max_model_len: int
+) -> tuple[Term, int]:
+    """What Gemma 3's encoder profiling leaves held through the text model's profiling run,
+    and the encoder phase's own peak as fakplan estimates it (gpu_model_runner.py
+    profile_run, v0.19.0: the dummy image batch stays bound until the run returns, and the
+    encoder's outputs sit in the encoder cache until its end).
+
+    The batch: the encoder budget (max_num_batched_tokens, or one image's tokens where
+    more: v1/core/encoder_cache_manager.py compute_mm_encoder_budget) // an image's 256
+    tokens, capped by max_num_seqs x the images a prompt holds (min(999, window // 256),
+    at least 1: multimodal/encoder_budget.py _get_max_items). Each dummy image is one
+    native-size crop (pan-and-scan off, Gemma 3's default: gemma3_mm.py
+    get_num_image_tokens), 3 x image_size^2 pixels in the model dtype
+    (multimodal/processing/context.py _postprocess_output), and gives 256 embeddings of the
+    text width."""
+    vision = {**SIGLIP_DEFAULTS, **text["vision_config"]}
+    per_item = int(text.get("mm_tokens_per_image") or GEMMA3_IMAGE_TOKENS)
+    side, patch = int(vision["image_size"]), int(vision["patch_size"])
+    v_hidden, v_inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
+    hidden = int(text["hidden_size"])
+    budget = max(batched_tokens, per_item)
+    per_prompt = max(1, min(MM_LIMIT_DEFAULT, max_model_len // per_item))
+    items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    pixels = items * 3 * side * side * 2
+    outputs = items * per_item * hidden * 2
+    held = pixels + outputs
+    patches = items * (side // patch) ** 2
+    encoder = pixels + patches * (4 * v_hidden + 2 * v_inter) * 2
+    return (
+        Term(
+            held,
+            f"held through it: the dummy images {items} x 3 x {side} x {side} x 2 B = "
+            f"{pixels:,} B and their encoder outputs {items} x {per_item} x {hidden:,} x 2 B = "
+            f"{outputs:,} B ({items} images: the encoder budget {budget:,} // {per_item} "
+            f"tokens, at most {max_num_seqs:,} sequences x {per_prompt} a prompt; "
+            "pan-and-scan off, Gemma 3's default)",
+        ),
+        encoder,
+    )
 
 
 def activation_peak(
@@ -513,6 +580,7 @@ def vllm_floor(
     spec_tokens: int = 0,
     capability: str | None = None,
     language_model_only: bool = False,
+    max_model_len: int | None = None,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say;
     ``capability``: the card's, where the weights' kernel depends on it;
@@ -622,6 +690,33 @@ def vllm_floor(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
             sms=sms,
         )  # fmt: skip
+    encoder = siglip_tower(text, model_type) and not language_model_only
+    if encoder and (choice.runner == "v2" or consumed_era or max_model_len is None):
+        return _unknown(
+            f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
+            "rank), but the profiling run of its vision encoder is read for the V1 runner "
+            "before 0.27 only" + (", given the window" if max_model_len is None else ""),
+            weights,
+        )
+    if encoder:
+        assert max_model_len is not None
+        held, encoder_peak = encoder_profile(
+            text, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
+            max_model_len=max_model_len,
+        )  # fmt: skip
+        total = activation.bytes + held.bytes
+        top = (activation_high or activation.bytes) + held.bytes
+        text_out = f"{activation.derivation}; + {held.derivation} = {total:,} B"
+        if encoder_peak > top:
+            text_out += (
+                f", up to the encoder phase's estimate {encoder_peak:,} B (the images beside "
+                "four hidden states and two MLP intermediates of every patch): outside the "
+                "measured range, as the two public boots it was checked on peaked in the text "
+                "phase"
+            )
+            top = encoder_peak
+        activation = Term(total, text_out)
+        activation_high = top if top > total else None
     graphs: tuple[int, int] | None = None
     graph_text = "not subtracted before 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)"
     if release >= GRAPHS_SUBTRACTED:
@@ -746,6 +841,7 @@ def floor_for(
         spec_tokens=query.spec_tokens,
         capability=query.capability,
         language_model_only=query.language_model_only,
+        max_model_len=query.window,
     )
     if isinstance(found, Unknown) and found.weights is not None and query.spec_tokens:
         return _with_draft_weights(found, query, served)

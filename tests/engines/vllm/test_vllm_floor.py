@@ -326,3 +326,73 @@ def test_each_boot_has_a_card_class_from_its_source_or_its_printed_total() -> No
     assert classes["prof-001"] == "CUDA total 79 GiB"
     assert classes["graphs-006"] == "RTX A5000 24 GB"
     assert "not stated" not in classes.values()
+
+
+def _text(name: str) -> dict[str, Any]:
+    """The text model's config as fakplan reads it (the tower's beside it)."""
+    from fakplan.geometry import load_geometry
+
+    text = load_geometry(str(PUBLIC / "configs" / name / "config.json")).text_config
+    assert text is not None
+    return text
+
+
+@pytest.mark.parametrize(
+    ("config", "hidden", "printed"),
+    [("google--gemma-3-27b-it", 5376, "3.99 GiB"), ("google--gemma-3-4b-it", 2560, "3.89 GiB")],
+)
+def test_gemma3s_encoder_profiling_is_held_through_the_text_phase(
+    config: str, hidden: int, printed: str
+) -> None:
+    """vLLM 0.19.0 profiles Gemma 3's SigLIP tower before the text model (profile_run): the
+    dummy image batch stays bound and the encoder's outputs sit in the encoder cache
+    through the text model's profiling run. By hand, at 1,024 slots and 8,192 tokens on an
+    H100 (132 SMs), vocab 262,208: the sampler 1,024 x 262,208 x 14 + 132 x 262,208 x 4 B,
+    hidden states 2 x 8,192 x H + 4 x 1,024 x H, cuBLAS 32 MiB; the batch is 8,192 // 256 =
+    32 images of 3 x 896 x 896 x 2 B, and their outputs 32 x 256 x H x 2 B. prof-011 and
+    prof-012 printed the torch peak increase: each inside its rounding."""
+    vocab = 262_208
+    text_phase = (
+        1024 * vocab * 14 + 132 * vocab * 4 + 2 * 8192 * hidden + 4 * 1024 * hidden + (32 << 20)
+    )
+    held = 32 * 3 * 896 * 896 * 2 + 32 * 256 * hidden * 2
+    found = vllm_floor(
+        _text(config), "gemma3_text", version="0.19.0", tp=1, pp=1,
+        card_total=round(79.19 * GIB), utilization=0.95, batched_tokens=8192,
+        max_num_seqs=1024, sms=132, capability="9.0", max_model_len=8192,
+    )  # fmt: skip
+    assert isinstance(found, VllmFloor)
+    assert found.activation.bytes == text_phase + held and found.activation_high is None
+    low, _, high = printed_interval(printed)
+    assert low <= found.activation.bytes < high
+    assert "dummy images 32 x 3 x 896 x 896" in found.activation.derivation
+
+
+def test_gemma3s_encoder_batch_is_capped_by_the_window_and_few_slots_widen_it() -> None:
+    """One slot and a 2,048-token window hold 2,048 // 256 = 8 images a prompt, so the batch
+    is 8, not 32; at one slot the sampler is small and the encoder phase's estimate (the
+    images beside four hidden states and two MLP intermediates of 8 x 4,096 patches,
+    1,152 wide and 4,304 inner) tops it: the term is a range up to it, said to be outside
+    the measured range."""
+    found = vllm_floor(
+        _text("google--gemma-3-4b-it"), "gemma3_text", version="0.19.0", tp=1, pp=1,
+        card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192,
+        max_num_seqs=1, sms=132, capability="9.0", max_model_len=2048,
+    )  # fmt: skip
+    assert isinstance(found, VllmFloor)
+    pixels = 8 * 3 * 896 * 896 * 2
+    assert f"dummy images 8 x 3 x 896 x 896 x 2 B = {pixels:,} B" in found.activation.derivation
+    encoder = pixels + 8 * 4096 * (4 * 1152 + 2 * 4304) * 2
+    assert found.activation_high == encoder > found.activation.bytes
+    assert "outside the measured range" in found.activation.derivation
+
+
+@pytest.mark.parametrize("version", ["0.27.0", "0.29.0"])
+def test_gemma3s_encoder_profiling_is_read_before_027_only(version: str) -> None:
+    found = vllm_floor(
+        _text("google--gemma-3-4b-it"), "gemma3_text", version=version, tp=1, pp=1,
+        card_total=round(23.99 * GIB), utilization=0.9, batched_tokens=2048,
+        max_num_seqs=256, sms=128, capability="8.9", max_model_len=8192,
+    )  # fmt: skip
+    assert isinstance(found, Unknown) and found.weights is not None
+    assert "vision encoder is read for the V1 runner before 0.27 only" in found.reason
