@@ -337,15 +337,16 @@ def _feature_lines() -> str:
 
 
 def card_class(row: FloorRow) -> str:
-    """The boot's card class: the card its source names, else the CUDA total its log
-    prints, to the GiB (the H100 80GB prints 79.19 GiB), else unknown."""
-    named = row.case.get("card")
-    if isinstance(named, str):
-        return named.split(" (")[0]
+    """The boot's card class: the CUDA total its log prints, to the GiB (every H100 80GB
+    boot here prints 79.19-79.25 GiB), else the card its case names (``gpu`` or ``card``),
+    else not stated."""
     total = parse_ledger(row.log, "vllm").total_gpu_bytes
-    if total is None:
-        return "not stated"
-    return f"CUDA total {round(total / GIB)} GiB"
+    if total is not None:
+        return f"CUDA total {round(total / GIB)} GiB"
+    named = next(
+        (v for v in (row.case.get("gpu"), row.case.get("card")) if isinstance(v, str)), None
+    )
+    return named.split(" (")[0] if named else "not stated"
 
 
 def _card_lines() -> str:

@@ -50,8 +50,8 @@ on one PP stage, for 0.17 to 0.33:
 
 Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), 0.27 on at a
 TP no public boot measures C there, a
-quantized checkpoint, a multimodal one but Gemma 3's SigLIP tower on the V1 runner before
-0.27 (``encoder_profile``), an architecture whose weights are not counted, PP > 1,
+quantized checkpoint whose layout is not counted, a multimodal one but Gemma 3's SigLIP
+tower on the V1 runner before 0.27 (``encoder_profile``), an architecture whose weights are not counted, PP > 1,
 a 32-bit served dtype.
 """
 
@@ -166,8 +166,8 @@ V2_PEAK_EXCESS_MEASURED = round(0.1475 * GIB)
 # the two largest, first capture + (n - 1) x the second, at least 1 MiB a graph
 # (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory and
 # _extrapolate_full_graph_memory, 0.33.0). No public boot of it prints the estimate yet, so
-# the V1 runner's measured range stands in, said to be borrowed, and verify closes it
-# against "CUDA graph pool memory: ... (estimated)" (gpu_worker.py, 0.33.0)
+# the V1 runner's measured range stands in, said to be borrowed; from 0.27 vLLM prints it
+# inside "peak activation" (H + G), where verify's activation-peak check closes it
 V2_GRAPHS_BORROWED = (
     "the V1 runner's measured range, borrowed: the V2 runner (0.29 on) measures the same "
     "graphs by capturing them (PIECEWISE in full, FULL from its two largest; "
@@ -209,6 +209,9 @@ class VllmFloor:
     # 0.27 on: what the profiling run leaves allocated that fakplan derives (a mixture's
     # fused-MoE workspaces), counted in ``non_torch`` beside the measured range
     persistent: Term | None = None
+    # 0.27 on: the CUDA-graph estimate inside ``activation`` (vLLM prints H + G as peak
+    # activation), as a range; None where there is none
+    graph_in_activation: tuple[int, int] | None = None
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -420,8 +423,9 @@ def siglip_tower(text: dict[str, Any], model_type: str) -> bool:
 
 
 # SigLIP's config defaults where a Gemma 3 config leaves them (transformers
-# models/siglip/configuration_siglip.py SiglipVisionConfig) and Gemma3Config's
-# mm_tokens_per_image (models/gemma3/configuration_gemma3.py)
+# models/siglip/configuration_siglip.py SiglipVisionConfig), and the embeddings an image
+# gives: Gemma3Config's mm_tokens_per_image (models/gemma3/configuration_gemma3.py), 256 in
+# every published Gemma 3 config (a top-level key the text config does not carry)
 SIGLIP_DEFAULTS = {
     "hidden_size": 768,
     "intermediate_size": 3072,
@@ -449,7 +453,7 @@ def encoder_profile(
     (multimodal/processing/context.py _postprocess_output), and gives 256 embeddings of the
     text width."""
     vision = {**SIGLIP_DEFAULTS, **text["vision_config"]}
-    per_item = int(text.get("mm_tokens_per_image") or GEMMA3_IMAGE_TOKENS)
+    per_item = GEMMA3_IMAGE_TOKENS
     side, patch = int(vision["image_size"]), int(vision["patch_size"])
     v_hidden, v_inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
     hidden = int(text["hidden_size"])
@@ -695,7 +699,7 @@ def vllm_floor(
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
             "rank), but the profiling run of its vision encoder is read for the V1 runner "
-            "before 0.27 only" + (", given the window" if max_model_len is None else ""),
+            "before 0.27 only" + (", and with the window stated" if max_model_len is None else ""),
             weights,
         )
     if encoder:
@@ -734,6 +738,7 @@ def vllm_floor(
                 graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
     low, high = measured[key]
     persistent: Term | None = None
+    folded: tuple[int, int] | None = None
     if consumed_era:
         # the fused-MoE workspaces are kept (v1/worker/workspace.py): from 0.27 they are in
         # the consumed memory, not in the transient peak
@@ -748,7 +753,7 @@ def vllm_floor(
             if activation_high is not None:
                 activation_high -= persistent.bytes
         activation, activation_high = _transient_peak(activation, activation_high, choice, graphs)
-        graphs = None
+        folded, graphs = graphs, None
     a_low, a_high = activation.bytes, activation_high or activation.bytes
     g_low, g_high = graphs or (0, 0)
     base = requested - weights.bytes
@@ -766,6 +771,7 @@ def vllm_floor(
         runner_rule=choice.why,
         era="consumed" if consumed_era else "profile",
         persistent=persistent,
+        graph_in_activation=folded,
     )
 
 

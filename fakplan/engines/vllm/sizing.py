@@ -141,14 +141,23 @@ def predicted_ceiling(setup: Setup) -> tuple[int | None, str]:
         CONTEXT_MEASURED[key],
         GRAPHS_MEASURED[key],
     )
-    activation = found.activation_span[1]  # the top of its range (V2 runner; few slots)
+    # the top of its range (V2 runner; few slots); from 0.27 it holds the graph estimate,
+    # which the graphs captured after the pool replace here
+    activation = found.activation_span[1] - (found.graph_in_activation or (0, 0))[1]
     ceiling = total - context - activation - torch_high - graphs - REDUNDANCY
     tp = f"at TP {setup.parallel.tensor}"
     return ceiling, (
         f"predicted (no boot ledger yet) for --kv-cache-memory-bytes, which vLLM sizes "
         f"without --gpu-memory-utilization: {total_text}; - CUDA context at init "
         f"{context:,} B (the top measured {tp}) - activation peak {activation:,} B "
-        f"({found.activation.derivation}) - non-torch {torch_high:,} B (the top measured "
+        f"({found.activation.derivation}"
+        + (
+            f"; less the graph estimate's top {found.graph_in_activation[1]:,} B, which the "
+            "captured graphs below replace"
+            if found.graph_in_activation
+            else ""
+        )
+        + f") - non-torch {torch_high:,} B (the top measured "
         f"{tp}) - CUDA graphs {graphs:,} B (the top measured {tp}; captured after the pool) "
         f"- vLLM's 150 MiB margin = {ceiling:,} B; a boot ledger replaces it "
         "(ceiling: {ledger: PATH})"

@@ -396,6 +396,21 @@ def test_a_stated_pair_gets_a_predicted_ceiling(tmp_path: Path) -> None:
     assert "without --gpu-memory-utilization" in derivation and "CUDA graphs" in derivation
 
 
+def test_a_predicted_ceiling_counts_the_graphs_once_from_029(tmp_path: Path) -> None:
+    """From 0.27 vLLM prints the CUDA-graph estimate inside its peak activation, and from
+    0.29 the V2 runner has one (borrowed from the V1 runner's range). The ceiling charges
+    the graphs captured after the pool, so it takes the estimate back out of the
+    activation: a dense Llama's ceiling is the same at 0.28 (no estimate) and 0.29."""
+    ceilings = []
+    for version in ("0.28.0", "0.29.0"):
+        folder = tmp_path / version
+        folder.mkdir()
+        text = _pair_shape(folder).read_text().replace('"0.19.0"', f'"{version}"')
+        shape = _shape(folder, text, "pair.yaml")
+        ceilings.append(compile_plan(load_shape(shape)).ceiling_bytes)
+    assert ceilings[0] is not None and ceilings[0] == ceilings[1]
+
+
 def test_a_ledger_replaces_the_predicted_ceiling(tmp_path: Path) -> None:
     plan = compile_plan(load_shape(_pair_shape(tmp_path)), PROFILER / "prof-001.log")
     assert plan.ceiling_basis == "ledger"

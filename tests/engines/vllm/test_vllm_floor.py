@@ -318,8 +318,9 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
 
 
 def test_each_boot_has_a_card_class_from_its_source_or_its_printed_total() -> None:
-    """Issue 31 item 9: the coverage by card class. llm-d-planner's H100 runs print CUDA's
-    total (79.19 GiB) and name no card in their case: 79 GiB; graphs-006 names its card."""
+    """Issue 31 item 9: the coverage by card class. A boot whose log prints CUDA's total is
+    classed by it (prof-001, an H100 80GB: 79.19 GiB, so 79 GiB); graphs-006 prints none,
+    and its case names its card."""
     from tests.support.floor_corpus import card_class, rows
 
     classes = {row.case["id"]: card_class(row) for row in rows()}
@@ -396,3 +397,13 @@ def test_gemma3s_encoder_profiling_is_read_before_027_only(version: str) -> None
     )  # fmt: skip
     assert isinstance(found, Unknown) and found.weights is not None
     assert "vision encoder is read for the V1 runner before 0.27 only" in found.reason
+
+
+def test_gemma3s_encoder_batch_needs_the_window() -> None:
+    """How many images a prompt holds is the window // 256: without it, no prediction."""
+    found = vllm_floor(
+        _text("google--gemma-3-4b-it"), "gemma3_text", version="0.19.0", tp=1, pp=1,
+        card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192,
+        max_num_seqs=1024, sms=132, capability="9.0",
+    )  # fmt: skip
+    assert isinstance(found, Unknown) and "with the window stated" in found.reason
