@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ def rows() -> list[FloorRow]:
             "pool": ledger.kv_bytes,
             "non_kv": ledger.non_kv_bytes,
             "consumed": ledger.consumed_bytes,
+            "total": ledger.total_gpu_bytes,
         }
         out.append(FloorRow(case, log, printed, _predict(case, ledger, text)))
     return out
@@ -277,15 +279,16 @@ def _release(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
-    """Per release: the boots seen, those whose weights fakplan counts, those whose pool it
-    predicts (a row without a prediction counts against coverage), and the predicted
-    pools' mean absolute error against the printed ones."""
+def _tally(
+    key: Callable[[FloorRow], str],
+) -> tuple[dict[str, list[int]], dict[str, list[float]]]:
+    """Per ``key`` of a boot: [boots seen, weights counted, pool predicted] (a row without a
+    prediction counts against coverage), and the predicted pools' absolute errors (%)."""
     tally: dict[str, list[int]] = {}
     errors: dict[str, list[float]] = {}
     for row in rows():
-        release = _release(str(row.case["engine_version"]).split()[0])
-        seen = tally.setdefault(release, [0, 0, 0])
+        name = key(row)
+        seen = tally.setdefault(name, [0, 0, 0])
         f = row.found
         seen[0] += 1
         seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
@@ -294,7 +297,19 @@ def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
         seen[2] += 1
         e = _err((f.pool[0] + f.pool[1]) // 2, row.printed["pool"])
         if e is not None:
-            errors.setdefault(release, []).append(abs(e))
+            errors.setdefault(name, []).append(abs(e))
+    return tally, errors
+
+
+def _mean(found: list[float]) -> str:
+    return f"{sum(found) / len(found):.2f} %" if found else "—"
+
+
+def coverage_table(coverage: dict[str, list[int]] | None = None) -> str:
+    """Per release: the boots seen, those whose weights fakplan counts, those whose pool it
+    predicts (a row without a prediction counts against coverage), and the predicted
+    pools' mean absolute error against the printed ones."""
+    tally, errors = _tally(lambda row: _release(str(row.case["engine_version"]).split()[0]))
     if coverage is not None:
         assert {r: v[:3] for r, v in coverage.items()} == tally  # one count, two tables
         return _coverage_lines(tally, errors) + "\n\n" + _feature_lines() + "\n\n" + _card_lines()
@@ -314,22 +329,14 @@ def _coverage_lines(tally: dict[str, list[int]], errors: dict[str, list[float]])
         found = errors.get(release, [])
         every += found
         totals = [totals[0] + n, totals[1] + w, totals[2] + pool]
-        mean = f"{sum(found) / len(found):.2f} %" if found else "—"
-        lines.append(f"| {release} | {n} | {w} | {pool} | {mean} |")
-    mean = f"{sum(every) / len(every):.2f} %" if every else "—"
-    lines.append(f"| all | {totals[0]} | {totals[1]} | {totals[2]} | {mean} |")
+        lines.append(f"| {release} | {n} | {w} | {pool} | {_mean(found)} |")
+    lines.append(f"| all | {totals[0]} | {totals[1]} | {totals[2]} | {_mean(every)} |")
     return "\n".join(lines)
 
 
 def _feature_lines() -> str:
     """Coverage by the boot's class (quantized, MLA, hybrid, vision tower, MoE, dense)."""
-    tally: dict[str, list[int]] = {}
-    for row in rows():
-        seen = tally.setdefault(_feature(row.case, row.log), [0, 0, 0])
-        f = row.found
-        seen[0] += 1
-        seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
-        seen[2] += int(not isinstance(f, Unknown))
+    tally, _ = _tally(lambda row: _feature(row.case, row.log))
     lines = ["| class | boots seen | weights counted | pool predicted |", "|---|---|---|---|"]
     for name, (n, w, pool) in sorted(tally.items()):
         lines.append(f"| {name} | {n} | {w} | {pool} |")
@@ -340,7 +347,7 @@ def card_class(row: FloorRow) -> str:
     """The boot's card class: the CUDA total its log prints, to the GiB (every H100 80GB
     boot here prints 79.19-79.25 GiB), else the card its case names (``gpu`` or ``card``),
     else not stated."""
-    total = parse_ledger(row.log, "vllm").total_gpu_bytes
+    total = row.printed["total"]
     if total is not None:
         return f"CUDA total {round(total / GIB)} GiB"
     named = next(
@@ -351,28 +358,13 @@ def card_class(row: FloorRow) -> str:
 
 def _card_lines() -> str:
     """Coverage and error by card class (issue 31 item 9): which cards the corpus measures."""
-    tally: dict[str, list[int]] = {}
-    errors: dict[str, list[float]] = {}
-    for row in rows():
-        name = card_class(row)
-        seen = tally.setdefault(name, [0, 0, 0])
-        f = row.found
-        seen[0] += 1
-        seen[1] += int(not isinstance(f, Unknown) or f.weights is not None)
-        if isinstance(f, Unknown):
-            continue
-        seen[2] += 1
-        e = _err((f.pool[0] + f.pool[1]) // 2, row.printed["pool"])
-        if e is not None:
-            errors.setdefault(name, []).append(abs(e))
+    tally, errors = _tally(card_class)
     lines = [
         "| card class | boots seen | weights counted | pool predicted | pool mean abs. error |",
         "|---|---|---|---|---|",
     ]
     for name, (n, w, pool) in sorted(tally.items(), key=lambda item: (-item[1][0], item[0])):
-        found = errors.get(name, [])
-        mean = f"{sum(found) / len(found):.2f} %" if found else "—"
-        lines.append(f"| {name} | {n} | {w} | {pool} | {mean} |")
+        lines.append(f"| {name} | {n} | {w} | {pool} | {_mean(errors.get(name, []))} |")
     return "\n".join(lines)
 
 
