@@ -1223,15 +1223,16 @@ def checkpoint_storage(
     )
 
 
-# the per-layer algorithms vLLM 0.19.0's ModelOptMixedPrecisionConfig.get_quant_method
-# builds a quantized layer for (quantization/modelopt.py); any other leaves the layer
-# unquantized, so the checkpoint's packed tensors for it do not load
+# the per-layer algorithms ModelOptMixedPrecisionConfig.get_quant_method builds a quantized
+# layer for up to vLLM 0.21 (quantization/modelopt.py, 0.19.0 and 0.21.0); any other leaves
+# the layer unquantized, so the checkpoint's packed tensors for it do not load. 0.22.0 adds
+# W4A16_NVFP4 for linear layers and experts, 0.23.0 for the LM head too (ParallelLMHead)
 MIXED_PRECISION_READ = ("FP8", "NVFP4")
 
 
 def _modelopt_reason(scheme: dict[str, Any]) -> str:
     """Why a ModelOpt checkpoint's weights are not counted for this family (Gemma 4's
-    NVFP4 is: ``gemma4_weights``), or why vLLM 0.19.0 does not load it at all."""
+    NVFP4 is: ``gemma4_weights``), or which vLLM releases load it at all."""
     algo = str(scheme.get("quant_algo") or "unnamed").upper()
     layers = scheme.get("quantized_layers")
     if algo == "MIXED_PRECISION" and isinstance(layers, dict):
@@ -1246,13 +1247,13 @@ def _modelopt_reason(scheme: dict[str, Any]) -> str:
                 for a, n in sorted(unread.items())
             )
             return (
-                f"vLLM 0.19.0 does not load this ModelOpt mixed-precision checkpoint: its "
-                f"quantized_layers name {said}, an algorithm ModelOptMixedPrecisionConfig "
-                "builds no quantized layer for (FP8 and NVFP4 only; quantization/modelopt.py "
-                "get_quant_method), so those layers are built unquantized and the packed "
-                "tensors have no parameter to load into (public 0.22.0 boots fail on "
-                "lm_head.input_scale: vllm#44081, vllm#45102); 0.33.0 reads it, and fakplan "
-                "does not count it yet"
+                f"a ModelOpt mixed-precision checkpoint whose quantized_layers name {said}: "
+                "vLLM's ModelOptMixedPrecisionConfig builds FP8 and NVFP4 layers only up to "
+                "0.21 (so those layers are built unquantized and their packed tensors have "
+                "nowhere to load), W4A16_NVFP4 linear layers and experts from 0.22 and the "
+                "LM head from 0.23 (quantization/modelopt.py get_quant_method; public 0.22.0 "
+                "boots fail on lm_head.input_scale: vllm#44081, vllm#45102); fakplan does not "
+                "count W4A16_NVFP4 layers (Marlin's weight-only NVFP4) yet"
             )
     return (
         f"a ModelOpt {algo} checkpoint: NVFP4 layers are counted for Gemma 4 only "

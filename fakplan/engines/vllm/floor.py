@@ -48,8 +48,12 @@ on one PP stage, for 0.17 to 0.33:
   H100 (tests/data/public/profiler), by parallelism, with their spread. 0.19's estimator
   is the V1 runner's from 0.18 to 0.28 (gpu_model_runner.py profile_cudagraph_memory).
 
-Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), 0.27 on at a
-TP no public boot measures C there, a
+From 0.27 at TP > 1, where no public boot prints C, the TP 1 range is raised by the non-torch
+memory's growth from TP 1 in the 0.19.0 boots, and said to be borrowed
+(``consumed_beyond_weights``).
+
+Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), a TP no
+public boot of either era measures, a
 quantized checkpoint whose layout is not counted, a multimodal one but Gemma 3's SigLIP
 tower on the V1 runner before 0.27 (``encoder_profile``), an architecture whose weights are not counted, PP > 1,
 a 32-bit served dtype.
@@ -154,6 +158,12 @@ GRAPH_FIRST_CAPTURE_WIDENED = {"tp1": 84}
 CONSUMED_BEYOND_WEIGHTS_MEASURED = {
     "tp1": (round(0.22 * GIB), round(0.57 * GIB)),
 }
+CONSUMED_TP_GROWTH_BORROWED = (
+    "borrowed: no public 0.27+ boot at this TP prints its consumed memory, so the TP 1 range "
+    "is raised by what the 0.19.0 boots' non-torch memory grew from TP 1 to this TP (what "
+    "the collectives allocate after the init snapshot, which both eras take right after "
+    "setting up the distributed environment: gpu_worker.py init_device, 0.19.0 and 0.33.0)"
+)
 # What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
 # runner estimating no graphs) exceeded the top of fakplan's estimate by, in the same fit
 # set (prof-020 0.25 GiB printed against 0.1075, prof-021 0.31 against 0.28), + the print's
@@ -178,6 +188,41 @@ READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
 EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
 GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 (envs.py)
+
+
+def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
+    """From 0.27, the memory a worker consumes beyond its weights at this TP, as a range and
+    whence: measured at TP 1; at a TP the 0.19.0 boots measure non-torch memory for, the TP
+    1 range + that growth over TP 1, widest both ways (borrowed, and said so); None
+    elsewhere."""
+    key = f"tp{tp}"
+    if key in CONSUMED_BEYOND_WEIGHTS_MEASURED:
+        low, high = CONSUMED_BEYOND_WEIGHTS_MEASURED[key]
+        return (
+            low,
+            high,
+            (
+                f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
+                f"printed weights): {low:,}..{high:,} B (no config gives it)"
+            ),
+        )
+    if key not in NON_TORCH_MEASURED:
+        return None
+    base_low, base_high = CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"]
+    one_low, one_high = NON_TORCH_MEASURED["tp1"]
+    at_low, at_high = NON_TORCH_MEASURED[key]
+    grow_low, grow_high = at_low - one_high, at_high - one_low
+    low, high = base_low + grow_low, base_high + grow_high
+    return (
+        low,
+        high,
+        (
+            f"the TP 1 range measured in public vLLM 0.27.1 boots {base_low:,}..{base_high:,} B + "
+            f"the 0.19.0 H100 boots' non-torch growth from TP 1 to TP {tp} "
+            f"({at_low:,}..{at_high:,} B less {one_low:,}..{one_high:,} B = "
+            f"{grow_low:,}..{grow_high:,} B) = {low:,}..{high:,} B; {CONSUMED_TP_GROWTH_BORROWED}"
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -648,14 +693,15 @@ def vllm_floor(
     key = f"tp{tp}"
     release = parse_version(version)[:2]
     consumed_era = release >= CONSUMED_ERA
-    measured = CONSUMED_BEYOND_WEIGHTS_MEASURED if consumed_era else NON_TORCH_MEASURED
-    if key not in measured:
-        what = (
-            "the memory a 0.27+ worker consumes beyond its weights"
-            if consumed_era
-            else "vLLM's non-torch memory"
+    consumed = consumed_beyond_weights(tp) if consumed_era else None
+    if consumed_era and consumed is None:
+        return _unknown(
+            f"TP {tp}: no public boot measures the memory a 0.27+ worker consumes beyond its "
+            "weights there, nor a 0.19.0 boot the non-torch memory it could be borrowed from",
+            weights,
         )
-        return _unknown(f"TP {tp}: no public boot measures {what} there", weights)
+    if not consumed_era and key not in NON_TORCH_MEASURED:
+        return _unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there", weights)
     unread_peak = _peak_unread(text, model_type, language_model_only)
     if unread_peak:
         return _unknown(
@@ -736,7 +782,7 @@ def vllm_floor(
             graphs, graph_text = (found[0], found[1]), found[2]
             if choice.runner == "v2":
                 graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
-    low, high = measured[key]
+    low, high = consumed[:2] if consumed is not None else NON_TORCH_MEASURED[key]
     persistent: Term | None = None
     folded: tuple[int, int] | None = None
     if consumed_era:

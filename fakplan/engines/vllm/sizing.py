@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from fakplan.engines.releases import parse_version, select
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.floor import (
-    CONSUMED_BEYOND_WEIGHTS_MEASURED,
     CONTEXT_MEASURED,
     GRAPHS_MEASURED,
     REDUNDANCY,
     Unknown,
     VllmFloor,
+    consumed_beyond_weights,
     floor_for,
 )
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
@@ -237,11 +237,9 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
 
 
 def _consumed_derivation(found: VllmFloor, tp: int) -> str:
-    measured_low, measured_high = CONSUMED_BEYOND_WEIGHTS_MEASURED[f"tp{tp}"]
-    text = (
-        f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
-        f"printed weights): {measured_low:,}..{measured_high:,} B (no config gives it)"
-    )
+    measured = consumed_beyond_weights(tp)
+    assert measured is not None  # the floor is predicted only where it is
+    text = measured[2]
     if found.persistent is not None:
         low, high = found.non_torch
         text += f" + {found.persistent.derivation} (kept allocated) = {low:,}..{high:,} B"

@@ -111,7 +111,7 @@ def test_the_activation_peak_by_hand() -> None:
 @pytest.mark.parametrize(
     ("kw", "reason"),
     [
-        ({"version": "0.27.0", "tp": 2}, "consumes beyond its weights"),
+        ({"version": "0.27.0", "tp": 8}, "consumes beyond its weights"),
         ({"version": "0.34.0"}, "extensible KV cache"),
         ({"version": "0.16.0"}, "0.17-0.33 only"),
         ({"pp": 2}, "PP > 1"),
@@ -407,3 +407,33 @@ def test_gemma3s_encoder_batch_needs_the_window() -> None:
         max_num_seqs=1024, sms=132, capability="9.0",
     )  # fmt: skip
     assert isinstance(found, Unknown) and "with the window stated" in found.reason
+
+
+def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_so() -> None:
+    """No public 0.27+ boot at TP > 1 prints its consumed memory: the TP 1 range (0.22..0.57
+    GiB) is raised by the 0.19.0 H100 boots' non-torch growth from TP 1 (0.24..0.27 GiB) to
+    TP 4 (2.13..2.21 GiB), widest both ways: 0.22 + 2.13 - 0.27 = 2.08 GiB to 0.57 + 2.21 -
+    0.24 = 2.54 GiB. The same launch at TP 4 and at TP 1 then differs, at each end of the
+    pool, by that growth beside the terms TP changes (weights and activation), and a TP no
+    era measures stays unknown."""
+    kw: dict[str, Any] = {
+        "pp": 1, "card_total": round(79.19 * GIB), "utilization": 0.9,
+        "batched_tokens": 8192, "max_num_seqs": 256, "sms": 132, "capability": "9.0",
+    }  # fmt: skip
+    config = _config("meta-llama--Llama-3.1-8B-Instruct")
+    at_four = vllm_floor(config, "llama", version="0.27.1", tp=4, **kw)
+    assert isinstance(at_four, VllmFloor), at_four
+    assert at_four.era == "consumed"
+    assert at_four.non_torch == (round(0.22 * GIB) + round(2.13 * GIB) - round(0.27 * GIB),
+                                 round(0.57 * GIB) + round(2.21 * GIB) - round(0.24 * GIB))  # fmt: skip
+    assert round(at_four.non_torch[0] / GIB, 2) == 2.08
+    assert round(at_four.non_torch[1] / GIB, 2) == 2.54
+    from fakplan.engines.vllm.sizing import _measured_term
+
+    term = _measured_term(at_four, 4)
+    assert "borrowed" in term.derivation and "TP 4" in term.derivation
+    at_one = vllm_floor(config, "llama", version="0.27.1", tp=1, **kw)
+    assert isinstance(at_one, VllmFloor)
+    assert "borrowed" not in _measured_term(at_one, 1).derivation
+    at_eight = vllm_floor(config, "llama", version="0.27.1", tp=8, **kw)
+    assert isinstance(at_eight, Unknown) and "TP 8" in at_eight.reason
