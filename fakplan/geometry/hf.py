@@ -28,7 +28,11 @@ def _text_config(config: Config) -> Config:
     text = config.get("text_config")
     if isinstance(text, dict):
         merged = dict(text)
-        for key in ("torch_dtype", "dtype", "quantization_config", "max_position_embeddings"):
+        inherited = (
+            "torch_dtype", "dtype", "quantization_config", "max_position_embeddings",
+            "architectures",  # the model class vLLM builds (its runner rule names it)
+        )  # fmt: skip
+        for key in inherited:
             if key not in merged and key in config:
                 merged[key] = config[key]
         if "model_type" not in merged:

@@ -139,4 +139,10 @@ class Geometry(_Frozen):
 
     @property
     def is_hybrid(self) -> bool:
-        return len({k for k in self.layer_kinds if k != LayerKind.NONE}) > 1
+        """A hybrid as vLLM's model_config.is_hybrid means it: layers with a fixed state per
+        sequence (Mamba, linear attention) beside attention layers (a model class that
+        implements IsHybrid, config/model.py, 0.33.0). Sliding-window layers beside full
+        attention (Gemma 2 and 3, gpt-oss) do not make a model hybrid."""
+        kinds = set(self.layer_kinds)
+        state = kinds & {LayerKind.LINEAR, LayerKind.MAMBA}
+        return bool(state) and bool(kinds - state - {LayerKind.NONE})

@@ -482,12 +482,20 @@ MM_LIMIT_DEFAULT = 999  # config/multimodal.py get_limit_per_prompt, 0.19.0
 
 
 def encoder_profile(
-    text: dict[str, Any], *, batched_tokens: int, max_num_seqs: int, max_model_len: int
+    text: dict[str, Any],
+    *,
+    batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    pixels_held: bool = True,
 ) -> tuple[Term, int]:
     """What Gemma 3's encoder profiling leaves held through the text model's profiling run,
     and the encoder phase's own peak as fakplan estimates it (gpu_model_runner.py
     profile_run, v0.19.0: the dummy image batch stays bound until the run returns, and the
-    encoder's outputs sit in the encoder cache until its end).
+    encoder's outputs sit in the encoder cache until its end). The V2 runner from 0.27
+    (``pixels_held`` False) batches the images onto the card inside
+    ``EncoderRunner.execute_mm_encoder``, which frees them as it returns, and keeps only the
+    outputs in its encoder cache (v1/worker/gpu/mm/encoder_runner.py, 0.27.0 and 0.33.0).
 
     The batch: the encoder budget (max_num_batched_tokens, or one image's tokens where
     more: v1/core/encoder_cache_manager.py compute_mm_encoder_budget) // an image's 256
@@ -507,19 +515,41 @@ def encoder_profile(
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
     pixels = items * 3 * side * side * 2
     outputs = items * per_item * hidden * 2
-    held = pixels + outputs
+    held = pixels + outputs if pixels_held else outputs
     patches = items * (side // patch) ** 2
     encoder = pixels + patches * (4 * v_hidden + 2 * v_inter) * 2
+    images = f"the dummy images {items} x 3 x {side} x {side} x 2 B = {pixels:,} B"
+    what = (
+        f"{images} and their encoder outputs"
+        if pixels_held
+        else f"the encoder outputs (the V2 runner frees {images} once encoded)"
+    )
     return (
         Term(
             held,
-            f"held through it: the dummy images {items} x 3 x {side} x {side} x 2 B = "
-            f"{pixels:,} B and their encoder outputs {items} x {per_item} x {hidden:,} x 2 B = "
+            f"held through it: {what} {items} x {per_item} x {hidden:,} x 2 B = "
             f"{outputs:,} B ({items} images: the encoder budget {budget:,} // {per_item} "
             f"tokens, at most {max_num_seqs:,} sequences x {per_prompt} a prompt; "
             "pan-and-scan off, Gemma 3's default)",
         ),
         encoder,
+    )
+
+
+def inputs_embeds_buffer(text: dict[str, Any], batched_tokens: int) -> Term:
+    """The V2 runner's multimodal input-embedding buffer: ``EncoderRunner`` allocates
+    max_num_batched_tokens x the inputs-embeds width in the model dtype once the model is
+    loaded (v1/worker/gpu/mm/encoder_runner.py, model_states/interface.py, 0.27.0 and
+    0.33.0), so from 0.27 it is consumed memory beyond the weights that a text model's
+    measured range does not hold. The width is the text hidden size unless the config
+    names a projection (config/model.py get_inputs_embeds_size)."""
+    names = ("word_embed_proj_dim", "projection_dim", "projection_size")
+    width = next((int(text[n]) for n in names if text.get(n)), int(text["hidden_size"]))
+    size = batched_tokens * width * 2
+    return Term(
+        size,
+        f"the V2 runner's multimodal inputs_embeds buffer {batched_tokens:,} x {width:,} x 2 B "
+        f"= {size:,} B",
     )
 
 
@@ -741,19 +771,32 @@ def vllm_floor(
             sms=sms,
         )  # fmt: skip
     encoder = siglip_tower(text, model_type) and not language_model_only
-    if encoder and (choice.runner == "v2" or consumed_era or max_model_len is None):
+    embeds: Term | None = None
+    if encoder and choice.runner == "v2" and not consumed_era:
+        # the V2 runner's profile_run runs no encoder before 0.27
+        # (v1/worker/gpu/model_runner.py, 0.25.0 and 0.26.0)
+        encoder = False
+        activation = Term(
+            activation.bytes,
+            f"{activation.derivation}; the V2 runner profiles no vision encoder before 0.27 "
+            "(v1/worker/gpu/model_runner.py profile_run, 0.25.0 and 0.26.0)",
+        )
+    if encoder and (max_model_len is None or (choice.runner == "v1" and consumed_era)):
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
             "rank), but the profiling run of its vision encoder is read for the V1 runner "
-            "before 0.27 only" + (", and with the window stated" if max_model_len is None else ""),
+            "before 0.27 and the V2 runner from 0.27 only"
+            + (", and with the window stated" if max_model_len is None else ""),
             weights,
         )
     if encoder:
         assert max_model_len is not None
         held, encoder_peak = encoder_profile(
             text, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-            max_model_len=max_model_len,
+            max_model_len=max_model_len, pixels_held=choice.runner == "v1",
         )  # fmt: skip
+        if choice.runner == "v2":
+            embeds = inputs_embeds_buffer(text, batched_tokens)
         total = activation.bytes + held.bytes
         top = (activation_high or activation.bytes) + held.bytes
         text_out = f"{activation.derivation}; + {held.derivation} = {total:,} B"
@@ -789,6 +832,8 @@ def vllm_floor(
         # the fused-MoE workspaces are kept (v1/worker/workspace.py): from 0.27 they are in
         # the consumed memory, not in the transient peak
         persistent = _moe_workspace(text, model_type, tp, batched_tokens)
+        if embeds is not None:  # allocated after the load, never in the transient peak
+            low, high = low + embeds.bytes, high + embeds.bytes
         if persistent is not None:
             low, high = low + persistent.bytes, high + persistent.bytes
             activation = Term(

@@ -388,15 +388,57 @@ def test_gemma3s_encoder_batch_is_capped_by_the_window_and_few_slots_widen_it() 
     assert "outside the measured range" in found.activation.derivation
 
 
+@pytest.mark.parametrize("version", ["0.25.0", "0.26.0"])
+def test_gemma3_on_the_v2_runner_before_027_profiles_no_encoder(version: str) -> None:
+    """0.25-0.26 put Gemma 3 on the V2 runner (dense; its sliding windows do not make it a
+    hybrid, which is vLLM's IsHybrid: Mamba or linear attention), whose profile_run runs no
+    encoder before 0.27: the peak is the text model's alone, as served text-only."""
+    kw: dict[str, Any] = {
+        "version": version, "tp": 1, "pp": 1, "card_total": round(23.99 * GIB),
+        "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": 256, "sms": 128,
+        "capability": "8.9", "max_model_len": 8192,
+    }  # fmt: skip
+    found = vllm_floor(_text("google--gemma-3-4b-it"), "gemma3_text", **kw)
+    text_only = vllm_floor(
+        _text("google--gemma-3-4b-it"), "gemma3_text", language_model_only=True, **kw
+    )
+    assert isinstance(found, VllmFloor) and isinstance(text_only, VllmFloor), found
+    assert found.runner == "v2" and "Gemma3ForConditionalGeneration" in found.runner_rule
+    assert found.activation_span == text_only.activation_span
+    assert "profiles no vision encoder before 0.27" in found.activation.derivation
+
+
 @pytest.mark.parametrize("version", ["0.27.0", "0.29.0"])
-def test_gemma3s_encoder_profiling_is_read_before_027_only(version: str) -> None:
-    found = vllm_floor(
-        _text("google--gemma-3-4b-it"), "gemma3_text", version=version, tp=1, pp=1,
-        card_total=round(23.99 * GIB), utilization=0.9, batched_tokens=2048,
-        max_num_seqs=256, sms=128, capability="8.9", max_model_len=8192,
-    )  # fmt: skip
-    assert isinstance(found, Unknown) and found.weights is not None
-    assert "vision encoder is read for the V1 runner before 0.27 only" in found.reason
+def test_gemma3_on_the_v2_runner_from_027_holds_the_encoder_outputs_only(version: str) -> None:
+    """From 0.27 the V2 runner profiles the encoder, frees the batched images as
+    execute_mm_encoder returns and keeps the outputs in its encoder cache through the text
+    run; its multimodal inputs_embeds buffer is allocated after the load, so it is consumed
+    memory. By hand, Gemma 3 4B (text width 2,560) at 2,048 batched tokens, 256 slots and an
+    8,192 window: 2,048 // 256 = 8 images (at most 256 x 32 a prompt), outputs 8 x 256 x
+    2,560 x 2 B; the buffer 2,048 x 2,560 x 2 B. Against the same launch served text-only,
+    the transient peak's low end rises by the outputs alone (the images are not held) and
+    the consumed range by the buffer."""
+    kw: dict[str, Any] = {
+        "version": version, "tp": 1, "pp": 1, "card_total": round(23.99 * GIB),
+        "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": 256, "sms": 128,
+        "capability": "8.9", "max_model_len": 8192,
+    }  # fmt: skip
+    found = vllm_floor(_text("google--gemma-3-4b-it"), "gemma3_text", **kw)
+    text_only = vllm_floor(
+        _text("google--gemma-3-4b-it"), "gemma3_text", language_model_only=True, **kw
+    )
+    assert isinstance(found, VllmFloor) and isinstance(text_only, VllmFloor), found
+    assert found.era == "consumed" and found.runner == "v2"
+    outputs = 8 * 256 * 2560 * 2
+    buffer = 2048 * 2560 * 2
+    assert found.activation.bytes - text_only.activation.bytes == outputs
+    assert found.non_torch[0] - text_only.non_torch[0] == buffer
+    assert found.non_torch[1] - text_only.non_torch[1] == buffer
+    assert "the V2 runner frees the dummy images" in found.activation.derivation
+    # the encoder phase (8 x 4,096 patches beside the images) tops the text phase here
+    pixels = 8 * 3 * 896 * 896 * 2
+    encoder = pixels + 8 * 4096 * (4 * 1152 + 2 * 4304) * 2
+    assert found.activation_span[1] >= encoder
 
 
 def test_gemma3s_encoder_batch_needs_the_window() -> None:
