@@ -388,11 +388,9 @@ def test_gemma3s_encoder_batch_is_capped_by_the_window_and_few_slots_widen_it() 
     assert "outside the measured range" in found.activation.derivation
 
 
-@pytest.mark.parametrize("version", ["0.25.0", "0.26.0"])
-def test_gemma3_on_the_v2_runner_before_027_profiles_no_encoder(version: str) -> None:
-    """0.25-0.26 put Gemma 3 on the V2 runner (dense; its sliding windows do not make it a
-    hybrid, which is vLLM's IsHybrid: Mamba or linear attention), whose profile_run runs no
-    encoder before 0.27: the peak is the text model's alone, as served text-only."""
+def _gemma3_4b_with_and_without_tower(version: str) -> tuple[VllmFloor, VllmFloor]:
+    """One RTX 4090 launch of Gemma 3 4B (2,048 batched tokens, 256 slots, an 8,192
+    window), with its tower and served text-only."""
     kw: dict[str, Any] = {
         "version": version, "tp": 1, "pp": 1, "card_total": round(23.99 * GIB),
         "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": 256, "sms": 128,
@@ -403,6 +401,15 @@ def test_gemma3_on_the_v2_runner_before_027_profiles_no_encoder(version: str) ->
         _text("google--gemma-3-4b-it"), "gemma3_text", language_model_only=True, **kw
     )
     assert isinstance(found, VllmFloor) and isinstance(text_only, VllmFloor), found
+    return found, text_only
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.26.0"])
+def test_gemma3_on_the_v2_runner_before_027_profiles_no_encoder(version: str) -> None:
+    """0.25-0.26 put Gemma 3 on the V2 runner (dense; its sliding windows do not make it a
+    hybrid, which is vLLM's IsHybrid: Mamba or linear attention), whose profile_run runs no
+    encoder before 0.27: the peak is the text model's alone, as served text-only."""
+    found, text_only = _gemma3_4b_with_and_without_tower(version)
     assert found.runner == "v2" and "Gemma3ForConditionalGeneration" in found.runner_rule
     assert found.activation_span == text_only.activation_span
     assert "profiles no vision encoder before 0.27" in found.activation.derivation
@@ -418,16 +425,7 @@ def test_gemma3_on_the_v2_runner_from_027_holds_the_encoder_outputs_only(version
     2,560 x 2 B; the buffer 2,048 x 2,560 x 2 B. Against the same launch served text-only,
     the transient peak's low end rises by the outputs alone (the images are not held) and
     the consumed range by the buffer."""
-    kw: dict[str, Any] = {
-        "version": version, "tp": 1, "pp": 1, "card_total": round(23.99 * GIB),
-        "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": 256, "sms": 128,
-        "capability": "8.9", "max_model_len": 8192,
-    }  # fmt: skip
-    found = vllm_floor(_text("google--gemma-3-4b-it"), "gemma3_text", **kw)
-    text_only = vllm_floor(
-        _text("google--gemma-3-4b-it"), "gemma3_text", language_model_only=True, **kw
-    )
-    assert isinstance(found, VllmFloor) and isinstance(text_only, VllmFloor), found
+    found, text_only = _gemma3_4b_with_and_without_tower(version)
     assert found.era == "consumed" and found.runner == "v2"
     outputs = 8 * 256 * 2560 * 2
     buffer = 2048 * 2560 * 2
