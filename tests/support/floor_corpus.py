@@ -165,9 +165,9 @@ def _feature(case: dict[str, Any], log: Path) -> str:
 
 
 def _model_class(config: str) -> str:
-    """dense or MoE, as the config's architecture says (never the model's name)."""
+    """dense or MoE, as the config says (its routed experts; never the model's name)."""
     geometry = load_geometry(str(PUBLIC / "configs" / config / "config.json"))
-    return "MoE" if geometry.architecture in MOE_FAMILIES else "dense"
+    return "MoE" if geometry.architecture in MOE_FAMILIES or geometry.num_experts else "dense"
 
 
 def _gib(n: int | None) -> str:

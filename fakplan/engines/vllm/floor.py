@@ -376,8 +376,24 @@ def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | N
     )
 
 
+def routed_experts(text: dict[str, Any]) -> int:
+    """The routed experts a config names, as vLLM's model_config.is_moe counts them
+    (get_num_experts > 0, config/model.py, 0.33.0): gpt-oss's num_local_experts counts,
+    though fakplan's fused-MoE workspace rule (``MOE_FAMILIES``) does not take it."""
+    for name in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if text.get(name):
+            return int(text[name])
+    return 0
+
+
 def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) -> Term | None:
-    if model_type not in MOE_FAMILIES:
+    """The fused_moe modular kernel's workspaces, which vLLM's workspace manager keeps
+    (fused_moe/modular_kernel.py _allocate_buffers, v1/worker/workspace.py). gpt-oss's
+    MXFP4 experts on compute capability 9.x go to the monolithic Triton kernel instead
+    (OAITritonMxfp4ExpertsMonolithic, the first of the Triton backend's classes in
+    fused_moe/oracle/mxfp4.py, 0.19.0-0.33.0), whose triton_kernel_moe_forward allocates
+    inside the forward and keeps nothing: None (``_gpt_oss_forward``)."""
+    if model_type not in MOE_FAMILIES:  # gpt_oss is not among them
         return None
     layout = moe_layout(text, model_type)
     if layout is None:
@@ -435,11 +451,6 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "checkpoints print 0.46 GiB of non-torch memory (0.24-0.27 for every other dense "
             "model measured) and a peak about 0.06 GiB above the llama estimate "
             "(docs/vllm-memory.md)"
-        )
-    if model_type == "gpt_oss":
-        return (
-            "the activation peak of gpt-oss's MXFP4 experts (the Triton kernels' "
-            "workspaces beside its attention sinks) is not read"
         )
     if model_type in SWA_HYBRID_FAMILIES:
         return (
@@ -580,7 +591,7 @@ def activation_peak(
     if moe is not None:
         total += moe.bytes
         text_out += f"; {moe.derivation}"
-    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe)
+    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
     high = forward + CUBLAS_WORKSPACE
     if high <= total:
         return Term(total, f"{text_out} = {total:,} B"), None
@@ -595,14 +606,33 @@ def activation_peak(
     ), high
 
 
+def _gpt_oss_forward(
+    text: dict[str, Any], tp: int, batched_tokens: int, states: int
+) -> tuple[int, str]:
+    """gpt-oss's forward as fakplan estimates it: two hidden states beside the monolithic
+    Triton MoE's gate_up output and its activation for every routed token (its own
+    allocations inside triton_kernel_moe_forward, gone when it returns)."""
+    hidden = int(text["hidden_size"])
+    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or 0)
+    inter = int(text["intermediate_size"]) // tp
+    routed = batched_tokens * top_k * 3 * inter * 2
+    return states + routed, (
+        f"2 hidden states 2 x 2 x {batched_tokens:,} x {hidden:,} = {states:,} B + the MXFP4 "
+        f"experts' gate_up and activation {batched_tokens:,} x top-{top_k} x 3 x {inter:,} x "
+        f"2 B = {routed:,} B (the monolithic Triton kernel keeps no workspace)"
+    )
+
+
 def _forward_estimate(
-    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None
+    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str = ""
 ) -> tuple[int, str]:
     """The profiling forward's peak as fakplan estimates it (Inductor decides what coexists):
     the MLP's gate_up and its activation at max_num_batched_tokens beside two hidden
     states, or a mixture's fused_moe workspaces beside them."""
     hidden = int(text["hidden_size"])
     states = 2 * 2 * batched_tokens * hidden
+    if model_type == "gpt_oss":
+        return _gpt_oss_forward(text, tp, batched_tokens, states)
     if moe is not None:
         return states + moe.bytes, (
             f"2 hidden states 2 x 2 x {batched_tokens:,} x {hidden:,} = {states:,} B + "
@@ -627,7 +657,7 @@ def activation_peak_v2(
     states = 2 * batched_tokens * hidden + 2 * rows * hidden
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
     low = logits + states + CUBLAS_WORKSPACE + (moe.bytes if moe else 0)
-    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe)
+    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
     high = max(low, forward + CUBLAS_WORKSPACE)
     derivation = (
         f"V2 runner: sampler phase 16-bit logits {rows:,} x {vocab:,} x 2 B = {logits:,} B + "
@@ -741,7 +771,7 @@ def vllm_floor(
         )
     traits = ModelTraits(
         architectures=tuple(str(a) for a in text.get("architectures") or ()),
-        moe=model_type in MOE_FAMILIES,
+        moe=routed_experts(text) > 0,
         hybrid=hybrid,
         quantized="quantization_config" in text,
     )

@@ -477,3 +477,30 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     assert "borrowed" not in _measured_term(at_one, 1).derivation
     at_eight = vllm_floor(config, "llama", version="0.27.1", tp=8, **kw)
     assert isinstance(at_eight, Unknown) and "TP 8" in at_eight.reason
+
+
+def test_gpt_oss_peak_is_its_sampler_phase_as_its_moe_kernel_keeps_no_workspace() -> None:
+    """gpt-oss's MXFP4 experts on an H100 go to the monolithic Triton kernel (the public
+    TP 1 boot of tests/data/public/weights prints "Using 'TRITON' Mxfp4 MoE backend"),
+    which allocates inside triton_kernel_moe_forward and keeps nothing, so no fused-MoE
+    workspace sits beside the sampler. prof-013 (gpt-oss-20b, TP 2, 1,024 slots, 8,192
+    batched tokens, vocab 201,088, width 2,880) by hand: 14 x 1,024 x 201,088 + Triton's
+    4 x 132 x 201,088 + hidden states 2 x 8,192 x 2,880 + 4 x 1,024 x 2,880 + 32 MiB of
+    cuBLAS, inside the printed "torch peak memory increase: 2.87GiB"; the forward (two
+    hidden states and the experts' gate_up and activation, 8,192 x 4 x 3 x 1,440 x 2 B)
+    stays under it, so the term is one figure."""
+    from tests.support.floor_corpus import rows
+
+    row = next(r for r in rows() if r.case["id"] == "prof-013")
+    found = row.found
+    assert isinstance(found, VllmFloor), found
+    by_hand = (
+        14 * 1024 * 201_088 + 4 * 132 * 201_088 + 2 * 8192 * 2880 + 4 * 1024 * 2880 + (32 << 20)
+    )
+    assert found.activation.bytes == by_hand and found.activation_high is None
+    assert by_hand > 4 * 8192 * 2880 + 8192 * 4 * 3 * 1440 * 2 + (32 << 20)
+    low, _, high = printed_interval("2.87 GiB")
+    assert low <= found.activation.bytes <= high
+    assert "fused_moe workspaces" not in found.activation.derivation
+    printed_pool = row.printed["pool"]
+    assert printed_pool is not None and found.pool[0] <= printed_pool <= found.pool[1]
