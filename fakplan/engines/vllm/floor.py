@@ -393,12 +393,16 @@ def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) 
     (OAITritonMxfp4ExpertsMonolithic, the first of the Triton backend's classes in
     fused_moe/oracle/mxfp4.py, 0.19.0-0.33.0), whose triton_kernel_moe_forward allocates
     inside the forward and keeps nothing: None (``_gpt_oss_forward``)."""
-    if model_type not in MOE_FAMILIES:  # gpt_oss is not among them
+    if model_type in MLA_FAMILIES and routed_experts(text) and text.get("moe_intermediate_size"):
+        # DeepSeek's routed experts go through the same unquantized fused_moe
+        moe_inter = int(text["moe_intermediate_size"])
+    elif model_type not in MOE_FAMILIES:  # gpt_oss is not among them
         return None
-    layout = moe_layout(text, model_type)
-    if layout is None:
-        return None
-    _, moe_inter, _ = layout
+    else:
+        layout = moe_layout(text, model_type)
+        if layout is None:
+            return None
+        _, moe_inter, _ = layout
     hidden = int(text["hidden_size"])
     top_k = int(text.get("num_experts_per_tok") or 0)
     n = 2 * moe_inter // tp
@@ -430,10 +434,14 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "the activation peak of Gemma 4's expert block (FusedMoE beside the dense MLP) "
             "or per-layer embeddings is not read"
         )
-    if model_type in MLA_FAMILIES:
+    scheme = text.get("quantization_config")
+    if model_type in MLA_FAMILIES and (isinstance(scheme, dict) or not routed_experts(text)):
+        # the profiling run builds no attention metadata, so MLA's own workspaces stay out
+        # of it; what is read is DeepSeek's unquantized mixture (``_moe_workspace``)
         return (
-            "the activation peak of multi-head latent attention (its chunked-prefill "
-            "workspace and the DeepSeek MoE's shared experts) is not read"
+            "the activation peak of a multi-head latent attention model is read for an "
+            "unquantized DeepSeek mixture of experts only (a quantized checkpoint's fused-MoE "
+            "workspaces depend on the kernel vLLM picks for the card)"
         )
     if model_type in GDN_FAMILIES:
         return (
@@ -457,7 +465,6 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "the activation peak of a sliding-window hybrid's fused MoE (its router in "
             "float32, its workspaces) is not read"
         )
-    scheme = text.get("quantization_config")
     if model_type in MOE_FAMILIES and isinstance(scheme, dict):
         return (
             f"the fused-MoE workspaces of a {scheme.get('quant_method')} mixture of experts "

@@ -7,7 +7,7 @@ import json
 
 from fakplan.engines.vllm.floor import (
     MLA_IMPORT_WORKSPACE,
-    Unknown,
+    VllmFloor,
     mla_import_workspaces,
     vllm_floor,
 )
@@ -49,7 +49,7 @@ def test_deepseek_v2_lite_loads_within_the_printed_rounding() -> None:
         card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192,
         max_num_seqs=1024, sms=132, capability="9.0",
     )  # fmt: skip
-    assert isinstance(floor, Unknown) and floor.weights is not None
+    assert isinstance(floor, VllmFloor)
     low, _, high = printed_interval("29.43 GiB")
-    assert low <= floor.weights < high
-    assert not low <= floor.weights - MLA_IMPORT_WORKSPACE < high
+    assert low <= floor.weights.bytes < high
+    assert not low <= floor.weights.bytes - MLA_IMPORT_WORKSPACE < high

@@ -504,3 +504,33 @@ def test_gpt_oss_peak_is_its_sampler_phase_as_its_moe_kernel_keeps_no_workspace(
     assert "fused_moe workspaces" not in found.activation.derivation
     printed_pool = row.printed["pool"]
     assert printed_pool is not None and found.pool[0] <= printed_pool <= found.pool[1]
+
+
+def test_deepseek_mla_peak_is_the_sampler_beside_the_fused_moe_workspaces() -> None:
+    """The profiling run builds no attention metadata (gpu_model_runner.py _dummy_run,
+    0.19.0: eager, no forced attention), so multi-head latent attention's own workspaces
+    stay out of it, and an unquantized DeepSeek mixture keeps the same fused_moe
+    workspaces as Qwen3's. prof-015 (DeepSeek-V2-Lite-Chat, TP 1, 1,024 slots, 8,192
+    tokens; vocab 102,400, width 2,048, top-6 of experts 1,408 wide) by hand: 14 x 1,024 x
+    102,400 + 4 x 132 x 102,400 + 2 x 8,192 x 2,048 + 4 x 1,024 x 2,048 + 32 MiB + 8,192 x
+    6 x (2,048 + 2,816) x 2, inside the printed "torch peak memory increase: 1.93GiB"; a
+    quantized MLA checkpoint stays unknown."""
+    from tests.support.floor_corpus import rows
+
+    row = next(r for r in rows() if r.case["id"] == "prof-015")
+    found = row.found
+    assert isinstance(found, VllmFloor), found
+    sampler = 14 * 1024 * 102_400 + 4 * 132 * 102_400
+    by_hand = sampler + 2 * 8192 * 2048 + 4 * 1024 * 2048 + (32 << 20) + 8192 * 6 * 4864 * 2
+    assert found.activation.bytes == by_hand and found.activation_high is None
+    low, _, high = printed_interval("1.93 GiB")
+    assert low <= found.activation.bytes <= high
+    printed_pool = row.printed["pool"]
+    assert printed_pool is not None and found.pool[0] <= printed_pool <= found.pool[1]
+    config = _config("deepseek-ai--DeepSeek-V3")
+    assert isinstance(config.get("quantization_config"), dict)
+    quantized = vllm_floor(
+        config, "deepseek_v3", version="0.19.0", tp=4, pp=1, card_total=round(139.8 * GIB),
+        utilization=0.9, batched_tokens=8192, max_num_seqs=1024, sms=132, capability="9.0",
+    )  # fmt: skip
+    assert isinstance(quantized, Unknown) and "unquantized DeepSeek" in quantized.reason
