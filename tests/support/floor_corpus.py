@@ -400,9 +400,10 @@ def _release_of(row: FloorRow) -> tuple[int, ...]:
 # From 0.27 the term no config gives is what the worker consumed beyond its weights
 # (floor.CONSUMED_BEYOND_WEIGHTS_MEASURED), and the V2 runner's printed peak goes beyond
 # fakplan's estimate by a measured margin (floor.V2_PEAK_EXCESS_MEASURED). Both are fitted on
-# every boot that ran 0.27-0.33 at PP 1 and prints its consumed memory and weights. The fit set
-# is two boots of one model, one source and one card: no boot is left to hold out, and the
-# tables say the 0.27 rows are in sample.
+# every boot that ran 0.27-0.33 at TP 1 and PP 1 and prints its consumed memory and weights. The
+# fit set is two boots of one model, one source and one card: no boot is left to hold out, and
+# the tables say the 0.27 rows are in sample. A boot at TP > 1 checks the borrowed range
+# (floor.consumed_beyond_weights) and fits nothing.
 
 
 def consumed_fit_set() -> list[FloorRow]:
@@ -414,6 +415,7 @@ def consumed_fit_set() -> list[FloorRow]:
         for row in rows()
         if CONSUMED_ERA <= _release_of(row) <= READ[1]
         and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
+        and tp_key(row) == "tp1"
         and row.printed["consumed"] is not None
         and row.printed["weights"] is not None
     ]

@@ -108,6 +108,17 @@ ROWS: tuple[Row, ...] = (
         phase=2,
     ),
     Row(
+        "kv_in_use",
+        # the same pool, in the 0.27+ memory summary printed after the graphs are captured
+        # (gpu_worker.py compile_or_warm_up_model: available_kv_cache_memory_bytes)
+        "vLLM v0.27.0-v0.33.0 gpu_worker.py memory summary (kv cache in use)",
+        "Current kv cache memory in use is",
+        # the 0.27+ summary only (0.17-0.26 end theirs alike after "for weight, ...")
+        rf"for consumed memory \(weights \+ non-torch\).* Current kv cache memory in use is "
+        rf"(?P<kv_bytes>{_GIB}) ?GiB",
+        (fig("kv_bytes", IN_GIB),),
+    ),
+    Row(
         "kv_reserved",
         "vLLM v0.11.0, v0.33.0 gpu_worker.py (--kv-cache-memory-bytes)",
         "as specified by kv_cache_memory_bytes",

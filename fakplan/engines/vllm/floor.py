@@ -48,8 +48,8 @@ on one PP stage, for 0.17 to 0.33:
   H100 (tests/data/public/profiler), by parallelism, with their spread. 0.19's estimator
   is the V1 runner's from 0.18 to 0.28 (gpu_model_runner.py profile_cudagraph_memory).
 
-From 0.27 at TP > 1, where no public boot prints C, the TP 1 range is raised by the non-torch
-memory's growth from TP 1 in the 0.19.0 boots, and said to be borrowed
+From 0.27 at TP > 1, where no fitted boot prints C, the TP 1 range's top is raised by the
+most the 0.19.0 boots' non-torch memory grew from TP 1, and said to be borrowed
 (``consumed_beyond_weights``).
 
 Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), a TP no
@@ -159,10 +159,13 @@ CONSUMED_BEYOND_WEIGHTS_MEASURED = {
     "tp1": (round(0.22 * GIB), round(0.57 * GIB)),
 }
 CONSUMED_TP_GROWTH_BORROWED = (
-    "borrowed: no public 0.27+ boot at this TP prints its consumed memory, so the TP 1 range "
-    "is raised by what the 0.19.0 boots' non-torch memory grew from TP 1 to this TP (what "
-    "the collectives allocate after the init snapshot, which both eras take right after "
-    "setting up the distributed environment: gpu_worker.py init_device, 0.19.0 and 0.33.0)"
+    "borrowed: no public 0.27+ boot at this TP was fitted, so the TP 1 range is widened "
+    "up to what the 0.19.0 H100 boots' non-torch memory grew from TP 1 to this TP (what the "
+    "collectives allocate after the init snapshot, which both eras take right after setting "
+    "up the distributed environment: gpu_worker.py init_device, 0.19.0 and 0.33.0); that "
+    "growth is an NVLink card's (NCCL and the custom all-reduce take the most there), and a "
+    "card without NVLink may grow less, so the low end stays the TP 1 one (prof-027, four "
+    "PCIe RTX PRO 6000 at TP 4, printed 1.70 GiB, inside)"
 )
 # What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
 # runner estimating no graphs) exceeded the top of fakplan's estimate by, in the same fit
@@ -193,8 +196,8 @@ GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults
 def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
     """From 0.27, the memory a worker consumes beyond its weights at this TP, as a range and
     whence: measured at TP 1; at a TP the 0.19.0 boots measure non-torch memory for, the TP
-    1 range + that growth over TP 1, widest both ways (borrowed, and said so); None
-    elsewhere."""
+    1 range with its top raised by the most that grew over TP 1 there (borrowed, and said
+    so); None elsewhere."""
     key = f"tp{tp}"
     if key in CONSUMED_BEYOND_WEIGHTS_MEASURED:
         low, high = CONSUMED_BEYOND_WEIGHTS_MEASURED[key]
@@ -209,18 +212,18 @@ def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
     if key not in NON_TORCH_MEASURED:
         return None
     base_low, base_high = CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"]
-    one_low, one_high = NON_TORCH_MEASURED["tp1"]
-    at_low, at_high = NON_TORCH_MEASURED[key]
-    grow_low, grow_high = at_low - one_high, at_high - one_low
-    low, high = base_low + grow_low, base_high + grow_high
+    one_low = NON_TORCH_MEASURED["tp1"][0]
+    at_high = NON_TORCH_MEASURED[key][1]
+    growth = at_high - one_low
+    high = base_high + growth
     return (
-        low,
+        base_low,
         high,
         (
-            f"the TP 1 range measured in public vLLM 0.27.1 boots {base_low:,}..{base_high:,} B + "
-            f"the 0.19.0 H100 boots' non-torch growth from TP 1 to TP {tp} "
-            f"({at_low:,}..{at_high:,} B less {one_low:,}..{one_high:,} B = "
-            f"{grow_low:,}..{grow_high:,} B) = {low:,}..{high:,} B; {CONSUMED_TP_GROWTH_BORROWED}"
+            f"the TP 1 range measured in public vLLM 0.27.1 boots {base_low:,}..{base_high:,} B, "
+            f"its top raised by the most the 0.19.0 H100 boots' non-torch memory grew from TP 1 "
+            f"to TP {tp} ({at_high:,} B less {one_low:,} B = {growth:,} B) = "
+            f"{base_low:,}..{high:,} B; {CONSUMED_TP_GROWTH_BORROWED}"
         ),
     )
 

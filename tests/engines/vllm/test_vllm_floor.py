@@ -450,12 +450,16 @@ def test_gemma3s_encoder_batch_needs_the_window() -> None:
 
 
 def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_so() -> None:
-    """No public 0.27+ boot at TP > 1 prints its consumed memory: the TP 1 range (0.22..0.57
-    GiB) is raised by the 0.19.0 H100 boots' non-torch growth from TP 1 (0.24..0.27 GiB) to
-    TP 4 (2.13..2.21 GiB), widest both ways: 0.22 + 2.13 - 0.27 = 2.08 GiB to 0.57 + 2.21 -
-    0.24 = 2.54 GiB. The same launch at TP 4 and at TP 1 then differs, at each end of the
-    pool, by that growth beside the terms TP changes (weights and activation), and a TP no
-    era measures stays unknown."""
+    """No fitted 0.27+ boot is at TP > 1: the TP 1 range (0.22..0.57 GiB) keeps its low end
+    (a card without NVLink may grow little) and its top rises by the most the 0.19.0 H100
+    boots' non-torch memory grew from TP 1 (0.24 GiB at the least) to TP 4 (2.21 at the
+    most): 0.57 + 2.21 - 0.24 = 2.54 GiB. prof-027 (0.27.1, four PCIe RTX PRO 6000 at TP 4,
+    in no fit set) printed consumed 56.89 and weights 55.19 GiB: 1.70, +- the two prints'
+    rounding, inside. A TP no era measures stays unknown."""
+    from fakplan.engines.vllm.floor import consumed_beyond_weights
+    from fakplan.engines.vllm.sizing import _measured_term
+    from tests.support.floor_corpus import consumed_fit_set, rows
+
     kw: dict[str, Any] = {
         "pp": 1, "card_total": round(79.19 * GIB), "utilization": 0.9,
         "batched_tokens": 8192, "max_num_seqs": 256, "sms": 132, "capability": "9.0",
@@ -464,12 +468,9 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     at_four = vllm_floor(config, "llama", version="0.27.1", tp=4, **kw)
     assert isinstance(at_four, VllmFloor), at_four
     assert at_four.era == "consumed"
-    assert at_four.non_torch == (round(0.22 * GIB) + round(2.13 * GIB) - round(0.27 * GIB),
-                                 round(0.57 * GIB) + round(2.21 * GIB) - round(0.24 * GIB))  # fmt: skip
-    assert round(at_four.non_torch[0] / GIB, 2) == 2.08
-    assert round(at_four.non_torch[1] / GIB, 2) == 2.54
-    from fakplan.engines.vllm.sizing import _measured_term
-
+    top = round(0.57 * GIB) + round(2.21 * GIB) - round(0.24 * GIB)
+    assert at_four.non_torch == (round(0.22 * GIB), top)
+    assert round(top / GIB, 2) == 2.54
     term = _measured_term(at_four, 4)
     assert "borrowed" in term.derivation and "TP 4" in term.derivation
     at_one = vllm_floor(config, "llama", version="0.27.1", tp=1, **kw)
@@ -477,6 +478,14 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     assert "borrowed" not in _measured_term(at_one, 1).derivation
     at_eight = vllm_floor(config, "llama", version="0.27.1", tp=8, **kw)
     assert isinstance(at_eight, Unknown) and "TP 8" in at_eight.reason
+    check = next(r for r in rows() if r.case["id"] == "prof-027")
+    assert check not in consumed_fit_set()
+    consumed, weights = check.printed["consumed"], check.printed["weights"]
+    assert consumed is not None and weights is not None
+    assert round((consumed - weights) / GIB, 2) == 1.70
+    span = consumed_beyond_weights(4)
+    assert span is not None
+    assert span[0] <= consumed - weights - GIB // 100 and consumed - weights + GIB // 100 <= span[1]
 
 
 def test_gpt_oss_peak_is_its_sampler_phase_as_its_moe_kernel_keeps_no_workspace() -> None:
