@@ -109,13 +109,13 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "kv_in_use",
-        # the same pool, in the 0.27+ memory summary printed after the graphs are captured
-        # (gpu_worker.py compile_or_warm_up_model: available_kv_cache_memory_bytes)
-        "vLLM v0.27.0-v0.33.0 gpu_worker.py memory summary (kv cache in use)",
+        # the same pool, in the memory summary each rank prints after the graphs are
+        # captured (gpu_worker.py compile_or_warm_up_model: available_kv_cache_memory_bytes;
+        # DEBUG in 0.19, INFO from 0.27): a rank that prints no "Available KV cache memory"
+        # line (a later PP stage) still states its pool here
+        "vLLM v0.19.0-v0.33.0 gpu_worker.py memory summary (kv cache in use)",
         "Current kv cache memory in use is",
-        # the 0.27+ summary only (0.17-0.26 end theirs alike after "for weight, ...")
-        rf"for consumed memory \(weights \+ non-torch\).* Current kv cache memory in use is "
-        rf"(?P<kv_bytes>{_GIB}) ?GiB",
+        rf"Actual usage is .* Current kv cache memory in use is (?P<kv_bytes>{_GIB}) ?GiB",
         (fig("kv_bytes", IN_GIB),),
     ),
     Row(

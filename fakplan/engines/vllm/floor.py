@@ -719,7 +719,8 @@ def vllm_floor(
             language_model_only=language_model_only, batched_tokens=batched_tokens,
         )  # fmt: skip
         return Unknown(
-            "PP > 1: only stage 0 prints its pool, and a stage's peak is not read",
+            "PP > 1: the engine keeps the smallest stage's pool (the last stage's, which runs "
+            "the sampler), and a stage's layer split and non-torch memory are not read",
             None if stage is None else stage.bytes,
         )
     weights = vllm_rank_weights(

@@ -55,3 +55,17 @@ def test_the_profiler_corpus_names_its_sources() -> None:
         assert case["source"].startswith("https://github.com/"), case["id"]
         if case.get("config"):
             assert (PUBLIC / "configs" / case["config"] / "config.json").exists(), case["id"]
+
+
+def test_a_later_pp_stage_states_its_pool_in_its_summary_and_binds() -> None:
+    """prof-004 (PP 2): only stage 0 prints "Available KV cache memory" (66.54 GiB); stage 1
+    states its pool in its memory summary ("Current kv cache memory in use is 65.63 GiB"),
+    and the engine keeps the smaller: the printed 1,075,312 tokens are 67,207 blocks of 16,
+    1 MiB each (16 layers x 16 tokens x 4,096 B), which 65.63 GiB (67,200..67,210 MiB) holds
+    and 66.54 GiB (68,131 MiB and more) does not. The ledger reports stage 1's figures."""
+    ledger = parse_ledger(PROFILER / "prof-004.log", "vllm")
+    assert ledger.binding_rank == "PP1"
+    low, _, high = printed_interval("65.63 GiB")
+    assert ledger.kv_bytes is not None and low <= ledger.kv_bytes <= high
+    assert low // (1 << 20) <= 1_075_312 // 16 <= high // (1 << 20)
+    assert printed_interval("66.54 GiB")[0] // (1 << 20) > 1_075_312 // 16
