@@ -543,3 +543,17 @@ def test_deepseek_mla_peak_is_the_sampler_beside_the_fused_moe_workspaces() -> N
         utilization=0.9, batched_tokens=8192, max_num_seqs=1024, sms=132, capability="9.0",
     )  # fmt: skip
     assert isinstance(quantized, Unknown) and "unquantized DeepSeek" in quantized.reason
+
+
+def test_a_gated_deltanet_hybrid_is_unknown_for_its_memory_outside_torch() -> None:
+    """A Gated DeltaNet layer skips its scan in the profiling run, so the peak would be a
+    decoder's; the pool stays unknown because no boot measures such a hybrid's non-torch
+    memory (a public 0.27.1 27B hybrid consumed 1.62 GiB beyond its weights, outside the
+    text models' 0.22-0.57): said so, with the weights counted."""
+    found = vllm_floor(
+        _config("Qwen--Qwen3-Next-80B-A3B-Instruct"), "qwen3_next", version="0.19.0", tp=4,
+        pp=1, card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192,
+        max_num_seqs=1024, sms=132, capability="9.0", hybrid=True,
+    )  # fmt: skip
+    assert isinstance(found, Unknown) and found.weights is not None
+    assert "skip their scan" in found.reason and "1.62 GiB" in found.reason
