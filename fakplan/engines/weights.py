@@ -1246,14 +1246,22 @@ def _modelopt_reason(scheme: dict[str, Any]) -> str:
                 f"{a} ({len(n)} layers{', lm_head among them' if 'lm_head' in n else ''})"
                 for a, n in sorted(unread.items())
             )
+            if set(unread) == {"W4A16_NVFP4"}:
+                return (
+                    f"a ModelOpt mixed-precision checkpoint whose quantized_layers name {said}: "
+                    "vLLM's ModelOptMixedPrecisionConfig builds FP8 and NVFP4 layers only up "
+                    "to 0.21 (so those layers are built unquantized and their packed tensors "
+                    "have nowhere to load), W4A16_NVFP4 linear layers and experts from 0.22 "
+                    "and the LM head from 0.23 (quantization/modelopt.py get_quant_method; "
+                    "public 0.22.0 boots fail on lm_head.input_scale: vllm#44081, vllm#45102); "
+                    "fakplan does not count W4A16_NVFP4 layers (Marlin's weight-only NVFP4) yet"
+                )
             return (
                 f"a ModelOpt mixed-precision checkpoint whose quantized_layers name {said}: "
-                "vLLM's ModelOptMixedPrecisionConfig builds FP8 and NVFP4 layers only up to "
-                "0.21 (so those layers are built unquantized and their packed tensors have "
-                "nowhere to load), W4A16_NVFP4 linear layers and experts from 0.22 and the "
-                "LM head from 0.23 (quantization/modelopt.py get_quant_method; public 0.22.0 "
-                "boots fail on lm_head.input_scale: vllm#44081, vllm#45102); fakplan does not "
-                "count W4A16_NVFP4 layers (Marlin's weight-only NVFP4) yet"
+                "an algorithm vLLM's ModelOptMixedPrecisionConfig builds no quantized layer "
+                "for in the releases read (FP8 and NVFP4 to 0.21, W4A16_NVFP4 from 0.22; "
+                "quantization/modelopt.py get_quant_method), so those layers' packed tensors "
+                "have nowhere to load; fakplan does not count it"
             )
     return (
         f"a ModelOpt {algo} checkpoint: NVFP4 layers are counted for Gemma 4 only "

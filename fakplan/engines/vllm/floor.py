@@ -55,7 +55,8 @@ most the 0.19.0 boots' non-torch memory grew from TP 1, and said to be borrowed
 Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), a TP no
 public boot of either era measures, a
 quantized checkpoint whose layout is not counted, a multimodal one but Gemma 3's SigLIP
-tower on the V1 runner before 0.27 (``encoder_profile``), an architecture whose weights are not counted, PP > 1,
+tower (``encoder_profile``; read on the V1 runner, on the V2 runner with no encoder pass
+in 0.25-0.26 and with one from 0.27), an architecture whose weights are not counted, PP > 1,
 a 32-bit served dtype.
 """
 
@@ -149,7 +150,7 @@ GRAPH_FIRST_CAPTURE_WIDENED = {"tp1": 84}
 # From 0.27 the memory consumed since the init snapshot less the weights ("Actual usage is
 # C GiB for consumed memory (weights + non-torch)" less "Model loading took W GiB"): non-torch
 # memory, the runner's persistent buffers and allocator slack, no config's figure. The fit
-# set: every boot of tests/data/public/profiler that ran 0.27-0.33 at PP 1 and prints both
+# set: every boot of tests/data/public/profiler that ran 0.27-0.33 at TP 1 and PP 1 and prints both
 # (prof-020: 1.49 - 0.93, prof-021: 1.23 - 0.93, RTX 4090, V2 runner), each +- the two
 # prints' 0.005 GiB; tests/engines/vllm/test_vllm_floor refits it. The low end is one figure
 # from outside tests/data: a public ~0.28 source build's boot on a 16 GB SM 12.0 card printed
@@ -159,13 +160,12 @@ CONSUMED_BEYOND_WEIGHTS_MEASURED = {
     "tp1": (round(0.22 * GIB), round(0.57 * GIB)),
 }
 CONSUMED_TP_GROWTH_BORROWED = (
-    "borrowed: no public 0.27+ boot at this TP was fitted, so the TP 1 range is widened "
-    "up to what the 0.19.0 H100 boots' non-torch memory grew from TP 1 to this TP (what the "
+    "borrowed: no public 0.27+ boot at TP > 1 was fitted, so the TP 1 range is widened up "
+    "to what the 0.19.0 H100 boots' non-torch memory grew from TP 1 to this TP (what the "
     "collectives allocate after the init snapshot, which both eras take right after setting "
     "up the distributed environment: gpu_worker.py init_device, 0.19.0 and 0.33.0); that "
     "growth is an NVLink card's (NCCL and the custom all-reduce take the most there), and a "
-    "card without NVLink may grow less, so the low end stays the TP 1 one (prof-027, four "
-    "PCIe RTX PRO 6000 at TP 4, printed 1.70 GiB, inside)"
+    "card without NVLink may grow less, so the low end stays the TP 1 one"
 )
 # What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
 # runner estimating no graphs) exceeded the top of fakplan's estimate by, in the same fit
@@ -205,8 +205,9 @@ def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
             low,
             high,
             (
-                f"measured in public vLLM 0.27.1 boots at TP {tp} (printed consumed memory less "
-                f"printed weights): {low:,}..{high:,} B (no config gives it)"
+                f"measured in public vLLM 0.27.1 boots at TP {tp}, its low end in a ~0.28 "
+                f"build's (printed consumed memory less printed weights): {low:,}..{high:,} B "
+                "(no config gives it)"
             ),
         )
     if key not in NON_TORCH_MEASURED:
@@ -220,7 +221,7 @@ def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
         base_low,
         high,
         (
-            f"the TP 1 range measured in public vLLM 0.27.1 boots {base_low:,}..{base_high:,} B, "
+            f"the TP 1 range measured in public 0.27.1 and ~0.28 boots {base_low:,}..{base_high:,} B, "
             f"its top raised by the most the 0.19.0 H100 boots' non-torch memory grew from TP 1 "
             f"to TP {tp} ({at_high:,} B less {one_low:,} B = {growth:,} B) = "
             f"{base_low:,}..{high:,} B; {CONSUMED_TP_GROWTH_BORROWED}"
@@ -257,6 +258,9 @@ class VllmFloor:
     # 0.27 on: what the profiling run leaves allocated that fakplan derives (a mixture's
     # fused-MoE workspaces), counted in ``non_torch`` beside the measured range
     persistent: Term | None = None
+    # 0.27 on, the V2 runner with a vision tower: its multimodal inputs_embeds buffer,
+    # also counted in ``non_torch`` beside the measured range
+    inputs_embeds: Term | None = None
     # 0.27 on: the CUDA-graph estimate inside ``activation`` (vLLM prints H + G as peak
     # activation), as a range; None where there is none
     graph_in_activation: tuple[int, int] | None = None
@@ -828,9 +832,9 @@ def vllm_floor(
     if encoder and (max_model_len is None or (choice.runner == "v1" and consumed_era)):
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
-            "rank), but the profiling run of its vision encoder is read for the V1 runner "
-            "before 0.27 and the V2 runner from 0.27 only"
-            + (", and with the window stated" if max_model_len is None else ""),
+            "rank), but the profiling run of its vision encoder is read on the V1 runner "
+            "before 0.27 and on the V2 runner (no encoder pass in 0.25-0.26, one from 0.27) "
+            "only" + (", and with the window stated" if max_model_len is None else ""),
             weights,
         )
     if encoder:
@@ -848,8 +852,8 @@ def vllm_floor(
             text_out += (
                 f", up to the encoder phase's estimate {encoder_peak:,} B (the images beside "
                 "four hidden states and two MLP intermediates of every patch): outside the "
-                "measured range, as the two public boots it was checked on peaked in the text "
-                "phase"
+                "measured range, as the two public boots it was checked on (V1 runner, 0.19.0) "
+                "peaked in the text phase"
             )
             top = encoder_peak
         activation = Term(total, text_out)
@@ -906,6 +910,7 @@ def vllm_floor(
         runner_rule=choice.why,
         era="consumed" if consumed_era else "profile",
         persistent=persistent,
+        inputs_embeds=embeds if consumed_era else None,
         graph_in_activation=folded,
     )
 

@@ -157,11 +157,20 @@ def predicted_ceiling(setup: Setup) -> tuple[int | None, str]:
             if found.graph_in_activation
             else ""
         )
-        + f") - non-torch {torch_high:,} B (the top measured "
-        f"{tp}) - CUDA graphs {graphs:,} B (the top measured {tp}; captured after the pool) "
+        + f") - {_measured_top(found, setup.parallel.tensor, torch_high)} - CUDA graphs "
+        f"{graphs:,} B (the top measured {tp}; captured after the pool) "
         f"- vLLM's 150 MiB margin = {ceiling:,} B; a boot ledger replaces it "
         "(ceiling: {ledger: PATH})"
     )
+
+
+def _measured_top(found: VllmFloor, tp: int, top: int) -> str:
+    """The ceiling's measured term as the floor's era has it: non-torch memory before 0.27,
+    what the worker consumed beyond its weights from 0.27 (borrowed at TP > 1)."""
+    if found.era != "consumed":
+        return f"non-torch {top:,} B (the top measured at TP {tp})"
+    whence = "measured at TP 1" if tp == 1 else f"borrowed at TP {tp} from TP 1 and 0.19.0"
+    return f"memory consumed beyond the weights {top:,} B (the top of its range, {whence})"
 
 
 def quantized_weights(setup: Setup) -> tuple[int | None, str]:
@@ -240,9 +249,11 @@ def _consumed_derivation(found: VllmFloor, tp: int) -> str:
     measured = consumed_beyond_weights(tp)
     assert measured is not None  # the floor is predicted only where it is
     text = measured[2]
-    if found.persistent is not None:
+    kept = [t for t in (found.persistent, found.inputs_embeds) if t is not None]
+    if kept:
         low, high = found.non_torch
-        text += f" + {found.persistent.derivation} (kept allocated) = {low:,}..{high:,} B"
+        text += "".join(f" + {t.derivation} (kept allocated)" for t in kept)
+        text += f" = {low:,}..{high:,} B"
     return text
 
 

@@ -542,3 +542,29 @@ serving:
     printed = case["printed"]
     expected = float(printed["consumed_gib"].split()[0]) - float(printed["weights_gib"].split()[0])
     assert consumed.observed == pytest.approx(expected * (1 << 30), abs=2 << 20)
+
+
+def test_a_predicted_ceiling_from_027_names_the_consumed_term_and_where_it_comes_from(
+    tmp_path: Path,
+) -> None:
+    """From 0.27 the measured term beside the pair is what the worker consumed beyond its
+    weights: measured at TP 1, borrowed at TP 2 (the TP 1 range's top raised by the 0.19.0
+    boots' non-torch growth, floor.consumed_beyond_weights). The ceiling takes its top and
+    says which it is, never calling it non-torch memory."""
+    from fakplan.engines.vllm.floor import consumed_beyond_weights
+
+    for tp in (1, 2):
+        folder = tmp_path / f"tp{tp}"
+        folder.mkdir()
+        card = f"{{total: 79.19 GiB, sms: 132, count: {tp}}}"
+        text = _pair_shape(folder, card=card).read_text().replace('"0.19.0"', '"0.27.1"')
+        if tp > 1:
+            text += f"parallel: {{tensor: {tp}}}\n"
+        plan = compile_plan(load_shape(_shape(folder, text, "pair.yaml")))
+        assert plan.ceiling_basis == "predicted", plan.derivations["ceiling_bytes"]
+        derivation = plan.derivations["ceiling_bytes"]
+        span = consumed_beyond_weights(tp)
+        assert span is not None
+        assert f"memory consumed beyond the weights {span[1]:,} B" in derivation
+        assert ("borrowed at TP 2" in derivation) is (tp == 2)
+        assert "non-torch" not in derivation.split("memory consumed beyond")[1].split(" - ")[0]

@@ -237,7 +237,8 @@ def test_the_context_and_graph_ranges_are_their_fit_sets() -> None:
 def test_the_consumed_era_ranges_are_their_fit_sets() -> None:
     """From 0.27 (non-KV = consumed + transient peak): CONSUMED_BEYOND_WEIGHTS_MEASURED is, per
     TP, the range of printed consumed memory less printed weights over the fit set (every
-    floor-table boot of 0.27-0.33 at PP 1 that prints both), each +- the two prints' rounding;
+    floor-table boot of 0.27-0.33 at TP 1 and PP 1 that prints both), each +- the two prints'
+    rounding;
     V2_PEAK_EXCESS_MEASURED is the most a V2 boot's printed peak activation went beyond
     fakplan's estimate. Refitted here from the boots' own lines."""
     from fakplan.engines.vllm.floor import (
@@ -388,13 +389,15 @@ def test_gemma3s_encoder_batch_is_capped_by_the_window_and_few_slots_widen_it() 
     assert "outside the measured range" in found.activation.derivation
 
 
-def _gemma3_4b_with_and_without_tower(version: str) -> tuple[VllmFloor, VllmFloor]:
-    """One RTX 4090 launch of Gemma 3 4B (2,048 batched tokens, 256 slots, an 8,192
-    window), with its tower and served text-only."""
+def _gemma3_4b_with_and_without_tower(
+    version: str, max_num_seqs: int = 256, max_model_len: int = 8192
+) -> tuple[VllmFloor, VllmFloor]:
+    """One RTX 4090 launch of Gemma 3 4B (2,048 batched tokens; 256 slots and an 8,192
+    window unless stated), with its tower and served text-only."""
     kw: dict[str, Any] = {
         "version": version, "tp": 1, "pp": 1, "card_total": round(23.99 * GIB),
-        "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": 256, "sms": 128,
-        "capability": "8.9", "max_model_len": 8192,
+        "utilization": 0.9, "batched_tokens": 2048, "max_num_seqs": max_num_seqs, "sms": 128,
+        "capability": "8.9", "max_model_len": max_model_len,
     }  # fmt: skip
     found = vllm_floor(_text("google--gemma-3-4b-it"), "gemma3_text", **kw)
     text_only = vllm_floor(
@@ -420,22 +423,29 @@ def test_gemma3_on_the_v2_runner_from_027_holds_the_encoder_outputs_only(version
     """From 0.27 the V2 runner profiles the encoder, frees the batched images as
     execute_mm_encoder returns and keeps the outputs in its encoder cache through the text
     run; its multimodal inputs_embeds buffer is allocated after the load, so it is consumed
-    memory. By hand, Gemma 3 4B (text width 2,560) at 2,048 batched tokens, 256 slots and an
-    8,192 window: 2,048 // 256 = 8 images (at most 256 x 32 a prompt), outputs 8 x 256 x
-    2,560 x 2 B; the buffer 2,048 x 2,560 x 2 B. Against the same launch served text-only,
-    the transient peak's low end rises by the outputs alone (the images are not held) and
-    the consumed range by the buffer."""
-    found, text_only = _gemma3_4b_with_and_without_tower(version)
+    memory. By hand, Gemma 3 4B (text width 2,560) at 2,048 batched tokens, one slot and a
+    512-token window: min(2,048 // 256, 1 x 512 // 256) = 2 images, outputs 2 x 256 x 2,560
+    x 2 B = 2,621,440 B; the buffer 2,048 x 2,560 x 2 B = 10,485,760 B (unequal, so a swap
+    of the two would fail here). Against the same launch served text-only, the transient
+    peak's low end rises by the outputs alone (the images are not held) and the consumed
+    range by the buffer, which its derivation names."""
+    from fakplan.engines.vllm.sizing import _measured_term
+
+    found, text_only = _gemma3_4b_with_and_without_tower(version, 1, 512)
     assert found.era == "consumed" and found.runner == "v2"
-    outputs = 8 * 256 * 2560 * 2
+    outputs = 2 * 256 * 2560 * 2
     buffer = 2048 * 2560 * 2
+    assert outputs != buffer
     assert found.activation.bytes - text_only.activation.bytes == outputs
     assert found.non_torch[0] - text_only.non_torch[0] == buffer
     assert found.non_torch[1] - text_only.non_torch[1] == buffer
     assert "the V2 runner frees the dummy images" in found.activation.derivation
-    # the encoder phase (8 x 4,096 patches beside the images) tops the text phase here
-    pixels = 8 * 3 * 896 * 896 * 2
-    encoder = pixels + 8 * 4096 * (4 * 1152 + 2 * 4304) * 2
+    term = _measured_term(found, 1)
+    assert f"inputs_embeds buffer 2,048 x 2,560 x 2 B = {buffer:,} B" in term.derivation
+    assert f"{found.non_torch[0]:,}..{found.non_torch[1]:,} B" in term.derivation
+    # the encoder phase (2 x 4,096 patches beside the images) against the text phase
+    pixels = 2 * 3 * 896 * 896 * 2
+    encoder = pixels + 2 * 4096 * (4 * 1152 + 2 * 4304) * 2
     assert found.activation_span[1] >= encoder
 
 
@@ -455,7 +465,9 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     boots' non-torch memory grew from TP 1 (0.24 GiB at the least) to TP 4 (2.21 at the
     most): 0.57 + 2.21 - 0.24 = 2.54 GiB. prof-027 (0.27.1, four PCIe RTX PRO 6000 at TP 4,
     in no fit set) printed consumed 56.89 and weights 55.19 GiB: 1.70, +- the two prints'
-    rounding, inside. A TP no era measures stays unknown."""
+    rounding, below the first borrowed range's 2.08 low end; as its print also holds an fp8
+    mixture's kept workspaces, it bounds the bare term from above only, and the range's low
+    end lies under it. A TP no era measures stays unknown."""
     from fakplan.engines.vllm.floor import consumed_beyond_weights
     from fakplan.engines.vllm.sizing import _measured_term
     from tests.support.floor_corpus import consumed_fit_set, rows
@@ -483,9 +495,10 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     consumed, weights = check.printed["consumed"], check.printed["weights"]
     assert consumed is not None and weights is not None
     assert round((consumed - weights) / GIB, 2) == 1.70
+    first_low = round(0.22 * GIB) + round(2.13 * GIB) - round(0.27 * GIB)  # killed
+    assert consumed - weights + GIB // 100 < first_low
     span = consumed_beyond_weights(4)
-    assert span is not None
-    assert span[0] <= consumed - weights - GIB // 100 and consumed - weights + GIB // 100 <= span[1]
+    assert span is not None and span[0] <= consumed - weights - GIB // 100
 
 
 def test_gpt_oss_peak_is_its_sampler_phase_as_its_moe_kernel_keeps_no_workspace() -> None:
@@ -557,3 +570,51 @@ def test_a_gated_deltanet_hybrid_is_unknown_for_its_memory_outside_torch() -> No
     )  # fmt: skip
     assert isinstance(found, Unknown) and found.weights is not None
     assert "skip their scan" in found.reason and "1.62 GiB" in found.reason
+
+
+@pytest.mark.parametrize(
+    ("folder", "hybrid"),
+    [
+        ("Qwen--Qwen3-Next-80B-A3B-Instruct", True),
+        ("nvidia--Qwen3.6-27B-NVFP4", True),
+        ("google--gemma-3-4b-it", False),
+        ("google--gemma-2-9b-it", False),
+        ("openai--gpt-oss-20b", False),
+        ("XiaomiMiMo--MiMo-V2-Flash", False),
+        ("meta-llama--Llama-3.1-8B-Instruct", False),
+    ],
+)
+def test_a_hybrid_is_what_vllm_calls_one(folder: str, hybrid: bool) -> None:
+    """vLLM's is_hybrid is a model class with Mamba or linear-attention layers (IsHybrid,
+    config/model.py): Gated DeltaNet models are, sliding windows beside full attention
+    (Gemma 2/3, gpt-oss, MiMo-V2-Flash) are not."""
+    from fakplan.geometry import load_geometry
+
+    assert load_geometry(PUBLIC / "configs" / folder / "config.json").is_hybrid is hybrid
+
+
+@pytest.mark.parametrize(
+    ("folder", "runner_used", "why"),
+    [
+        ("openai--gpt-oss-20b", "v1", "mixture of experts not listed"),
+        ("google--gemma-3-4b-it", "v2", "V2 for Gemma3ForConditionalGeneration"),
+    ],
+)
+def test_the_0_25_runner_rule_reads_experts_and_hybrids_as_vllm_does(
+    runner: Any, folder: str, runner_used: str, why: str
+) -> None:
+    """Through fakplan kv (the config's own experts and layer kinds): vLLM 0.25 keeps a
+    mixture of experts it does not list on V1, gpt-oss among them (its num_local_experts
+    make it one, config/model.py is_moe), and gives a dense non-hybrid model V2, Gemma 3
+    among them (its sliding windows do not make it a hybrid)."""
+    from fakplan.cli import main
+
+    args = [
+        "kv", str(PUBLIC / "configs" / folder / "config.json"), "--engine-version", "0.25.0",
+        "--gpu-memory-utilization", "0.9", "--card-total", "79.19 GiB",
+        "--card-capability", "9.0", "--max-model-len", "8192", "--json",
+    ]  # fmt: skip
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    floor = json.loads(result.output)["floor"]
+    assert floor["runner"] == runner_used and why in floor["runner_rule"]
