@@ -74,6 +74,17 @@ CUDA_TOTALS: tuple[CudaTotal, ...] = (
         ),
     ),
     CudaTotal(
+        "L4",
+        (
+            CudaPrint(
+                "22.03 GiB",
+                "GPU 0 has a total capacity of 22.03 GiB of which 1.25 GiB is free.",
+                "https://github.com/ArcInstitute/evo2/issues/190 (torch's OOM; \"Is a L4 GPU "
+                'not enough to run the test script?")',
+            ),
+        ),
+    ),
+    CudaTotal(
         "RTX-4090",
         (
             CudaPrint(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from fakplan.engines.query import pinned_revision
 from fakplan.engines.sglang.rules import DIST_INIT_PORT
-from fakplan.engines.sglang.sizing import IN_USE_MEASURED
+from fakplan.engines.sglang.sizing import in_use_measured
 from fakplan.launch import (
     FlagRow,
     LaunchRecord,
@@ -115,8 +115,8 @@ def _budget_fraction(setup: Setup) -> tuple[float, str]:
         )
     if in_use:
         return fraction, (
-            f"{named} / (card.total {total:,} B - {in_use:,} B, the most memory in use "
-            f"before the weights measured at TP {setup.parallel.tensor}: {source}; another "
+            f"{named} / (card.total {total:,} B - {in_use:,} B, the top of the memory in "
+            f"use before the weights at TP {setup.parallel.tensor}: {source}; another "
             f"card's CUDA context may differ) = {fraction:.3f}, rounded up; SGLang keeps "
             "1 - fraction of what is free before the weights load, and --max-total-tokens "
             "caps the pool"
@@ -133,8 +133,9 @@ def _budget_fraction(setup: Setup) -> tuple[float, str]:
 
 def _in_use_before_weights(setup: Setup) -> tuple[int, int, str]:
     """(card.total, the most memory measured in use before the weights at this layout, where
-    that figure comes from); 0 in use where nothing is measured (TP > 1, PP > 1)."""
-    measured = IN_USE_MEASURED.get(setup.parallel.tensor) if setup.parallel.pipeline == 1 else None
+    that figure comes from); 0 in use where nothing is measured (PP > 1, or a TP but 1, 2,
+    4 and 8)."""
+    measured = in_use_measured(setup.parallel.tensor) if setup.parallel.pipeline == 1 else None
     if measured is None:
         return setup.card.total, 0, ""
     return setup.card.total, measured[0][1], measured[1]

@@ -22,8 +22,8 @@ for a text model with no draft and no Mamba state). With ``pre = total - in use`
 - ``in use`` before the weights: the CUDA context and torch.distributed: measured.
 
 Refused with the reason (never guessed): multimodal, hybrid and quantized checkpoints,
-whose weights are not counted; a draft model; a tensor or pipeline parallelism no public
-boot measured the memory in use at.
+whose weights are not counted; a draft model; PP > 1, or a TP but 1, 2, 4 and 8 (TP > 1
+takes one range borrowed across them, ``in_use_measured``).
 """
 
 from __future__ import annotations
@@ -73,6 +73,34 @@ IN_USE_MEASURED: dict[int, tuple[tuple[int, int], str]] = {
         "the weights in two public TP 1 boots (SGLang's docs CI; PR 4760)",
     ),
 }
+# At TP > 1 the collectives take memory before the weights too ("Init torch distributed
+# ends. mem usage", tests/data/public/sizing/sglang-collectives.yaml): 0.13 GiB on four
+# PCIe-only L4s (no custom all-reduce), whose 22.03 GiB total less the 21.63 GiB free before
+# the weights leaves 0.39..0.41 GiB in use, 0.255 GiB at the least beside their collectives'
+# share (a CUDA context that small); up to 2.01 GiB on eight ranks of PR 11716. One range
+# stands for TP 2, 4 and 8 (borrowed across TPs and cards, and said so): from that least
+# context, as collectives may take next to nothing, to the most in use at TP 1 plus the most
+# the collectives took at any TP (an NVSwitch machine's buffers are the larger). The public
+# TP > 1 boots docs/engines.md lists (0.33 to 2.52 GiB in use) all fall inside.
+_COLLECTIVES_TOP = round(2.015 * GIB)
+_LEAST_CONTEXT = math.floor((22.025 - 21.635 - 0.135) * GIB)
+IN_USE_TP_ABOVE_ONE: tuple[tuple[int, int], str] = (
+    (_LEAST_CONTEXT, IN_USE_MEASURED[1][0][1] + _COLLECTIVES_TOP),
+    "from the least CUDA context measured beside the collectives (four PCIe-only L4s at TP "
+    "4: 22.03 GiB total less 21.63 free, less the 0.13 their collectives took) to the most "
+    f"in use at TP 1 ({IN_USE_MEASURED[1][0][1]:,} B) plus the most the collectives took at "
+    "any TP > 1 (2.01 GiB on eight ranks, sgl-project/sglang#11716): borrowed across TPs "
+    "and cards, as no public boot gives both figures at one TP on an NVSwitch machine",
+)
+
+
+def in_use_measured(tp: int) -> tuple[tuple[int, int], str] | None:
+    """The memory in use before the weights at this TP (a range, whence), or None."""
+    if tp in IN_USE_MEASURED:
+        return IN_USE_MEASURED[tp]
+    return IN_USE_TP_ABOVE_ONE if tp in (2, 4, 8) else None
+
+
 # The same two boots, Llama-3.1-8B-Instruct: mem usage 15.11 GiB (PR 4760) and
 # 78.81 - 63.72 = 15.09 GiB (docs), less the 8,030,261,248 parameters x 2 B and the
 # float32 rotary cache 131,072 x 128 x 4 B = 16,127,631,360 B counted
@@ -102,11 +130,11 @@ def sglang_sizing(
         )
     if query.pp > 1:
         return SizingUnknown("no public boot measures the memory in use at PP > 1")
-    if query.tp not in IN_USE_MEASURED:
-        measured = ", ".join(map(str, IN_USE_MEASURED))
+    in_use = in_use_measured(query.tp)
+    if in_use is None:
         return SizingUnknown(
             f"the memory in use before the weights (CUDA context, torch.distributed, NCCL) "
-            f"is measured at TP {measured} only, not TP {query.tp}"
+            f"is measured at TP 1, 2, 4 and 8 only, not TP {query.tp}"
         )
     g = query.geometry
     if g.text_config is None:
@@ -125,7 +153,7 @@ def sglang_sizing(
             f"{g.architecture}: its weights are not counted from a config (fakplan counts "
             "the plain dense and MoE decoders in 16 bits)"
         )
-    (use_low, use_high), use_source = IN_USE_MEASURED[query.tp]
+    (use_low, use_high), use_source = in_use
     (residue_low, residue_high), residue_source = LOAD_RESIDUE_MEASURED
     requested = math.floor(total * fraction)
     terms = (

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from fakplan.cli import main
@@ -28,6 +30,7 @@ from tests.support.paths import PUBLIC, SHAPES
 from tests.support.sglang_boots import HALF, boots, rule_span
 
 GIB = 1 << 30
+SIZING = PUBLIC / "sizing"
 
 BOOTS = boots()
 PR_4760 = PUBLIC / "corpus" / "sglang-201.log"
@@ -171,7 +174,7 @@ def test_verify_kills_the_wrong_card(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "field", "words"),
     [
-        ("tp", "mem_fraction_static", "measured at TP 1 only, not TP 2"),
+        ("tp", "mem_fraction_static", "measured at TP 1, 2, 4 and 8 only, not TP 16"),
         ("both", "gpu_memory_utilization", "both size the pool"),
         ("budget", "budget", "states no budget"),
         ("vllm-field", "gpu_memory_utilization", "vllm's --gpu-memory-utilization, not engine"),
@@ -180,7 +183,7 @@ def test_verify_kills_the_wrong_card(tmp_path: Path) -> None:
 )
 def test_bad_sizing_input_is_one_line(tmp_path: Path, edit: str, field: str, words: str) -> None:
     if edit == "tp":
-        path = _shape(tmp_path, tp=2)
+        path = _shape(tmp_path, tp=16)
     elif edit == "both":
         path = _shape(tmp_path, extra="  gpu_memory_utilization: 0.9\n")
     elif edit == "budget":
@@ -281,14 +284,60 @@ def test_kv_bad_sizing_options_are_usage_errors(args: tuple[str, ...], words: st
     assert "Traceback" not in result.output
 
 
-def test_kv_says_why_it_cannot_size_tp_2() -> None:
+def test_kv_sizes_tp_2_with_the_borrowed_range_and_refuses_tp_16() -> None:
+    """At TP > 1 the memory in use before the weights is one range borrowed across TPs
+    (sizing.IN_USE_TP_ABOVE_ONE); a TP no boot reaches is refused with the reason."""
+    from fakplan.engines.sglang.sizing import IN_USE_TP_ABOVE_ONE
+
     result = _kv(
         "--tp", "2", "--mem-fraction-static", "0.88", "--card-total", "79.19 GiB", "--json"
     )
     assert result.exit_code == 0, result.output
+    terms = {t["id"]: t for t in json.loads(result.output)["sizing"]["terms"]}
+    in_use = terms["memory-in-use"]
+    assert (in_use["low_bytes"], in_use["high_bytes"]) == IN_USE_TP_ABOVE_ONE[0]
+    assert "borrowed across TPs" in in_use["derivation"]
+    result = _kv(
+        "--tp", "16", "--mem-fraction-static", "0.88", "--card-total", "79.19 GiB", "--json"
+    )
+    assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert "measured at TP 1 only, not TP 2" in out["sizing"]["unknown"]
+    assert "measured at TP 1, 2, 4 and 8 only, not TP 16" in out["sizing"]["unknown"]
     assert out["floor"] is None
+
+
+def test_the_tp_above_one_range_is_its_boots() -> None:
+    """The range refitted from tests/data/public/sizing/sglang-collectives.yaml: its low end
+    the least CUDA context any boot there gives (the L4s: their CUDA total,
+    fakplan/cuda_totals.py, less the free memory printed, less what their collectives took,
+    each print +- 0.005 GiB), its top the most in use at TP 1 plus the most any rank's
+    collectives took (+ 0.005)."""
+    from fakplan.cuda_totals import cuda_total
+    from fakplan.engines.sglang.sizing import IN_USE_MEASURED, IN_USE_TP_ABOVE_ONE
+
+    boots = yaml.safe_load((SIZING / "sglang-collectives.yaml").read_text(encoding="utf-8"))
+    lows = []
+    for boot in boots:
+        for line in boot["lines"]:
+            assert line.split("] ", 1)[1]  # a log line, with its rank prefix
+        usage = [float(u) for u in boot["init_usage_gib"]]
+        printed = [
+            float(x)
+            for x in re.findall(
+                r"Init torch distributed ends\. mem usage=([\d.]+)", "\n".join(boot["lines"])
+            )
+        ]
+        assert sorted(printed) == sorted(usage)
+        if boot["card_total_gib"] is not None:
+            sku = cuda_total("L4")
+            assert sku is not None and sku.plain == f"{boot['card_total_gib']} GiB"
+            in_use = boot["card_total_gib"] - 0.005 - (boot["free_before_gib"] + 0.005)
+            lows.append(in_use - (max(usage) + 0.005))
+    most = max(float(u) for boot in boots for u in boot["init_usage_gib"])
+    (low, high), text = IN_USE_TP_ABOVE_ONE
+    assert low == math.floor(min(lows) * GIB)
+    assert high == IN_USE_MEASURED[1][0][1] + round((most + 0.005) * GIB)
+    assert "sgl-project/sglang#11716" in text
 
 
 def test_kv_mem_fraction_static_is_sglangs() -> None:

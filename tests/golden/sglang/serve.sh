@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen3-32b-sglang: compiled by fakplan from shapes/qwen3-32b-sglang.yaml. Edit the shape, not this file.
-# Record: plan.json sha256 bf388155bcfa91794830790a9068d4cdd5ef7f3f9d2efa7a725500e9236ff876
+# Record: plan.json sha256 4866e1c9012add4e1ae6be512413b5b8b3e44efcb050c6868db185d76c4e89f7
 # engine sglang (0.5.2), model Qwen/Qwen3-32B
 # 12 sequence slots x 40,960-token window, KV fp8_e4m3
 #
@@ -53,6 +53,6 @@
 #
 # Role: serve
 # --max-total-tokens: the tokens budget.kv backs: max_total_num_tokens = 32,212,254,720 B // 65,536 B per cell = 491,520
-# --mem-fraction-static: (budget.weights 38,654,705,664 B + budget.kv 32,212,254,720 B) / card.total 85,899,345,920 B = 0.825, rounded up; SGLang keeps 1 - fraction of what is free before the weights load, and the memory in use then (CUDA context, torch.distributed, NCCL) is not measured at TP 2 PP 1: the pool it profiles falls short of budget.kv by the fraction of that memory unless budget.weights leaves the slack (fakplan verify's kv-tokens says); --max-total-tokens caps the pool
+# --mem-fraction-static: (budget.weights 38,654,705,664 B + budget.kv 32,212,254,720 B) / (card.total 85,899,345,920 B - 2,823,940,997 B, the top of the memory in use before the weights at TP 2: from the least CUDA context measured beside the collectives (four PCIe-only L4s at TP 4: 22.03 GiB total less 21.63 free, less the 0.13 their collectives took) to the most in use at TP 1 (660,351,222 B) plus the most the collectives took at any TP > 1 (2.01 GiB on eight ranks, sgl-project/sglang#11716): borrowed across TPs and cards, as no public boot gives both figures at one TP on an NVSwitch machine; another card's CUDA context may differ) = 0.854, rounded up; SGLang keeps 1 - fraction of what is free before the weights load, and --max-total-tokens caps the pool
 set -euo pipefail
-exec python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --host 0.0.0.0 --port 8000 --tp 2 --context-length 40960 --max-running-requests 12 --kv-cache-dtype fp8_e4m3 --page-size 1 --max-total-tokens 491520 --mem-fraction-static 0.825
+exec python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --host 0.0.0.0 --port 8000 --tp 2 --context-length 40960 --max-running-requests 12 --kv-cache-dtype fp8_e4m3 --page-size 1 --max-total-tokens 491520 --mem-fraction-static 0.854
