@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES
+from fakplan.engines.packed_weights import capability_number
 from fakplan.engines.rank_weights import RankWeights
 from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
@@ -421,7 +422,32 @@ def _moe_workspace(text: dict[str, Any], model_type: str, tp: int, tokens: int) 
     )
 
 
-def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: bool) -> str:
+def _block_fp8_on_triton(scheme: dict[str, Any], capability: str | None) -> bool:
+    """A block-fp8 checkpoint (128 x 128 weight blocks, dynamic activations) whose experts
+    go to the Triton kernel on this card at TP (no expert parallelism): on compute
+    capability 9.0 the oracle moves Triton first for block fp8 at TP; on 8.9 and 12.x
+    FlashInfer's CUTLASS takes block fp8 on 9.0 only, DeepGEMM does not run, and vLLM's
+    CUTLASS experts take no 128-block scheme, so Triton is the first that does
+    (fused_moe/oracle/fp8.py _get_priority_backends, experts/flashinfer_cutlass_moe.py,
+    experts/cutlass_moe.py; 0.19.0, 0.22.0, 0.27.1, 0.29.0, 0.33.0). TritonExperts takes
+    the same workspaces as the unquantized kernel, in the activation dtype
+    (fused_moe.py workspace_shapes, modular_kernel.py workspace_dtype)."""
+    if capability is None or scheme.get("quant_method") != "fp8":
+        return False
+    if scheme.get("weight_block_size") != [128, 128]:
+        return False
+    if str(scheme.get("activation_scheme") or "") != "dynamic":
+        return False
+    cap = capability_number(capability)
+    return cap in (89, 90) or 120 <= cap < 130
+
+
+def _peak_unread(
+    text: dict[str, Any],
+    model_type: str,
+    language_model_only: bool,
+    capability: str | None = None,
+) -> str:
     """Why the profiling run's peak is not derived for this model ('' where it is). Served
     text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
     runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
@@ -475,11 +501,16 @@ def _peak_unread(text: dict[str, Any], model_type: str, language_model_only: boo
             "the activation peak of a sliding-window hybrid's fused MoE (its router in "
             "float32, its workspaces) is not read"
         )
-    if model_type in MOE_FAMILIES and isinstance(scheme, dict):
+    if (
+        model_type in MOE_FAMILIES
+        and isinstance(scheme, dict)
+        and not _block_fp8_on_triton(scheme, capability)
+    ):
         return (
             f"the fused-MoE workspaces of a {scheme.get('quant_method')} mixture of experts "
             "depend on the kernel vLLM picks for the card (Triton, DeepGEMM, CUTLASS, "
-            "FlashInfer) and are not read"
+            "FlashInfer) and are read for block fp8 on Triton only (compute capability 8.9, "
+            "9.0 or 12.x)"
         )
     return ""
 
@@ -780,7 +811,7 @@ def vllm_floor(
         )
     if not consumed_era and key not in NON_TORCH_MEASURED:
         return _unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there", weights)
-    unread_peak = _peak_unread(text, model_type, language_model_only)
+    unread_peak = _peak_unread(text, model_type, language_model_only, capability)
     if unread_peak:
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
@@ -938,7 +969,11 @@ def _transient_peak(
             "the profiling forward; a cold compile cache can take more, which verify reports)"
         )
     else:
-        text += "; the V1 runner's transient peak at 0.27+ is checked by no public boot yet"
+        text += (
+            "; the V1 runner's transient peak at 0.27+ is checked by one public boot, which "
+            "printed more (prof-027: 0.76 GiB with its graph estimate against 0.34-0.57 GiB "
+            "fakplan gives it), so it may be larger than this; verify says where a boot fell"
+        )
     low = peak.bytes
     if graphs is not None:
         low, high = low + graphs[0], high + graphs[1]

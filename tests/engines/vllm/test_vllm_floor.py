@@ -618,3 +618,34 @@ def test_the_0_25_runner_rule_reads_experts_and_hybrids_as_vllm_does(
     assert result.exit_code == 0, result.output
     floor = json.loads(result.output)["floor"]
     assert floor["runner"] == runner_used and why in floor["runner_rule"]
+
+
+def test_a_block_fp8_mixture_on_triton_is_predicted_and_prof_027_falls_inside() -> None:
+    """Block fp8 (128 x 128, dynamic activations) experts go to Triton on compute
+    capability 8.9, 9.0 and 12.x (fused_moe/oracle/fp8.py), whose workspaces are the
+    unquantized kernel's: prof-027 (0.27.1, TP 4, 12.0, 8,192 tokens, top-8 of experts
+    1,536 wide so N = 2 x 1,536 / 4 = 768) keeps 8,192 x 8 x (4,096 + 4,096) x 2 B beside
+    the borrowed TP 4 range, and its printed pool falls inside. Its printed peak
+    activation does not (the derivation says the V1 runner's 0.27 peak may be larger), and
+    on compute capability 10.0 (FlashInfer's TRT-LLM kernel first) the pool stays unknown."""
+    from fakplan.engines.vllm.floor import consumed_beyond_weights
+    from tests.support.floor_corpus import rows
+
+    row = next(r for r in rows() if r.case["id"] == "prof-027")
+    found = row.found
+    assert isinstance(found, VllmFloor), found
+    workspace = 8192 * 8 * (4096 + 4096) * 2
+    span = consumed_beyond_weights(4)
+    assert span is not None
+    assert found.non_torch == (span[0] + workspace, span[1] + workspace)
+    printed_pool = row.printed["pool"]
+    assert printed_pool is not None and found.pool[0] <= printed_pool <= found.pool[1]
+    printed_peak = row.printed["activation"]
+    assert printed_peak is not None and printed_peak > found.activation_span[1]
+    assert "printed more (prof-027" in found.activation.derivation
+    config = _config("Qwen--Qwen3-235B-A22B-FP8")
+    on_b200 = vllm_floor(
+        config, "qwen3_moe", version="0.27.1", tp=4, pp=1, card_total=round(178.35 * GIB),
+        utilization=0.9, batched_tokens=8192, max_num_seqs=32, sms=148, capability="10.0",
+    )  # fmt: skip
+    assert isinstance(on_b200, Unknown) and "block fp8 on Triton only" in on_b200.reason
