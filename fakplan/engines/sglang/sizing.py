@@ -171,7 +171,7 @@ def sglang_sizing(
             "memory in use before the weights load (CUDA context, torch.distributed)",
             use_low,
             use_high,
-            f"measured: {use_source}; no config gives it",
+            f"{'measured' if query.tp == 1 else 'borrowed'}: {use_source}; no config gives it",
             measured=True,
             scaled=True,
         ),
