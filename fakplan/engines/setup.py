@@ -92,6 +92,11 @@ class ServingValues:
     gpu_memory_utilization: float | None
     mem_fraction_static: float | None
 
+    @property
+    def dtype_flag(self) -> str | None:
+        """--dtype as vLLM and SGLang take it: the stated dtype, nothing for ``auto``."""
+        return None if self.model_dtype == "auto" else self.model_dtype
+
 
 @dataclass(frozen=True)
 class LaunchValues:

@@ -17,7 +17,7 @@ from fakplan.geometry.checkpoint_dtype import checkpoint_dtype
 from fakplan.geometry.facts import check_config
 from fakplan.geometry.hf_layouts import READERS, Config, Fields
 from fakplan.geometry.model import Geometry, KvQuantDecl
-from fakplan.geometry.params import TOWER_CONFIGS, counted_weight_bytes
+from fakplan.geometry.params import ROUTED_EXPERT_FIELDS, TOWER_CONFIGS, counted_weight_bytes
 from fakplan.geometry.safetensors import safetensors_bytes, safetensors_dtypes
 
 MAX_CONFIG = 8 << 20  # a config.json is kilobytes; the largest published are under 1 MiB
@@ -141,7 +141,7 @@ def geometry_from_config(
     if f.used_defaults:
         notes.append(f"{', '.join(f.used_defaults)} from {f.default_source}")
     dtype = checkpoint_dtype(config, header_dtypes)
-    experts = f.get("num_local_experts", "num_experts", "n_routed_experts")
+    experts = f.get(*ROUTED_EXPERT_FIELDS)
     weight_params = None
     if weight_bytes is None and text is config:
         # no file states the bytes: a plain decoder's are counted from its shapes

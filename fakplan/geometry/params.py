@@ -32,6 +32,8 @@ from fakplan.dtypes import element_type
 # down by mlp_bias; its multipliers are scalars of the config, not tensors)
 DENSE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite")
 MOE_FAMILIES = ("qwen3_moe", "mixtral")
+# where a config names its routed experts (vLLM's model_config get_num_experts reads these)
+ROUTED_EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 

@@ -77,21 +77,26 @@ def _cases() -> list[tuple[dict[str, Any], Path]]:
 
 
 def rows() -> list[FloorRow]:
-    out = []
-    for case, log in _cases():
-        ledger = parse_ledger(log, "vllm")
-        text = log.read_text(encoding="utf-8")
-        printed = {
-            "weights": ledger.weights_bytes,
-            "activation": ledger.activation_bytes,
-            "non_torch": ledger.non_torch_bytes,
-            "pool": ledger.kv_bytes,
-            "non_kv": ledger.non_kv_bytes,
-            "consumed": ledger.consumed_bytes,
-            "total": ledger.total_gpu_bytes,
-        }
-        out.append(FloorRow(case, log, printed, _predict(case, ledger, text)))
-    return out
+    return [_row(case, log) for case, log in _cases()]
+
+
+def row(case_id: str) -> FloorRow:
+    """One boot's row, without predicting the others."""
+    return next(_row(case, log) for case, log in _cases() if case["id"] == case_id)
+
+
+def _row(case: dict[str, Any], log: Path) -> FloorRow:
+    ledger = parse_ledger(log, "vllm")
+    printed = {
+        "weights": ledger.weights_bytes,
+        "activation": ledger.activation_bytes,
+        "non_torch": ledger.non_torch_bytes,
+        "pool": ledger.kv_bytes,
+        "non_kv": ledger.non_kv_bytes,
+        "consumed": ledger.consumed_bytes,
+        "total": ledger.total_gpu_bytes,
+    }
+    return FloorRow(case, log, printed, _predict(case, ledger, log.read_text(encoding="utf-8")))
 
 
 def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknown:
@@ -167,7 +172,7 @@ def _feature(case: dict[str, Any], log: Path) -> str:
 def _model_class(config: str) -> str:
     """dense or MoE, as the config says (its routed experts; never the model's name)."""
     geometry = load_geometry(str(PUBLIC / "configs" / config / "config.json"))
-    return "MoE" if geometry.architecture in MOE_FAMILIES or geometry.num_experts else "dense"
+    return "MoE" if geometry.num_experts else "dense"
 
 
 def _gib(n: int | None) -> str:

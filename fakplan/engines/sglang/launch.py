@@ -56,10 +56,7 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--context-length", lambda i: i.setup.serving.max_model_len),
     flag("--max-running-requests", lambda i: i.setup.serving.max_num_seqs),
     flag("--kv-cache-dtype", lambda i: i.setup.serving.kv_dtype),
-    flag(
-        "--dtype",
-        lambda i: None if i.setup.serving.model_dtype == "auto" else i.setup.serving.model_dtype,
-    ),
+    flag("--dtype", lambda i: i.setup.serving.dtype_flag),
     flag("--page-size", lambda i: i.figures.cost.page_tokens),
     flag(
         "--max-total-tokens",

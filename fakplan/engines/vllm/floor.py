@@ -88,7 +88,7 @@ from fakplan.engines.weights import (
     vllm_rank_weights,
     weights_refusal,
 )
-from fakplan.geometry.params import MOE_FAMILIES, moe_layout, towers
+from fakplan.geometry.params import MOE_FAMILIES, ROUTED_EXPERT_FIELDS, moe_layout, towers
 from fakplan.kv import KvQuery
 from fakplan.sizing import bytes_span
 
@@ -388,7 +388,7 @@ def routed_experts(text: dict[str, Any]) -> int:
     """The routed experts a config names, as vLLM's model_config.is_moe counts them
     (get_num_experts > 0, config/model.py, 0.33.0): gpt-oss's num_local_experts counts,
     though fakplan's fused-MoE workspace rule (``MOE_FAMILIES``) does not take it."""
-    for name in ("num_local_experts", "num_experts", "n_routed_experts"):
+    for name in ROUTED_EXPERT_FIELDS:
         if text.get(name):
             return int(text[name])
     return 0
@@ -672,7 +672,7 @@ def _gpt_oss_forward(
 
 
 def _forward_estimate(
-    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str = ""
+    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str
 ) -> tuple[int, str]:
     """The profiling forward's peak as fakplan estimates it (Inductor decides what coexists):
     the MLP's gate_up and its activation at max_num_batched_tokens beside two hidden
@@ -941,7 +941,7 @@ def vllm_floor(
         runner_rule=choice.why,
         era="consumed" if consumed_era else "profile",
         persistent=persistent,
-        inputs_embeds=embeds if consumed_era else None,
+        inputs_embeds=embeds,
         graph_in_activation=folded,
     )
 

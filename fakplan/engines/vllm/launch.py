@@ -53,10 +53,7 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--max-num-seqs", lambda i: i.setup.serving.max_num_seqs),
     flag("--kv-cache-dtype", lambda i: i.setup.serving.kv_dtype),
     flag("--block-size", lambda i: i.setup.serving.block_size),
-    flag(
-        "--dtype",
-        lambda i: None if i.setup.serving.model_dtype == "auto" else i.setup.serving.model_dtype,
-    ),
+    flag("--dtype", lambda i: i.setup.serving.dtype_flag),
     flag("--quantization", lambda i: i.setup.serving.quantization),
     lambda i: i.pool,
     flag("--max-num-batched-tokens", lambda i: i.setup.serving.max_num_batched_tokens),

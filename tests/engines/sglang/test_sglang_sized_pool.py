@@ -318,8 +318,10 @@ def test_the_tp_above_one_range_is_its_boots() -> None:
     boots = yaml.safe_load((SIZING / "sglang-collectives.yaml").read_text(encoding="utf-8"))
     lows = []
     for boot in boots:
-        for line in boot["lines"]:
-            assert line.split("] ", 1)[1]  # a log line, with its rank prefix
+        begin = re.findall(r"Load weight begin\. avail mem=([\d.]+) GB", "\n".join(boot["lines"]))
+        assert [float(b) for b in begin] == (
+            [] if boot["free_before_gib"] is None else [boot["free_before_gib"]]
+        )
         usage = [float(u) for u in boot["init_usage_gib"]]
         printed = [
             float(x)

@@ -273,9 +273,9 @@ def test_a_0_27_boot_is_predicted_as_consumed_plus_transient_peak() -> None:
     consumed - peak (gpu_worker.py:544-547, 0.27.1). fakplan's interval holds the printed pool,
     its weights are the 0.93 printed, and the terms are named as the era has them."""
     from fakplan.engines.vllm.floor import VllmFloor
-    from tests.support.floor_corpus import rows
+    from tests.support.floor_corpus import row as floor_row
 
-    row = next(r for r in rows() if r.case["id"] == "prof-021")
+    row = floor_row("prof-021")
     found = row.found
     assert isinstance(found, VllmFloor), found
     assert found.era == "consumed" and found.cuda_graph is None and found.runner == "v2"
@@ -470,7 +470,7 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     end lies under it. A TP no era measures stays unknown."""
     from fakplan.engines.vllm.floor import consumed_beyond_weights
     from fakplan.engines.vllm.sizing import _measured_term
-    from tests.support.floor_corpus import consumed_fit_set, rows
+    from tests.support.floor_corpus import consumed_fit_set, row
 
     kw: dict[str, Any] = {
         "pp": 1, "card_total": round(79.19 * GIB), "utilization": 0.9,
@@ -490,7 +490,7 @@ def test_0_27_at_tp_4_borrows_the_consumed_growth_from_the_0_19_boots_and_says_s
     assert "borrowed" not in _measured_term(at_one, 1).derivation
     at_eight = vllm_floor(config, "llama", version="0.27.1", tp=8, **kw)
     assert isinstance(at_eight, Unknown) and "TP 8" in at_eight.reason
-    check = next(r for r in rows() if r.case["id"] == "prof-027")
+    check = row("prof-027")
     assert check not in consumed_fit_set()
     consumed, weights = check.printed["consumed"], check.printed["weights"]
     assert consumed is not None and weights is not None
@@ -511,9 +511,9 @@ def test_gpt_oss_peak_is_its_sampler_phase_as_its_moe_kernel_keeps_no_workspace(
     cuBLAS, inside the printed "torch peak memory increase: 2.87GiB"; the forward (two
     hidden states and the experts' gate_up and activation, 8,192 x 4 x 3 x 1,440 x 2 B)
     stays under it, so the term is one figure."""
-    from tests.support.floor_corpus import rows
+    from tests.support.floor_corpus import row as floor_row
 
-    row = next(r for r in rows() if r.case["id"] == "prof-013")
+    row = floor_row("prof-013")
     found = row.found
     assert isinstance(found, VllmFloor), found
     by_hand = (
@@ -537,9 +537,9 @@ def test_deepseek_mla_peak_is_the_sampler_beside_the_fused_moe_workspaces() -> N
     102,400 + 4 x 132 x 102,400 + 2 x 8,192 x 2,048 + 4 x 1,024 x 2,048 + 32 MiB + 8,192 x
     6 x (2,048 + 2,816) x 2, inside the printed "torch peak memory increase: 1.93GiB"; a
     quantized MLA checkpoint stays unknown."""
-    from tests.support.floor_corpus import rows
+    from tests.support.floor_corpus import row as floor_row
 
-    row = next(r for r in rows() if r.case["id"] == "prof-015")
+    row = floor_row("prof-015")
     found = row.found
     assert isinstance(found, VllmFloor), found
     sampler = 14 * 1024 * 102_400 + 4 * 132 * 102_400
@@ -629,9 +629,9 @@ def test_a_block_fp8_mixture_on_triton_is_predicted_and_prof_027_falls_inside() 
     activation does not (the derivation says the V1 runner's 0.27 peak may be larger), and
     on compute capability 10.0 (FlashInfer's TRT-LLM kernel first) the pool stays unknown."""
     from fakplan.engines.vllm.floor import consumed_beyond_weights
-    from tests.support.floor_corpus import rows
+    from tests.support.floor_corpus import row as floor_row
 
-    row = next(r for r in rows() if r.case["id"] == "prof-027")
+    row = floor_row("prof-027")
     found = row.found
     assert isinstance(found, VllmFloor), found
     workspace = 8192 * 8 * (4096 + 4096) * 2
