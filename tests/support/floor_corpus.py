@@ -206,13 +206,15 @@ def floor_table() -> str:
     for row in rows():
         c, p, f = row.case, row.printed, row.found
         tp = (c.get("launch") or {}).get("tp", 1)
+        pp = _int((c.get("launch") or {}).get("pp"), 1)
         release = str(c["engine_version"]).split()[0]
         seen = coverage.setdefault(_release(release), [0, 0, 0])
         seen[0] += 1
         # a checkpoint's quantization_config rebuilt from its model card or its preset (the
         # case's quantization_basis), not copied: marked, so the row is read as such
         rebuilt = " (quantization_config rebuilt)" if "quantization_config" in c else ""
-        head = f"| {c['id']} | {c['model']}{rebuilt} | {release} | {tp} "
+        parallel = f"{tp} × PP {pp}" if pp > 1 else f"{tp}"
+        head = f"| {c['id']} | {c['model']}{rebuilt} | {release} | {parallel} "
         if isinstance(f, Unknown):
             if f.weights is not None:
                 seen[1] += 1
@@ -229,8 +231,10 @@ def floor_table() -> str:
         pool = (f.pool[0] + f.pool[1]) // 2
         a_low, a_high = f.activation_span
         points = [("weights", (f.weights.bytes + f.weights.top) // 2)]
-        if a_low == a_high:  # a range (the V2 runner's) is scored by the pool it leaves
-            points.append(("activation", a_low))
+        # the V1 runner's derived peak is scored by its midpoint (its range is the allocator's
+        # spare); a V2 or 0.27+ range is scored by the pool it leaves
+        if f.runner == "v1" and f.era == "profile":
+            points.append(("activation", (a_low + a_high) // 2))
         for name, value in points:
             e = _err(value, p[name])
             if e is not None:
@@ -427,6 +431,58 @@ def consumed_fit_set() -> list[FloorRow]:
 
 
 HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
+
+
+# At PP > 1 (issue 31 item 3): every stage's non-torch memory (floor.NON_TORCH_PP_MEASURED)
+# and what a first stage's forward printed beyond fakplan's estimate
+# (floor.PP_FORWARD_EXCESS_MEASURED) are fitted on the PP 2 boots of the releases whose
+# profiler is read before the consumed era; boots at more stages check them.
+
+
+def pp_fit_set() -> list[FloorRow]:
+    """The boots the PP terms are fitted on (the rule above)."""
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
+
+    return [
+        row
+        for row in rows()
+        if READ[0] <= _release_of(row) < CONSUMED_ERA
+        and _int((row.case.get("launch") or {}).get("pp"), 1) == 2
+    ]
+
+
+def stage_prints(row: FloorRow, pattern: str) -> dict[int, float]:
+    """Per PP stage, the GiB figure ``pattern`` reads on that stage's own line."""
+    found: dict[int, float] = {}
+    for line in row.log.read_text(encoding="utf-8").splitlines():
+        stage = re.search(r"Worker_PP(\d+)", line)
+        value = re.search(pattern, line)
+        if stage and value:
+            found[int(stage[1])] = float(value[1])
+    return found
+
+
+def pp_fit(fitted: list[FloorRow]) -> tuple[tuple[int, int], int]:
+    """Over ``fitted``: every stage's printed non-torch memory, min-max with the print's
+    rounding; and the most a first stage's printed peak (to the top of its rounding)
+    exceeded fakplan's forward estimate + cuBLAS."""
+    from fakplan.engines.vllm.floor import CUBLAS_WORKSPACE, _forward_estimate, _moe_workspace
+
+    non_torch: list[float] = []
+    excess = 0
+    for row in fitted:
+        non_torch += stage_prints(row, r"non-torch forward increase memory: ([\d.]+)GiB").values()
+        first = stage_prints(row, r"torch peak memory increase: ([\d.]+)GiB")[0]
+        config = json.loads((PUBLIC / "configs" / row.case["config"] / "config.json").read_text())
+        geometry = load_geometry(str(PUBLIC / "configs" / row.case["config"] / "config.json"))
+        launch = row.case.get("launch") or {}
+        tokens, tp = _int(launch.get("max_num_batched_tokens"), 8192), _int(launch.get("tp"), 1)
+        text = dict(geometry.text_config or config)
+        moe = _moe_workspace(text, geometry.architecture, tp, tokens)
+        forward, _ = _forward_estimate(text, tp, tokens, moe, geometry.architecture)
+        excess = max(excess, round((first + 0.005) * GIB) - forward - CUBLAS_WORKSPACE)
+    span = (round((min(non_torch) - 0.005) * GIB), round((max(non_torch) + 0.005) * GIB))
+    return span, excess
 
 
 def consumed_fit(fitted: list[FloorRow]) -> dict[str, tuple[int, int]]:

@@ -56,8 +56,9 @@ Anything else is unknown, with the reason: 0.34 on (the extensible KV cache), a 
 public boot of either era measures, a
 quantized checkpoint whose layout is not counted, a multimodal one but Gemma 3's SigLIP
 tower (``encoder_profile``; read on the V1 runner, on the V2 runner with no encoder pass
-in 0.25-0.26 and with one from 0.27), an architecture whose weights are not counted, PP > 1,
-a 32-bit served dtype.
+in 0.25-0.26 and with one from 0.27), an architecture whose weights are not counted, PP > 1
+but at TP 1 on 0.17-0.19 where the last stage provably binds (``_earlier_stages``), a 32-bit
+served dtype.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ from fakplan.sizing import bytes_span
 
 GIB = 1 << 30
 CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096 KiB x 8
+ALLOCATOR_SPARE = 1 << 20  # kSmallSize: a block with no more spare is not split (torch_allocator)
 # non-torch memory measured in vLLM 0.19.0 boots on H100 80GB (llm-d-planner, PR #205):
 # (low, high) bytes as printed ("non-torch forward increase memory"), the min-max per TP of
 # the fit set: every boot of tests/data/public/profiler and the dev corpus that ran a release
@@ -104,6 +106,26 @@ NON_TORCH_MEASURED = {
     "tp2": (round(2.06 * GIB), round(2.11 * GIB)),
     "tp4": (round(2.13 * GIB), round(2.21 * GIB)),
 }
+# At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
+# (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
+# PP 2 boots (floor_corpus.pp_fit_set), and the PP 4 boot of the same source (prof-028) checks it
+NON_TORCH_PP_MEASURED = {"tp1": (round(0.065 * GIB), round(0.075 * GIB))}
+# A first or middle stage runs no sampler: its peak is the forward's, which fakplan estimates
+# (``_forward_estimate``), not derives. What the fit set's first stage printed beyond that
+# estimate: prof-004's PP0 "torch peak memory increase: 1.1GiB" (+ the print's 0.005 GiB)
+# less the 872,415,232 B estimate for Llama-3.1-8B at 8,192 tokens
+PP_FORWARD_EXCESS_MEASURED = round(1.105 * GIB) - 872_415_232
+# The activations a later PP stage receives: the runner keeps the model's
+# make_empty_intermediate_tensors at max_num_batched_tokens rows of the hidden size in the
+# model dtype from the profiling run on (gpu_model_runner.py _dummy_run, 0.19.0), one tensor
+# a name the model's factory lists: hidden_states and residual in llama.py (mistral and phi3
+# subclass it), qwen2.py (qwen3 subclasses it), qwen3_moe.py, mixtral.py, gemma2.py,
+# gemma3.py, deepseek_v2.py and gpt_oss.py; hidden_states alone in granite.py (0.19.0)
+PP_RECEIVED_TENSORS = {
+    "llama": 2, "mistral": 2, "phi3": 2, "qwen2": 2, "qwen3": 2, "qwen3_moe": 2,
+    "mixtral": 2, "gemma2": 2, "gemma3": 2, "gemma3_text": 2, "deepseek_v2": 2, "deepseek_v3": 2,
+    "gpt_oss": 2, "granite": 1,
+}  # fmt: skip
 # What is in use when the worker takes its init snapshot (CUDA context; NCCL and the custom
 # all-reduce buffers at TP > 1): total - free at init, "worker init memory snapshot ...
 # cuda_memory=" in the 0.19.0 H100 boots of tests/data/public (0.51 GiB at TP 1 in 19 boots;
@@ -118,9 +140,10 @@ CONTEXT_MEASURED = {
 # The CUDA-graph pool vLLM captures after the KV pool ("Graph capturing finished in X secs,
 # took Y GiB", gpu_model_runner.py capture_model, measured after empty_cache from 0.18):
 # the 0.19.0 H100 boots of tests/data/public/profiler with their print's rounding (TP 1:
-# 0.65 Llama-3.1-8B PP 2 .. 1.57 DeepSeek-V2-Lite; TP 2: 0.76 .. 1.85; TP 4: 0.67 .. 1.66)
+# 0.51 a stage of Llama-3.1-8B at PP 4 .. 1.57 DeepSeek-V2-Lite; TP 2: 0.76 .. 1.85; TP 4:
+# 0.67 .. 1.66)
 GRAPHS_MEASURED = {
-    "tp1": (round(0.645 * GIB), round(1.575 * GIB)),
+    "tp1": (round(0.505 * GIB), round(1.575 * GIB)),
     "tp2": (round(0.755 * GIB), round(1.855 * GIB)),
     "tp4": (round(0.665 * GIB), round(1.665 * GIB)),
 }
@@ -265,6 +288,8 @@ class VllmFloor:
     # 0.27 on: the CUDA-graph estimate inside ``activation`` (vLLM prints H + G as peak
     # activation), as a range; None where there is none
     graph_in_activation: tuple[int, int] | None = None
+    # PP > 1: why the last stage's pool is the one the engine keeps ('' at PP 1)
+    stages: str = ""
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -639,10 +664,22 @@ def activation_peak(
     if moe is not None:
         total += moe.bytes
         text_out += f"; {moe.derivation}"
+    # the tensors alive at the sampler phase's peak; each one over 1 MiB may be counted with
+    # up to 1 MiB of its block left whole
+    tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton_rows * vocab * 4]
+    tensors += [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2, CUBLAS_WORKSPACE]
+    tensors += [] if moe is None else [moe.bytes // 2] * 2
+    large = sum(1 for size in tensors if size > ALLOCATOR_SPARE)
+    spare = large * ALLOCATOR_SPARE
+    spare_text = (
+        f"up to {spare:,} B more where the caching allocator leaves a block whole ({large} "
+        "tensors over 1 MiB, each counted with up to 1 MiB spare: should_split, "
+        "c10/cuda/CUDACachingAllocator.cpp)"
+    )
     forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
     high = forward + CUBLAS_WORKSPACE
-    if high <= total:
-        return Term(total, f"{text_out} = {total:,} B"), None
+    if high <= total + spare:
+        return Term(total, f"{text_out} = {total:,} B, {spare_text}"), total + spare
     # few slots: the sampler is small and the forward's MLP intermediate at
     # max_num_batched_tokens may set the peak (gpu_model_runner.py profile_run runs both)
     return Term(
@@ -750,22 +787,22 @@ def vllm_floor(
         return Unknown(unread)
     if model_type in GEMMA3_FAMILIES:
         text = {**GEMMA3_DEFAULTS, **text}  # what Gemma3TextConfig fills (vocab_size, ...)
-    if pp != 1:
-        stage = vllm_rank_weights(
-            text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
-            cuda_blocks=True, capability=capability, sms=sms,
-            language_model_only=language_model_only, batched_tokens=batched_tokens,
-        )  # fmt: skip
-        return Unknown(
-            "PP > 1: the engine keeps the smallest stage's pool (the last stage's, which runs "
-            "the sampler), and a stage's layer split and non-torch memory are not read",
-            None if stage is None else stage.bytes,
-        )
+    # at PP > 1 the last stage's: it holds the LM head and runs the sampler
     weights = vllm_rank_weights(
-        text, model_type, tp=tp, served=served, quantization=quantization, cuda_blocks=True,
-        capability=capability, sms=sms, language_model_only=language_model_only,
-        batched_tokens=batched_tokens,
+        text, model_type, tp=tp, pp=pp, stage=pp - 1, served=served,
+        quantization=quantization, cuda_blocks=True, capability=capability, sms=sms,
+        language_model_only=language_model_only, batched_tokens=batched_tokens,
     )  # fmt: skip
+    if pp != 1:
+        pipeline = _pipeline_unread(
+            text, model_type, version, tp, spec_tokens, language_model_only, served
+        )
+        if pipeline:
+            return Unknown(
+                pipeline,
+                None if weights is None else weights.bytes,
+                None if weights is None else weights.high,
+            )
     if unread:
         return Unknown(unread) if weights is None else _unknown(unread, weights)
     if weights is not None and model_type in MLA_FAMILIES:
@@ -849,6 +886,15 @@ def vllm_floor(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
             sms=sms,
         )  # fmt: skip
+    if pp != 1:
+        received = received_tensors(text, model_type, batched_tokens, served)
+        activation = Term(
+            activation.bytes + received.bytes,
+            f"{activation.derivation}; + {received.derivation} = "
+            f"{activation.bytes + received.bytes:,} B",
+        )
+        if activation_high is not None:
+            activation_high += received.bytes
     encoder = siglip_tower(text, model_type) and not language_model_only
     embeds: Term | None = None
     if encoder and choice.runner == "v2" and not consumed_era:
@@ -904,7 +950,13 @@ def vllm_floor(
             graphs, graph_text = (found[0], found[1]), found[2]
             if choice.runner == "v2":
                 graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
-    low, high = consumed[:2] if consumed is not None else NON_TORCH_MEASURED[key]
+    low, high = (
+        consumed[:2]
+        if consumed is not None
+        else NON_TORCH_PP_MEASURED[key]
+        if pp != 1
+        else NON_TORCH_MEASURED[key]
+    )
     persistent: Term | None = None
     folded: tuple[int, int] | None = None
     if consumed_era:
@@ -928,12 +980,34 @@ def vllm_floor(
     g_low, g_high = graphs or (0, 0)
     base = requested - weights.bytes
     w_spread = weights.top - weights.bytes
+    pool = (base - w_spread - a_high - high - g_high, base - a_low - low - g_low)
+    stages = ""
+    if pp != 1:
+        earlier = _earlier_stages(
+            text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
+            capability=capability, sms=sms, batched_tokens=batched_tokens, requested=requested,
+            non_torch_high=high,
+        )  # fmt: skip
+        binding = [(s, floor) for s, floor, _ in earlier if floor < pool[1]]
+        if binding:
+            stage, floor = binding[0]
+            return _unknown(
+                f"PP {pp}: stage {stage}'s pool may be the smallest (down to {floor:,} B, "
+                f"against the last stage's {pool[0]:,}..{pool[1]:,} B), and a stage without "
+                "the sampler peaks in its forward, which fakplan estimates, not derives",
+                weights,
+            )
+        stages = (
+            f"the last of {pp} stages binds (the engine keeps the smallest pool over its "
+            "workers): every earlier stage leaves at least as much, "
+            + "; ".join(text_ for _, _, text_ in earlier)
+        )
     return VllmFloor(
         requested=request,
         weights=weights,
         activation=activation,
         non_torch=(low, high),
-        pool=(base - w_spread - a_high - high - g_high, base - a_low - low - g_low),
+        pool=pool,
         cuda_graph=graphs,
         graph_derivation=graph_text,
         activation_high=activation_high,
@@ -943,7 +1017,99 @@ def vllm_floor(
         persistent=persistent,
         inputs_embeds=embeds,
         graph_in_activation=folded,
+        stages=stages,
     )
+
+
+def _pipeline_unread(
+    text: dict[str, Any],
+    model_type: str,
+    version: str,
+    tp: int,
+    spec_tokens: int,
+    language_model_only: bool,
+    served: str,
+) -> str:
+    """Why a PP > 1 pool is not predicted ('' where it is): read for 0.17-0.19 at TP 1 (the
+    releases and the parallelism whose non-torch memory public boots measure at PP > 1)."""
+    if parse_version(version)[:2] >= GRAPHS_SUBTRACTED:
+        return (
+            f"PP > 1 on vllm {version}: no public boot of 0.20 or later measures a stage's "
+            "non-torch memory or its CUDA-graph estimate (read for 0.17-0.19)"
+        )
+    if f"tp{tp}" not in NON_TORCH_PP_MEASURED:
+        return f"TP {tp} x PP > 1: no public boot measures vLLM's non-torch memory there"
+    if model_type not in PP_RECEIVED_TENSORS:
+        return (
+            f"PP > 1: the activations a later stage of {model_type} receives "
+            "(make_empty_intermediate_tensors) are not read"
+        )
+    if towers(text) and not language_model_only:
+        return "PP > 1 with a vision or audio tower: the stages' encoder profiling is not read"
+    if spec_tokens or served not in {"bf16", "fp16"}:
+        return "PP > 1: read for a 16-bit served model without a speculative draft only"
+    return ""
+
+
+def received_tensors(
+    text: dict[str, Any], model_type: str, batched_tokens: int, served: str
+) -> Term:
+    """What a later PP stage keeps for the activations it receives (``PP_RECEIVED_TENSORS``)."""
+    count = PP_RECEIVED_TENSORS[model_type]
+    hidden = int(text["hidden_size"])
+    size = count * batched_tokens * hidden * 2  # the model dtype, 16-bit here
+    return Term(
+        size,
+        f"the {count} received activation tensor{'s' if count > 1 else ''} a later stage "
+        f"keeps, {count} x {batched_tokens:,} x {hidden:,} x 2 B = {size:,} B "
+        "(make_empty_intermediate_tensors, gpu_model_runner.py _dummy_run, 0.19.0)",
+    )
+
+
+def _earlier_stages(
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int,
+    pp: int,
+    served: str,
+    quantization: str | None,
+    capability: str | None,
+    sms: int,
+    batched_tokens: int,
+    requested: int,
+    non_torch_high: int,
+) -> list[tuple[int, int, str]]:
+    """Each stage before the last: the least pool it can leave, as (stage, bytes, why). It
+    runs no sampler, so its peak is its forward's: fakplan's estimate, up to the margin the
+    fit set's first stage printed beyond it (``PP_FORWARD_EXCESS_MEASURED``), + what a stage
+    after the first keeps for the activations it receives."""
+    moe = _moe_workspace(text, model_type, tp, batched_tokens)
+    forward, _ = _forward_estimate(text, tp, batched_tokens, moe, model_type)
+    peak = forward + CUBLAS_WORKSPACE + PP_FORWARD_EXCESS_MEASURED
+    received = received_tensors(text, model_type, batched_tokens, served).bytes
+    out = []
+    for stage in range(pp - 1):
+        weights = vllm_rank_weights(
+            text, model_type, tp=tp, pp=pp, stage=stage, served=served,
+            quantization=quantization, cuda_blocks=True, capability=capability, sms=sms,
+            batched_tokens=batched_tokens,
+        )  # fmt: skip
+        assert weights is not None  # the last stage's were counted, and so are these
+        stage_peak = peak + (received if stage else 0)
+        floor = requested - weights.top - stage_peak - non_torch_high
+        out.append(
+            (
+                stage,
+                floor,
+                f"stage {stage}: {requested:,} - weights {weights.top:,} - forward peak at "
+                f"most {stage_peak:,} (fakplan's estimate {forward + CUBLAS_WORKSPACE:,} + "
+                f"{PP_FORWARD_EXCESS_MEASURED:,} B measured beyond it in the fit set's first "
+                f"stage{' + the received tensors ' + format(received, ',') if stage else ''}) "
+                f"- non-torch {non_torch_high:,} = {floor:,} B",
+            )
+        )
+    return out
 
 
 def _unknown(reason: str, weights: RankWeights) -> Unknown:

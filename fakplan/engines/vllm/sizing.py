@@ -91,6 +91,8 @@ def vllm_sizing(
     )
     if found.cuda_graph is None:
         details += (("cuda_graph_derivation", found.graph_derivation),)
+    if found.stages:
+        details += (("stages", found.stages),)
     return EngineSizing(
         flag=FLAG,
         field=FIELD,
@@ -240,8 +242,9 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
             _consumed_derivation(found, tp),
             measured=True,
         )
+    where = f"TP {tp}" + (" x PP > 1 (every stage of the PP 2 fit set)" if found.stages else "")
     return SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
-                     f"measured in public vLLM 0.19.0 boots on H100 at TP {tp}: "
+                     f"measured in public vLLM 0.19.0 boots on H100 at {where}: "
                      f"{low:,}..{high:,} B (no config gives it)", measured=True)  # fmt: skip
 
 
