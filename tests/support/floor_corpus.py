@@ -381,7 +381,8 @@ def _card_lines() -> str:
 #
 # vLLM's non-torch memory is the one term of the pool no config determines. Its range per
 # TP (floor.NON_TORCH_MEASURED) is fitted on a named set: every boot above that ran a release
-# whose profiler fakplan reads (floor.READ) at PP 1 and prints the term. All of them come from
+# whose profiler fakplan reads (floor.READ) at PP 1, prints the term and gets a predicted pool
+# (a boot fakplan refuses, its model's terms not read, shapes no range). All of them come from
 # one source, on one card and one release, so a score by source is not possible; the score
 # below leaves out each boot's model (every boot of the same config.json, at any TP) and
 # predicts its pool from a range fitted on the other models only.
@@ -397,6 +398,7 @@ def fit_set() -> list[FloorRow]:
         if READ[0] <= _release_of(row) < CONSUMED_ERA
         and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
         and row.printed["non_torch"] is not None
+        and not isinstance(row.found, Unknown)
     ]
 
 
