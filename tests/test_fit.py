@@ -79,13 +79,17 @@ def test_what_fits_an_8b_model_on_a_24_gib_card(tmp_path: Path) -> None:
     }  # fmt: skip
     fp8_weights = _at(_layout(document, "fp8", "fp8"), 32768)
     assert fp8_weights is not None and fp8_weights["max_num_seqs"] >= 4
-    # with bf16 KV, 4 sessions reach 12,704 tokens: 4 x 12,704 x 128 KiB = 6,352 MiB of pool.
+    # with bf16 KV, 4 sessions reach 12,560 tokens: 4 x 12,560 x 128 KiB = 6,280 MiB of pool.
     # (13,056 before the ceiling took the top of the activation range at 4 slots: the
     # forward's 2 x 2 x 2,048 x 4,096 + 2,048 x 3 x 14,336 x 2 B + cuBLAS = 243,269,632 B
-    # over the sampler model's 59,631,616 B, 175.1 MiB, so 176 MiB of pool in 16-token blocks)
+    # over the sampler model's 59,631,616 B, 175.1 MiB, so 176 MiB of pool in 16-token blocks;
+    # 12,704 before that top took the margin a first PP stage printed beyond the estimate,
+    # scaled to 2,048 x 4,096: 78,517,371 B, nine 16-token blocks of the four sessions)
     assert (13056 - 12704) * 4 * 128 * 1024 >= 243_269_632 - 59_631_616
-    assert bf16["at_sessions"]["max_model_len"] == 12704
-    assert bf16["at_sessions"]["beyond"]["value"] == 12704 + 16  # one 16-token block more
+    margin = (round(1.105 * (1 << 30)) - 872_415_232) // 4
+    assert (12704 - 12560) * 4 * 128 * 1024 <= margin < (12704 - 12560 + 16) * 4 * 128 * 1024
+    assert bf16["at_sessions"]["max_model_len"] == 12560
+    assert bf16["at_sessions"]["beyond"]["value"] == 12560 + 16  # one 16-token block more
     _gated_clean(tmp_path / "fitted")
     assert len(document["emitted"]) == len(list((tmp_path / "fitted").glob("*.yaml")))
 

@@ -437,7 +437,7 @@ HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 G
 
 # At PP > 1 (issue 31 item 3): every stage's non-torch memory (floor.NON_TORCH_PP_MEASURED)
 # and what a first stage's forward printed beyond fakplan's estimate
-# (floor.PP_FORWARD_EXCESS_MEASURED) are fitted on the PP 2 boots of the releases whose
+# (floor.FORWARD_EXCESS_MEASURED) are fitted on the PP 2 boots of the releases whose
 # profiler is read before the consumed era; boots at more stages check them.
 
 

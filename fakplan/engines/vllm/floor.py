@@ -110,11 +110,15 @@ NON_TORCH_MEASURED = {
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
 # PP 2 boots (floor_corpus.pp_fit_set), and the PP 4 boot of the same source (prof-028) checks it
 NON_TORCH_PP_MEASURED = {"tp1": (round(0.065 * GIB), round(0.075 * GIB))}
-# A first or middle stage runs no sampler: its peak is the forward's, which fakplan estimates
-# (``_forward_estimate``), not derives. What the fit set's first stage printed beyond that
-# estimate: prof-004's PP0 "torch peak memory increase: 1.1GiB" (+ the print's 0.005 GiB)
-# less the 872,415,232 B estimate for Llama-3.1-8B at 8,192 tokens
-PP_FORWARD_EXCESS_MEASURED = round(1.105 * GIB) - 872_415_232
+# The profiling forward's own peak is printed where no sampler runs beside it: a first PP
+# stage's. fakplan estimates it (``_forward_estimate``), not derives it; what the PP fit set's
+# first stage printed beyond that estimate: prof-004's PP0 "torch peak memory increase:
+# 1.1GiB" (+ the print's 0.005 GiB) less the 872,415,232 B estimate for Llama-3.1-8B at
+# 8,192 batched tokens of width 4,096. What the estimate leaves out (norm and attention
+# outputs, residual copies, what Inductor keeps alive) is of the hidden states' shape, so
+# another model takes it scaled by its batched tokens x hidden size (``forward_excess``)
+FORWARD_EXCESS_MEASURED = round(1.105 * GIB) - 872_415_232
+FORWARD_EXCESS_STATE = 8192 * 4096  # prof-004's batched tokens x hidden size
 # The activations a later PP stage receives: the runner keeps the model's
 # make_empty_intermediate_tensors at max_num_batched_tokens rows of the hidden size in the
 # model dtype from the profiling run on (gpu_model_runner.py _dummy_run, 0.19.0), one tensor
@@ -677,17 +681,18 @@ def activation_peak(
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
     forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
-    high = forward + CUBLAS_WORKSPACE
+    excess = forward_excess(text, batched_tokens)
+    high = forward + CUBLAS_WORKSPACE + excess.bytes
     if high <= total + spare:
         return Term(total, f"{text_out} = {total:,} B, {spare_text}"), total + spare
     # few slots: the sampler is small and the forward's MLP intermediate at
     # max_num_batched_tokens may set the peak (gpu_model_runner.py profile_run runs both)
     return Term(
         total,
-        f"{text_out} = {total:,} B, up to the forward's estimate ({forward_text}, + cuBLAS) "
-        f"= {high:,} B: outside the measured range, as every public boot the sampler's model "
-        "was checked on ran at 256-1,024 slots, where the sampler dominates; verify reports "
-        "where the boot fell",
+        f"{text_out} = {total:,} B, up to the forward's ({forward_text}, + cuBLAS "
+        f"{excess.derivation}) = {high:,} B: the sampler phase is checked by public boots at "
+        "256-1,024 slots, where it dominates, the forward by PP stages that run no sampler; "
+        "verify reports where the boot fell",
     ), high
 
 
@@ -705,6 +710,19 @@ def _gpt_oss_forward(
         f"2 hidden states 2 x 2 x {batched_tokens:,} x {hidden:,} = {states:,} B + the MXFP4 "
         f"experts' gate_up and activation {batched_tokens:,} x top-{top_k} x 3 x {inter:,} x "
         f"2 B = {routed:,} B (the monolithic Triton kernel keeps no workspace)"
+    )
+
+
+def forward_excess(text: dict[str, Any], batched_tokens: int) -> Term:
+    """What the forward may take beyond fakplan's estimate: the margin measured in a first
+    PP stage's print (``FORWARD_EXCESS_MEASURED``), scaled to this model's hidden states."""
+    state = batched_tokens * int(text["hidden_size"])
+    size = FORWARD_EXCESS_MEASURED * state // FORWARD_EXCESS_STATE
+    return Term(
+        size,
+        f"+ up to {size:,} B beyond the estimate (what prof-004's first PP stage, which runs "
+        f"no sampler, printed beyond it: {FORWARD_EXCESS_MEASURED:,} B at 8,192 x 4,096, "
+        f"scaled to {batched_tokens:,} x {int(text['hidden_size']):,})",
     )
 
 
@@ -1082,11 +1100,12 @@ def _earlier_stages(
 ) -> list[tuple[int, int, str]]:
     """Each stage before the last: the least pool it can leave, as (stage, bytes, why). It
     runs no sampler, so its peak is its forward's: fakplan's estimate, up to the margin the
-    fit set's first stage printed beyond it (``PP_FORWARD_EXCESS_MEASURED``), + what a stage
+    fit set's first stage printed beyond it (``forward_excess``), + what a stage
     after the first keeps for the activations it receives."""
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
     forward, _ = _forward_estimate(text, tp, batched_tokens, moe, model_type)
-    peak = forward + CUBLAS_WORKSPACE + PP_FORWARD_EXCESS_MEASURED
+    excess = forward_excess(text, batched_tokens).bytes
+    peak = forward + CUBLAS_WORKSPACE + excess
     received = received_tensors(text, model_type, batched_tokens, served).bytes
     out = []
     for stage in range(pp - 1):
@@ -1104,8 +1123,8 @@ def _earlier_stages(
                 floor,
                 f"stage {stage}: {requested:,} - weights {weights.top:,} - forward peak at "
                 f"most {stage_peak:,} (fakplan's estimate {forward + CUBLAS_WORKSPACE:,} + "
-                f"{PP_FORWARD_EXCESS_MEASURED:,} B measured beyond it in the fit set's first "
-                f"stage{' + the received tensors ' + format(received, ',') if stage else ''}) "
+                f"{excess:,} B, what the fit set's first stage printed beyond it, scaled"
+                f"{' + the received tensors ' + format(received, ',') if stage else ''}) "
                 f"- non-torch {non_torch_high:,} = {floor:,} B",
             )
         )
@@ -1136,9 +1155,10 @@ def _transient_peak(
         )
     else:
         text += (
-            "; the V1 runner's transient peak at 0.27+ is checked by one public boot, which "
-            "printed more (prof-027: 0.76 GiB with its graph estimate against 0.34-0.57 GiB "
-            "fakplan gives it), so it may be larger than this; verify says where a boot fell"
+            "; the V1 runner's transient peak at 0.27+ is checked by one public boot (prof-027, "
+            "a mixture at 32 slots: 0.76 GiB printed with its graph estimate, inside once the "
+            "forward's margin measured in a first PP stage is taken, above the sampler phase "
+            "alone); verify says where a boot fell"
         )
     low = peak.bytes
     if graphs is not None:

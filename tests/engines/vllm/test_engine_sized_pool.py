@@ -367,15 +367,18 @@ def test_a_stated_pair_gets_a_predicted_ceiling(tmp_path: Path) -> None:
     range: at 8 rows the sampler (8 x 128,256 x 14 B + the Triton buffer 8 x 128,256 x 4 B,
     the hidden states 2 x 8,192 x 4,096 B + 4 x 8 x 4,096 B, the 32 MiB cuBLAS workspace) is
     outgrown by the forward's estimate: 2 x 2 x 8,192 x 4,096 B of hidden states and the
-    MLP's gate_up and activation, 8,192 x 3 x 14,336 x 2 B, + cuBLAS."""
+    MLP's gate_up and activation, 8,192 x 3 x 14,336 x 2 B, + cuBLAS, + the margin prof-004's
+    first PP stage printed beyond that estimate (1.1 GiB printed, so 1.105, less the same
+    estimate for the same model and tokens)."""
     gib = 1 << 30
     plan = compile_plan(load_shape(_pair_shape(tmp_path)))
     argv = plan.launch.roles[0].argv
     assert "--kv-cache-memory-bytes" in argv and "--gpu-memory-utilization" not in argv
     assert plan.ceiling_basis == "predicted"
     sampler = 2 * 8192 * 4096 + 4 * 8 * 4096 + (32 << 20) + 8 * 128_256 * 18
-    activation = 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + (32 << 20)
-    assert activation > sampler
+    estimate = 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + (32 << 20)
+    assert estimate > sampler
+    activation = round(1.105 * gib)  # estimate + (round(1.105 GiB) - estimate)
     total = round(79.19 * gib)
     by_hand = (
         total

@@ -635,9 +635,12 @@ def test_a_block_fp8_mixture_on_triton_is_predicted_and_prof_027_falls_inside() 
     capability 8.9, 9.0 and 12.x (fused_moe/oracle/fp8.py), whose workspaces are the
     unquantized kernel's: prof-027 (0.27.1, TP 4, 12.0, 8,192 tokens, top-8 of experts
     1,536 wide so N = 2 x 1,536 / 4 = 768) keeps 8,192 x 8 x (4,096 + 4,096) x 2 B beside
-    the borrowed TP 4 range, and its printed pool falls inside. Its printed peak
-    activation does not (the derivation says the V1 runner's 0.27 peak may be larger), and
-    on compute capability 10.0 (FlashInfer's TRT-LLM kernel first) the pool stays unknown."""
+    the borrowed TP 4 range, and its printed pool falls inside. So does its printed peak
+    activation (0.76 GiB), though above the sampler phase with the graph estimate (0.57 at
+    most): at 32 slots the forward sets the peak, and only with the margin a first PP
+    stage's print measured beyond fakplan's forward estimate (prof-004, a different boot,
+    release and model) does the range hold it. On compute capability 10.0 (FlashInfer's
+    TRT-LLM kernel first) the pool stays unknown."""
     from fakplan.engines.vllm.floor import consumed_beyond_weights
     from tests.support.floor_corpus import row as floor_row
 
@@ -651,8 +654,11 @@ def test_a_block_fp8_mixture_on_triton_is_predicted_and_prof_027_falls_inside() 
     printed_pool = row.printed["pool"]
     assert printed_pool is not None and found.pool[0] <= printed_pool <= found.pool[1]
     printed_peak = row.printed["activation"]
-    assert printed_peak is not None and printed_peak > found.activation_span[1]
-    assert "printed more (prof-027" in found.activation.derivation
+    low, high = found.activation_span
+    assert printed_peak is not None and low <= printed_peak <= high
+    sampler_phase = 87_515_136 + 67_633_152 + 33_554_432  # + the graph estimate's top
+    assert printed_peak > sampler_phase + 425_721_856 + 8 * (1 << 20)
+    assert "forward's margin measured in a first PP stage" in found.activation.derivation
     config = _config("Qwen--Qwen3-235B-A22B-FP8")
     on_b200 = vllm_floor(
         config, "qwen3_moe", version="0.27.1", tp=4, pp=1, card_total=round(178.35 * GIB),

@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from fakplan.engines.vllm.floor import (
+    FORWARD_EXCESS_MEASURED,
     NON_TORCH_PP_MEASURED,
-    PP_FORWARD_EXCESS_MEASURED,
     Unknown,
     VllmFloor,
     vllm_floor,
@@ -42,7 +42,7 @@ def test_the_pp_terms_are_their_fit_sets() -> None:
     assert [r.case["id"] for r in fitted] == ["prof-004"]
     span, excess = pp_fit(fitted)
     assert span == NON_TORCH_PP_MEASURED["tp1"]
-    assert excess == PP_FORWARD_EXCESS_MEASURED
+    assert excess == FORWARD_EXCESS_MEASURED
     assert excess == round(1.105 * GIB) - (4 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + (32 << 20))
 
 
@@ -83,7 +83,7 @@ def test_the_pp_boots_fall_inside() -> None:
     for stage in (0, 1, 2):
         low, _, high = printed_interval(f"{peaks[stage]} GiB")
         floor = estimate + (received if stage else 0)
-        assert low <= floor + PP_FORWARD_EXCESS_MEASURED and floor <= high, stage
+        assert low <= floor + FORWARD_EXCESS_MEASURED and floor <= high, stage
     # the binding stage: PP3 printed 2.01 GiB, the sampler phase + what it receives
     low, _, high = printed_interval(f"{peaks[3]} GiB")
     a_low, a_high = check.found.activation_span  # type: ignore[union-attr]
