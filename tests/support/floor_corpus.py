@@ -244,7 +244,7 @@ def floor_table() -> str:
             errors["pool"].append(abs(pool_error))
             kind = _model_class(c["config"])
             groups.setdefault((kind, int(tp)), []).append(abs(pool_error))
-        non_kv = f.weights.bytes + f.activation.bytes + (f.non_torch[0] + f.non_torch[1]) // 2
+        non_kv = f.weights.bytes + (a_low + a_high) // 2 + (f.non_torch[0] + f.non_torch[1]) // 2
         total_error = _err(non_kv, p["non_kv"])
         if total_error is not None:
             errors["non-KV total"].append(abs(total_error))

@@ -522,10 +522,10 @@ def _peak_unread(
         )
     if model_type == "granite":
         return (
-            "its profiling run is not read: the public 0.19.0 H100 boots of three granite "
+            "its non-torch memory is not read: the public 0.19.0 H100 boots of three granite "
             "checkpoints print 0.46 GiB of non-torch memory (0.24-0.27 for every other dense "
-            "model measured) and a peak about 0.06 GiB above the llama estimate "
-            "(docs/vllm-memory.md)"
+            "model measured; their peaks fall inside the activation range, "
+            "docs/vllm-memory.md)"
         )
     if model_type in SWA_HYBRID_FAMILIES:
         return (
