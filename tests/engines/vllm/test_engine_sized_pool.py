@@ -148,9 +148,17 @@ def test_every_evaluable_public_boot_against_constants_it_did_not_fit(
     total = ledger.figure("total_gpu_bytes")
     assert total is not None and total.printed is not None
     config = PUBLIC / "configs" / case["config"] / "config.json"
-    if "quantization_config" in case:  # the checkpoint's scheme over its base config
+    if "quantization_config" in case or "config_changes" in case:
+        # the checkpoint's scheme, and the fields its config_basis names as different, over
+        # the config that stands in for it (null: the field absent)
         document = json.loads(config.read_text())
-        document["quantization_config"] = case["quantization_config"]
+        if "quantization_config" in case:
+            document["quantization_config"] = case["quantization_config"]
+        for field, value in (case.get("config_changes") or {}).items():
+            if value is None:
+                document.pop(field, None)
+            else:
+                document[field] = value
         config = tmp_path / "checkpoint" / "config.json"
         config.parent.mkdir()
         config.write_text(json.dumps(document))
