@@ -99,6 +99,20 @@ def _row(case: dict[str, Any], log: Path) -> FloorRow:
     return FloorRow(case, log, printed, _predict(case, ledger, log.read_text(encoding="utf-8")))
 
 
+def as_checkpoint(config: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The case's checkpoint from the config that stands in for it: its quantization scheme
+    over the base config, and the fields its config_basis names as different (null: the
+    field absent). Edits ``config`` in place and returns it."""
+    if "quantization_config" in case:
+        config["quantization_config"] = case["quantization_config"]
+    for field, value in (case.get("config_changes") or {}).items():
+        if value is None:
+            config.pop(field, None)
+        else:
+            config[field] = value
+    return config
+
+
 def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknown:
     if not case.get("config"):
         return Unknown("no published config")
@@ -116,16 +130,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     launch = case.get("launch") or {}
     card = case.get("card") or {}
     assert geometry.text_config is not None
-    text = dict(geometry.text_config)
-    if "quantization_config" in case:  # the checkpoint's scheme over its base config
-        text["quantization_config"] = case["quantization_config"]
-    # where the case's config stands in for the model's, the fields its config_basis
-    # names as different (null: the field absent)
-    for field, value in (case.get("config_changes") or {}).items():
-        if value is None:
-            text.pop(field, None)
-        else:
-            text[field] = value
+    text = as_checkpoint(dict(geometry.text_config), case)
     return vllm_floor(
         text,
         geometry.architecture,

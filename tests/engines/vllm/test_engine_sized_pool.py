@@ -24,7 +24,7 @@ from fakplan.plan import compile_plan
 from fakplan.shape import load_shape
 from fakplan.units import printed_interval
 from fakplan.verify import ledger_verdicts
-from tests.support.floor_corpus import HeldOut, held_out, tp_key
+from tests.support.floor_corpus import HeldOut, as_checkpoint, held_out, tp_key
 from tests.support.paths import DATA, PUBLIC
 from tests.test_cpu_device import TINY_CONFIG
 
@@ -149,16 +149,7 @@ def test_every_evaluable_public_boot_against_constants_it_did_not_fit(
     assert total is not None and total.printed is not None
     config = PUBLIC / "configs" / case["config"] / "config.json"
     if "quantization_config" in case or "config_changes" in case:
-        # the checkpoint's scheme, and the fields its config_basis names as different, over
-        # the config that stands in for it (null: the field absent)
-        document = json.loads(config.read_text())
-        if "quantization_config" in case:
-            document["quantization_config"] = case["quantization_config"]
-        for field, value in (case.get("config_changes") or {}).items():
-            if value is None:
-                document.pop(field, None)
-            else:
-                document[field] = value
+        document = as_checkpoint(json.loads(config.read_text()), case)
         config = tmp_path / "checkpoint" / "config.json"
         config.parent.mkdir()
         config.write_text(json.dumps(document))
