@@ -102,14 +102,17 @@ def _row(case: dict[str, Any], log: Path) -> FloorRow:
 def as_checkpoint(config: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     """The case's checkpoint from the config that stands in for it: its quantization scheme
     over the base config, and the fields its config_basis names as different (null: the
-    field absent). Edits ``config`` in place and returns it."""
+    field absent; a multimodal config's are its text model's). Edits ``config`` in place
+    and returns it."""
     if "quantization_config" in case:
         config["quantization_config"] = case["quantization_config"]
+    nested = config.get("text_config")
+    target = nested if isinstance(nested, dict) else config
     for field, value in (case.get("config_changes") or {}).items():
         if value is None:
-            config.pop(field, None)
+            target.pop(field, None)
         else:
-            config[field] = value
+            target[field] = value
     return config
 
 
