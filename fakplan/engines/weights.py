@@ -618,6 +618,11 @@ def layout_refusal(text: dict[str, Any], model_type: str, tp: int, pp: int) -> s
     divides TP nor is 1 (mamba_mixer2.py), per-layer lists shorter than the layers, and PP
     for the families whose stages build their vocab matrices their own way."""
     own_layers = (*MLA_FAMILIES, *GDN_FAMILIES, *MAMBA_FAMILIES, *SWA_HYBRID_FAMILIES)
+    if model_type in GEMMA_FAMILIES and pp != 1:
+        return (
+            f"{model_type} at PP {pp}: which rotary caches and tied embedding each stage "
+            "builds is not read"
+        )
     if model_type not in own_layers:
         return None  # the plain decoders and Gemma: their counts check their own layout
     if pp != 1:

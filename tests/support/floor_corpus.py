@@ -389,8 +389,8 @@ def _card_lines() -> str:
 #
 # vLLM's non-torch memory is the one term of the pool no config determines. Its range per
 # TP (floor.NON_TORCH_MEASURED) is fitted on a named set: every boot above that ran a release
-# whose profiler fakplan reads (floor.READ) at PP 1, prints the term and gets a predicted pool
-# (a boot fakplan refuses, its model's terms not read, shapes no range). All of them come from
+# whose profiler fakplan reads (floor.READ) at PP 1 and prints the term, but the families
+# whose non-torch memory is declared unread (floor.NON_TORCH_UNREAD). All of them come from
 # one source, on one card and one release, so a score by source is not possible; the score
 # below leaves out each boot's model (every boot of the same config.json, at any TP) and
 # predicts its pool from a range fitted on the other models only.
@@ -398,7 +398,7 @@ def _card_lines() -> str:
 
 def fit_set() -> list[FloorRow]:
     """The boots NON_TORCH_MEASURED is fitted on (the rule above, never a list of ids)."""
-    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, NON_TORCH_UNREAD, READ
 
     return [
         row
@@ -406,8 +406,14 @@ def fit_set() -> list[FloorRow]:
         if READ[0] <= _release_of(row) < CONSUMED_ERA
         and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
         and row.printed["non_torch"] is not None
-        and not isinstance(row.found, Unknown)
+        and model_type(row) not in NON_TORCH_UNREAD
     ]
+
+
+def model_type(row: FloorRow) -> str:
+    """The architecture of the row's config, as fakplan resolves it."""
+    config = PUBLIC / "configs" / str(row.case["config"]) / "config.json"
+    return load_geometry(str(config)).architecture
 
 
 def _release_of(row: FloorRow) -> tuple[int, ...]:
@@ -458,6 +464,7 @@ def pp_fit_set() -> list[FloorRow]:
         for row in rows()
         if READ[0] <= _release_of(row) < CONSUMED_ERA
         and _int((row.case.get("launch") or {}).get("pp"), 1) == 2
+        and tp_key(row) == "tp1"  # NON_TORCH_PP_MEASURED is keyed by TP
     ]
 
 
@@ -475,22 +482,30 @@ def stage_prints(row: FloorRow, pattern: str) -> dict[int, float]:
 def pp_fit(fitted: list[FloorRow]) -> tuple[tuple[int, int], int]:
     """Over ``fitted``: every stage's printed non-torch memory, min-max with the print's
     rounding; and the most a first stage's printed peak (to the top of its rounding)
-    exceeded fakplan's forward estimate + cuBLAS."""
-    from fakplan.engines.vllm.floor import CUBLAS_WORKSPACE, _forward_estimate, _moe_workspace
+    exceeded fakplan's forward estimate + cuBLAS, each boot's excess scaled to
+    FORWARD_EXCESS_STATE (8,192 tokens x 4,096 wide) as ``forward_excess`` scales it back."""
+    from fakplan.engines.vllm.floor import (
+        CUBLAS_WORKSPACE,
+        FORWARD_EXCESS_STATE,
+        _forward_estimate,
+        _moe_workspace,
+    )
 
     non_torch: list[float] = []
     excess = 0
     for row in fitted:
         non_torch += stage_prints(row, r"non-torch forward increase memory: ([\d.]+)GiB").values()
         first = stage_prints(row, r"torch peak memory increase: ([\d.]+)GiB")[0]
-        config = json.loads((PUBLIC / "configs" / row.case["config"] / "config.json").read_text())
         geometry = load_geometry(str(PUBLIC / "configs" / row.case["config"] / "config.json"))
         launch = row.case.get("launch") or {}
         tokens, tp = _int(launch.get("max_num_batched_tokens"), 8192), _int(launch.get("tp"), 1)
-        text = dict(geometry.text_config or config)
+        assert geometry.text_config is not None
+        text = as_checkpoint(dict(geometry.text_config), row.case)
         moe = _moe_workspace(text, geometry.architecture, tp, tokens)
         forward, _ = _forward_estimate(text, tp, tokens, moe, geometry.architecture)
-        excess = max(excess, round((first + 0.005) * GIB) - forward - CUBLAS_WORKSPACE)
+        over = round((first + 0.005) * GIB) - forward - CUBLAS_WORKSPACE
+        state = tokens * int(text["hidden_size"])
+        excess = max(excess, over * FORWARD_EXCESS_STATE // state)
     span = (round((min(non_torch) - 0.005) * GIB), round((max(non_torch) + 0.005) * GIB))
     return span, excess
 

@@ -57,8 +57,8 @@ public boot of either era measures, a
 quantized checkpoint whose layout is not counted, a multimodal one but Gemma 3's SigLIP
 tower (``encoder_profile``; read on the V1 runner, on the V2 runner with no encoder pass
 in 0.25-0.26 and with one from 0.27), an architecture whose weights are not counted, PP > 1
-but at TP 1 on 0.17-0.19 where the last stage provably binds (``_earlier_stages``), a 32-bit
-served dtype.
+but at TP 1 on 0.17-0.19 with the layers split evenly and the last stage binding under
+fakplan's forward bound (``_earlier_stages``), a 32-bit served dtype.
 """
 
 from __future__ import annotations
@@ -123,12 +123,13 @@ FORWARD_EXCESS_STATE = 8192 * 4096  # prof-004's batched tokens x hidden size
 # make_empty_intermediate_tensors at max_num_batched_tokens rows of the hidden size in the
 # model dtype from the profiling run on (gpu_model_runner.py _dummy_run, 0.19.0), one tensor
 # a name the model's factory lists: hidden_states and residual in llama.py (mistral and phi3
-# subclass it), qwen2.py (qwen3 subclasses it), qwen3_moe.py, mixtral.py, gemma2.py,
-# gemma3.py, deepseek_v2.py and gpt_oss.py; hidden_states alone in granite.py (0.19.0)
+# subclass it), qwen2.py (qwen3 subclasses it), qwen3_moe.py and mixtral.py; hidden_states
+# alone in granite.py (0.19.0). Listed: the families whose stage weights fakplan counts at
+# PP > 1 (gemma2.py, gemma3.py, deepseek_v2.py and gpt_oss.py list both too, but their
+# stages' weights are not counted)
 PP_RECEIVED_TENSORS = {
     "llama": 2, "mistral": 2, "phi3": 2, "qwen2": 2, "qwen3": 2, "qwen3_moe": 2,
-    "mixtral": 2, "gemma2": 2, "gemma3": 2, "gemma3_text": 2, "deepseek_v2": 2, "deepseek_v3": 2,
-    "gpt_oss": 2, "granite": 1,
+    "mixtral": 2, "granite": 1,
 }  # fmt: skip
 # What is in use when the worker takes its init snapshot (CUDA context; NCCL and the custom
 # all-reduce buffers at TP > 1): total - free at init, "worker init memory snapshot ...
@@ -223,6 +224,10 @@ READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
 EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
 GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 (envs.py)
+# Families whose public boots print non-torch memory outside every other model's range for
+# a cause not read: refused, and kept out of the measured range (granite: 0.46 GiB on three
+# checkpoints, 0.24-0.27 on every other dense model at TP 1, 0.19.0 H100)
+NON_TORCH_UNREAD = ("granite",)
 
 
 def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
@@ -280,7 +285,10 @@ class VllmFloor:
     # none (before 0.20, eager, or a V2 runner before 0.29)
     cuda_graph: tuple[int, int] | None = None
     graph_derivation: str = ""
-    activation_high: int | None = None  # the V2 runner's forward estimate, where higher
+    # the top of the activation range: the allocator's spare, the forward's top where few
+    # slots let it outgrow the sampler, the V2 runner's forward (+ a PP stage's received
+    # tensors); None where the term is one figure
+    activation_high: int | None = None
     runner: str = "v1"
     runner_rule: str = ""
     # "profile" (0.17-0.26: W + P' + N, ``non_torch`` the measured N) or "consumed" (0.27
@@ -481,7 +489,8 @@ def _peak_unread(
     language_model_only: bool,
     capability: str | None = None,
 ) -> str:
-    """Why the profiling run's peak is not derived for this model ('' where it is). Served
+    """Why the profiling run's terms are not derived for this model ('' where they are):
+    its peak, or for a family in ``NON_TORCH_UNREAD`` its non-torch memory. Served
     text-only, a multimodal model profiles no encoder: with every modality's limit 0 the
     runner sees no multimodal input (multimodal/registry.py supports_multimodal_inputs;
     gpu_model_runner.py profile_run, v0.19.0), so its peak is the text model's."""
@@ -522,7 +531,7 @@ def _peak_unread(
             "1.62 GiB beyond its weights, against 0.22-0.57 GiB for the text models measured "
             "(docs/vllm-memory.md)"
         )
-    if model_type == "granite":
+    if model_type in NON_TORCH_UNREAD:
         return (
             "its non-torch memory is not read: the public 0.19.0 H100 boots of three granite "
             "checkpoints print 0.46 GiB of non-torch memory (0.24-0.27 for every other dense "
@@ -653,9 +662,10 @@ def activation_peak(
     batched_tokens: int,
     max_num_seqs: int,
     sms: int,
-) -> tuple[Term, int | None]:
+) -> tuple[Term, int]:
     """The profiling run's torch peak increase on the last PP stage (V1 runner, 16-bit),
-    and the top of its range where the forward may outgrow the sampler (None elsewhere)."""
+    and the top of its range: the caching allocator's spare, or the forward's top where few
+    slots let it outgrow the sampler."""
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
     triton_rows = min(2 ** math.ceil(math.log2(min(sms, rows))), sms)
@@ -817,9 +827,9 @@ def vllm_floor(
         quantization=quantization, cuda_blocks=True, capability=capability, sms=sms,
         language_model_only=language_model_only, batched_tokens=batched_tokens,
     )  # fmt: skip
-    if pp != 1:
+    if pp != 1 and weights is not None:  # where they are not, the weights' refusal says why
         pipeline = _pipeline_unread(
-            text, model_type, version, tp, spec_tokens, language_model_only, served
+            text, model_type, version, tp, pp, spec_tokens, language_model_only, served
         )
         if pipeline:
             return Unknown(
@@ -844,7 +854,7 @@ def vllm_floor(
                 model_type,
                 quantization,
                 tp,
-                1,
+                pp,
                 capability,
                 served=served,
                 language_model_only=language_model_only,
@@ -911,7 +921,7 @@ def vllm_floor(
             sms=sms,
         )  # fmt: skip
     if pp != 1:
-        received = received_tensors(text, model_type, batched_tokens, served)
+        received = received_tensors(text, model_type, batched_tokens)
         activation = Term(
             activation.bytes + received.bytes,
             f"{activation.derivation}; + {received.derivation} = "
@@ -1007,11 +1017,16 @@ def vllm_floor(
     pool = (base - w_spread - a_high - high - g_high, base - a_low - low - g_low)
     stages = ""
     if pp != 1:
+        # _pipeline_unread admits 0.17-0.19 only: no graph term, no consumed era, no MLA
+        # import workspaces an earlier stage's weights would need too
+        assert graphs is None and not consumed_era and model_type not in MLA_FAMILIES
         earlier = _earlier_stages(
             text, model_type, tp=tp, pp=pp, served=served, quantization=quantization,
             capability=capability, sms=sms, batched_tokens=batched_tokens, requested=requested,
-            non_torch_high=high,
+            non_torch_high=high, language_model_only=language_model_only,
         )  # fmt: skip
+        if isinstance(earlier, str):
+            return _unknown(earlier, weights)
         binding = [(s, floor) for s, floor, _ in earlier if floor < pool[1]]
         if binding:
             stage, floor = binding[0]
@@ -1022,8 +1037,9 @@ def vllm_floor(
                 weights,
             )
         stages = (
-            f"the last of {pp} stages binds (the engine keeps the smallest pool over its "
-            "workers): every earlier stage leaves at least as much, "
+            f"the last of {pp} stages binds (the engine keeps the smallest block count over "
+            "its workers, and stages of equal layers have blocks of equal size): every "
+            "earlier stage leaves at least as much under fakplan's forward bound, "
             + "; ".join(text_ for _, _, text_ in earlier)
         )
     return VllmFloor(
@@ -1050,16 +1066,28 @@ def _pipeline_unread(
     model_type: str,
     version: str,
     tp: int,
+    pp: int,
     spec_tokens: int,
     language_model_only: bool,
     served: str,
 ) -> str:
     """Why a PP > 1 pool is not predicted ('' where it is): read for 0.17-0.19 at TP 1 (the
-    releases and the parallelism whose non-torch memory public boots measure at PP > 1)."""
+    releases and the parallelism whose non-torch memory public boots measure at PP > 1),
+    with the layers split evenly. The split is get_pp_indices' default (VLLM_PP_LAYER_PARTITION
+    unset); the engine keeps the smallest block count over its workers, and a stage's block
+    is its own layers' page, so stages of unequal layers are compared in blocks, not read."""
     if parse_version(version)[:2] >= GRAPHS_SUBTRACTED:
         return (
             f"PP > 1 on vllm {version}: no public boot of 0.20 or later measures a stage's "
-            "non-torch memory or its CUDA-graph estimate (read for 0.17-0.19)"
+            "non-torch memory, and from 0.20 each stage's CUDA-graph estimate is subtracted "
+            "(read for 0.17-0.19)"
+        )
+    layers = int(text.get("num_hidden_layers") or 0)
+    if layers < pp or layers % pp:
+        return (
+            f"PP {pp}: {layers} layers do not split evenly over {pp} stages; the engine keeps "
+            "the smallest block count over its workers, and a stage's block is its own "
+            "layers' page, so stages of unequal layers are not compared yet"
         )
     if f"tp{tp}" not in NON_TORCH_PP_MEASURED:
         return f"TP {tp} x PP > 1: no public boot measures vLLM's non-torch memory there"
@@ -1075,13 +1103,12 @@ def _pipeline_unread(
     return ""
 
 
-def received_tensors(
-    text: dict[str, Any], model_type: str, batched_tokens: int, served: str
-) -> Term:
-    """What a later PP stage keeps for the activations it receives (``PP_RECEIVED_TENSORS``)."""
+def received_tensors(text: dict[str, Any], model_type: str, batched_tokens: int) -> Term:
+    """What a later PP stage keeps for the activations it receives (``PP_RECEIVED_TENSORS``),
+    in the model dtype (16-bit: ``_pipeline_unread`` admits no other)."""
     count = PP_RECEIVED_TENSORS[model_type]
     hidden = int(text["hidden_size"])
-    size = count * batched_tokens * hidden * 2  # the model dtype, 16-bit here
+    size = count * batched_tokens * hidden * 2
     return Term(
         size,
         f"the {count} received activation tensor{'s' if count > 1 else ''} a later stage "
@@ -1103,24 +1130,27 @@ def _earlier_stages(
     batched_tokens: int,
     requested: int,
     non_torch_high: int,
-) -> list[tuple[int, int, str]]:
-    """Each stage before the last: the least pool it can leave, as (stage, bytes, why). It
-    runs no sampler, so its peak is its forward's: fakplan's estimate, up to the margin the
-    fit set's first stage printed beyond it (``forward_excess``), + what a stage
-    after the first keeps for the activations it receives."""
+    language_model_only: bool,
+) -> list[tuple[int, int, str]] | str:
+    """Each stage before the last: the least pool it can leave, as (stage, bytes, why), or
+    why a stage's weights are not counted. It runs no sampler, so its peak is its forward's:
+    fakplan's estimate, up to the margin the fit set's first stage printed beyond it
+    (``forward_excess``), + what a stage after the first keeps for the activations it
+    receives (fresh 2 MiB-rounded segments: no spare)."""
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
     forward, _ = _forward_estimate(text, tp, batched_tokens, moe, model_type)
     excess = forward_excess(text, batched_tokens).bytes
     peak = forward + CUBLAS_WORKSPACE + excess
-    received = received_tensors(text, model_type, batched_tokens, served).bytes
+    received = received_tensors(text, model_type, batched_tokens).bytes
     out = []
     for stage in range(pp - 1):
         weights = vllm_rank_weights(
             text, model_type, tp=tp, pp=pp, stage=stage, served=served,
             quantization=quantization, cuda_blocks=True, capability=capability, sms=sms,
-            batched_tokens=batched_tokens,
+            language_model_only=language_model_only, batched_tokens=batched_tokens,
         )  # fmt: skip
-        assert weights is not None  # the last stage's were counted, and so are these
+        if weights is None:
+            return f"PP {pp}: stage {stage}'s weights are not counted"
         stage_peak = peak + (received if stage else 0)
         floor = requested - weights.top - stage_peak - non_torch_high
         out.append(

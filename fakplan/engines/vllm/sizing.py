@@ -130,6 +130,13 @@ def predicted_ceiling(setup: Setup) -> tuple[int | None, str]:
             "unknown: the shape states no ceiling, and predicting one needs card.sms "
             "(vLLM's sampler buffer scales with the streaming multiprocessors)"
         )
+    if setup.parallel.pipeline > 1:
+        # the public PP boots print 1.43-1.48 GiB in use at init (prof-004, prof-028), not
+        # the PP 1 context measured below, and a stage's captured graphs are not read
+        return None, (
+            "unknown: the shape states no ceiling, and fakplan predicts one at PP 1 only (the "
+            "CUDA context at init and the captured graphs of a stage are not read)"
+        )
     total, total_text = setup.engine_total()
     found = _release_floor(setup, setup.card.sms, total, DEFAULT_FRACTION)
     if isinstance(found, Unknown):
