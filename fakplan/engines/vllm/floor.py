@@ -694,9 +694,7 @@ def activation_peak(
         "tensors over 1 MiB, each counted with up to 1 MiB spare: should_split, "
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
-    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
-    excess = forward_excess(text, batched_tokens)
-    high = forward + CUBLAS_WORKSPACE + excess.bytes
+    high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
     if high <= total + spare:
         return Term(total, f"{text_out} = {total:,} B, {spare_text}"), total + spare
     # few slots: the sampler is small and the forward's MLP intermediate at
@@ -735,9 +733,20 @@ def forward_excess(text: dict[str, Any], batched_tokens: int) -> Term:
     return Term(
         size,
         f"+ up to {size:,} B beyond the estimate (what prof-004's first PP stage, which runs "
-        f"no sampler, printed beyond it: {FORWARD_EXCESS_MEASURED:,} B at 8,192 x 4,096, "
-        f"scaled to {batched_tokens:,} x {int(text['hidden_size']):,})",
+        f"no sampler, printed beyond it: {FORWARD_EXCESS_MEASURED:,} B at "
+        f"{FORWARD_EXCESS_STATE:,} batched tokens x width, scaled to {batched_tokens:,} x "
+        f"{int(text['hidden_size']):,})",
     )
+
+
+def _forward_top(
+    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str
+) -> tuple[int, str, Term]:
+    """The top of the forward's peak: fakplan's estimate + cuBLAS + the measured margin, with
+    the estimate's derivation and the margin."""
+    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
+    excess = forward_excess(text, batched_tokens)
+    return forward + CUBLAS_WORKSPACE + excess.bytes, forward_text, excess
 
 
 def _forward_estimate(
@@ -774,9 +783,8 @@ def activation_peak_v2(
     states = 2 * batched_tokens * hidden + 2 * rows * hidden
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
     low = logits + states + CUBLAS_WORKSPACE + (moe.bytes if moe else 0)
-    forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
-    excess = forward_excess(text, batched_tokens)
-    high = max(low, forward + CUBLAS_WORKSPACE + excess.bytes)
+    top, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
+    high = max(low, top)
     derivation = (
         f"V2 runner: sampler phase 16-bit logits {rows:,} x {vocab:,} x 2 B = {logits:,} B + "
         f"hidden states 2 x {batched_tokens:,} x {hidden:,} + 2 x {rows:,} x {hidden:,} = "
@@ -1138,9 +1146,8 @@ def _earlier_stages(
     (``forward_excess``), + what a stage after the first keeps for the activations it
     receives (fresh 2 MiB-rounded segments: no spare)."""
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
-    forward, _ = _forward_estimate(text, tp, batched_tokens, moe, model_type)
-    excess = forward_excess(text, batched_tokens).bytes
-    peak = forward + CUBLAS_WORKSPACE + excess
+    peak, _, margin = _forward_top(text, tp, batched_tokens, moe, model_type)
+    excess, estimate = margin.bytes, peak - margin.bytes
     received = received_tensors(text, model_type, batched_tokens).bytes
     out = []
     for stage in range(pp - 1):
@@ -1158,7 +1165,7 @@ def _earlier_stages(
                 stage,
                 floor,
                 f"stage {stage}: {requested:,} - weights {weights.top:,} - forward peak at "
-                f"most {stage_peak:,} (fakplan's estimate {forward + CUBLAS_WORKSPACE:,} + "
+                f"most {stage_peak:,} (fakplan's estimate {estimate:,} + "
                 f"{excess:,} B, what the fit set's first stage printed beyond it, scaled"
                 f"{' + the received tensors ' + format(received, ',') if stage else ''}) "
                 f"- non-torch {non_torch_high:,} = {floor:,} B",
