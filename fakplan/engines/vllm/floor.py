@@ -669,8 +669,11 @@ def activation_peak(
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
     triton_rows = min(2 ** math.ceil(math.log2(min(sms, rows))), sms)
-    sampler = 14 * rows * vocab + 4 * triton_rows * vocab
-    states = 2 * batched_tokens * hidden + 4 * rows * hidden
+    # the tensors alive at the sampler phase's peak: the 16-bit logits and their three float32
+    # companions (14 B a logit) and the Triton buffer; the hidden states and two row copies
+    sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton_rows * vocab * 4]
+    state_tensors = [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2]
+    sampler, states = sum(sampler_tensors), sum(state_tensors)
     total = sampler + states + CUBLAS_WORKSPACE
     text_out = (
         f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
@@ -682,11 +685,9 @@ def activation_peak(
     if moe is not None:
         total += moe.bytes
         text_out += f"; {moe.derivation}"
-    # the tensors alive at the sampler phase's peak; each one over 1 MiB may be counted with
-    # up to 1 MiB of its block left whole
-    tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton_rows * vocab * 4]
-    tensors += [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2, CUBLAS_WORKSPACE]
-    tensors += [] if moe is None else [moe.bytes // 2] * 2
+    # each tensor over 1 MiB may be counted with up to 1 MiB of its block left whole
+    tensors = [*sampler_tensors, *state_tensors, CUBLAS_WORKSPACE]
+    tensors += [] if moe is None else [moe.bytes // 2] * 2  # its two workspaces
     large = sum(1 for size in tensors if size > ALLOCATOR_SPARE)
     spare = large * ALLOCATOR_SPARE
     spare_text = (
@@ -840,11 +841,7 @@ def vllm_floor(
             text, model_type, version, tp, pp, spec_tokens, language_model_only, served
         )
         if pipeline:
-            return Unknown(
-                pipeline,
-                None if weights is None else weights.bytes,
-                None if weights is None else weights.high,
-            )
+            return _unknown(pipeline, weights)
     if unread:
         return Unknown(unread) if weights is None else _unknown(unread, weights)
     if weights is not None and model_type in MLA_FAMILIES:
@@ -1083,7 +1080,8 @@ def _pipeline_unread(
     releases and the parallelism whose non-torch memory public boots measure at PP > 1),
     with the layers split evenly. The split is get_pp_indices' default (VLLM_PP_LAYER_PARTITION
     unset); the engine keeps the smallest block count over its workers, and a stage's block
-    is its own layers' page, so stages of unequal layers are compared in blocks, not read."""
+    is its own layers' page, so stages of unequal layers would be compared in blocks, which
+    is not read."""
     if parse_version(version)[:2] >= GRAPHS_SUBTRACTED:
         return (
             f"PP > 1 on vllm {version}: no public boot of 0.20 or later measures a stage's "
