@@ -76,8 +76,9 @@ def test_a_small_slot_count_takes_the_forward_as_the_peaks_top() -> None:
     forward's, where the MLP intermediate (2,048 x 3 x 14,336 x 2 B = 176,160,768 B)
     outgrows the sampler: fakplan's estimate + the margin a first PP stage, which runs no
     sampler, printed beyond it (the sampler phase is checked at 1,024 slots, the forward by
-    those stages), and the pool's low end takes the top; at 1,024 slots it is the sampler
-    phase, up to the caching allocator's spare (1 MiB for each of its 9 tensors over 1 MiB)."""
+    those stages), and the pool's low end takes the top; its bottom is what the forward must
+    hold at once at its MLP. At 1,024 slots it is the sampler phase, up to the caching
+    allocator's spare (1 MiB for each of its 9 tensors over 1 MiB)."""
     base = [
         "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.19.0",
         "--gpu-memory-utilization", "0.9", "--card-total", "24 GiB", "--json",
@@ -92,9 +93,14 @@ def test_a_small_slot_count_takes_the_forward_as_the_peaks_top() -> None:
     sampler_model = 4 * 128_256 * 18 + 2 * 2048 * 4096 + 4 * 4 * 4096 + (32 << 20)
     margin = (round(1.105 * (1 << 30)) - 872_415_232) // 4
     forward = 2 * 2 * 2048 * 4096 + 2048 * 3 * 14_336 * 2 + (32 << 20) + margin
-    assert small["floor"]["activation_range"] == [sampler_model, forward]
+    # and the low end is what the forward cannot avoid holding at once, above the sampler's
+    # sum here: gate_up's output, its activation and the residual stream, 2,048 rows
+    least = 2048 * (2 * 14_336 + 14_336 + 4096) * 2
+    assert least > sampler_model
+    assert small["floor"]["activation_range"] == [least, forward]
+    assert "the forward's least at its MLP" in text
     (peak,) = [t for t in small["sizing"]["terms"] if t["id"] == "activation-peak"]
-    assert (peak["low_bytes"], peak["high_bytes"]) == (sampler_model, forward)
+    assert (peak["low_bytes"], peak["high_bytes"]) == (least, forward)
     large = json.loads(
         _run(*base[:-3], "--card-total", "79.19 GiB", "--json", "--max-num-seqs", "1024").output
     )

@@ -696,16 +696,22 @@ def activation_peak(
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
     high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
+    floor = forward_floor(text, model_type, tp, batched_tokens, moe)
     if high <= total + spare:
-        return Term(total, f"{text_out} = {total:,} B, {spare_text}"), total + spare
+        return _floored(Term(total, f"{text_out} = {total:,} B, {spare_text}"), floor), max(
+            total + spare, floor.bytes if floor else 0
+        )
     # few slots: the sampler is small and the forward's MLP intermediate at
     # max_num_batched_tokens may set the peak (gpu_model_runner.py profile_run runs both)
-    return Term(
-        total,
-        f"{text_out} = {total:,} B, up to the forward's ({forward_text}, + cuBLAS "
-        f"{excess.derivation}) = {high:,} B: the sampler phase is checked by public boots at "
-        "256-1,024 slots, where it dominates, the forward by PP stages that run no sampler; "
-        "verify reports where the boot fell",
+    return _floored(
+        Term(
+            total,
+            f"{text_out} = {total:,} B, up to the forward's ({forward_text}, + cuBLAS "
+            f"{excess.derivation}) = {high:,} B: the sampler phase is checked by public boots "
+            "at 256-1,024 slots, where it dominates, the forward by PP stages that run no "
+            "sampler; verify reports where the boot fell",
+        ),
+        floor,
     ), high
 
 
@@ -773,6 +779,39 @@ def _forward_estimate(
     )
 
 
+def forward_floor(
+    text: dict[str, Any], model_type: str, tp: int, batched_tokens: int, moe: Term | None
+) -> Term | None:
+    """The least the profiling forward must hold at once, whatever Inductor fuses: at a gated
+    MLP, cuBLAS writes gate_up's output whole (2 x intermediate), the activation kernel
+    writes its own (intermediate: a narrower output, so not in place), and the residual
+    stream lives across the layer (hidden), all at max_num_batched_tokens rows in 16 bits
+    (the dummy run's token count: gpu_model_runner.py _dummy_run, 0.19.0;
+    v1/worker/gpu/model_runner.py, 0.33.0). None where the MLP is a mixture's (its
+    workspaces are counted instead) or gpt-oss's."""
+    if moe is not None or model_type == "gpt_oss" or not text.get("intermediate_size"):
+        return None
+    hidden, inter = int(text["hidden_size"]), int(text["intermediate_size"]) // tp
+    size = batched_tokens * (3 * inter + hidden) * 2
+    return Term(
+        size,
+        f"the forward's least at its MLP: gate_up's output, its activation and the residual "
+        f"stream {batched_tokens:,} x (3 x {inter:,} + {hidden:,}) x 2 B = {size:,} B, alive "
+        "at once whatever Inductor fuses (cuBLAS writes gate_up whole; the activation's "
+        "output is narrower, so not in place)",
+    )
+
+
+def _floored(term: Term, floor: Term | None) -> Term:
+    """``term`` raised to the forward's floor where the forward must hold more."""
+    if floor is None or floor.bytes <= term.bytes:
+        return term
+    return Term(
+        floor.bytes,
+        f"{term.derivation}; at least {floor.derivation}, above that phase's sum",
+    )
+
+
 def activation_peak_v2(
     text: dict[str, Any], model_type: str, *, tp: int, batched_tokens: int, max_num_seqs: int
 ) -> tuple[Term, int]:
@@ -796,7 +835,8 @@ def activation_peak_v2(
         "no request to process and no top-k/top-p: v1/worker/gpu/model_runner.py "
         "_dummy_sampler_run, sample/sampler.py)"
     )
-    return Term(low, derivation), high
+    floor = forward_floor(text, model_type, tp, batched_tokens, moe)
+    return _floored(Term(low, derivation), floor), high
 
 
 def vllm_floor(

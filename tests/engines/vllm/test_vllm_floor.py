@@ -291,15 +291,19 @@ def test_a_0_27_boot_is_predicted_as_consumed_plus_transient_peak() -> None:
     printed_pool = row.printed["pool"]
     assert printed_pool is not None
     assert found.pool[0] <= printed_pool + GIB // 200 and printed_pool - GIB // 200 <= found.pool[1]
-    # the width, by hand: the measured consumed range 0.22..0.57 GiB, and the V2 peak from its
-    # sampler phase (16-bit logits 256 x 151,936 + hidden states 2 x 8,192 x 896 + 2 x 256 x
-    # 896 + 32 MiB of cuBLAS) up to the forward's (2 x 2 x 8,192 x 896 + the MLP 8,192 x 3 x
-    # 4,864 x 2 + 32 MiB, + the forward's margin measured at 8,192 x 4,096 (1.105 GiB less
-    # 872,415,232 B) scaled to 8,192 x 896) + the V2 margin (prof-020's 0.255 GiB less the
-    # 117,838,970 B top of its own range)
+    # the width, by hand: the measured consumed range 0.22..0.57 GiB, and the V2 peak from the
+    # greater of its sampler phase (16-bit logits 256 x 151,936 + hidden states 2 x 8,192 x
+    # 896 + 2 x 256 x 896 + 32 MiB of cuBLAS) and the forward's least, up to the forward's
+    # (2 x 2 x 8,192 x 896 + the MLP 8,192 x 3 x 4,864 x 2 + 32 MiB, + the forward's margin
+    # measured at 8,192 x 4,096 (1.105 GiB less 872,415,232 B) scaled to 8,192 x 896) + the
+    # V2 margin (prof-020's 0.255 GiB less the 117,838,970 B top of its own range)
     forward_margin = (round(1.105 * GIB) - 872_415_232) * 896 // 4096
     v2_margin = round(0.255 * GIB) - 117_838_970
-    peak_low = 2 * 256 * 151_936 + 2 * 8192 * 896 + 2 * 256 * 896 + (32 << 20)
+    sampler = 2 * 256 * 151_936 + 2 * 8192 * 896 + 2 * 256 * 896 + (32 << 20)
+    # the low end is the forward's least, above that sum: gate_up's output, its activation
+    # and the residual stream alive at once, 8,192 x (3 x 4,864 + 896) x 2 B
+    peak_low = 8192 * (3 * 4864 + 896) * 2
+    assert peak_low > sampler
     peak_high = 2 * 2 * 8192 * 896 + 8192 * 3 * 4864 * 2 + (32 << 20) + forward_margin + v2_margin
     consumed_width = round(0.57 * GIB) - round(0.22 * GIB)
     assert found.pool[1] - found.pool[0] == consumed_width + peak_high - peak_low

@@ -199,7 +199,11 @@ def test_a_dense_llama_on_023_runs_v2_with_no_graph_term() -> None:
     assert isinstance(found, VllmFloor)
     assert found.runner == "v2" and found.cuda_graph is None
     # the V2 dummy sampler: 16-bit logits beside the hidden states and the cuBLAS workspace
-    low = 2 * 1024 * 128_256 + 2 * 8192 * 4096 + 2 * 1024 * 4096 + 32 * MIB
+    sampler = 2 * 1024 * 128_256 + 2 * 8192 * 4096 + 2 * 1024 * 4096 + 32 * MIB
+    # below which the forward cannot go: gate_up's output (2 x 14,336), its activation
+    # (14,336) and the residual stream (4,096) alive at once for 8,192 tokens, in 16 bits
+    low = 8192 * (3 * 14_336 + 4096) * 2
+    assert low > sampler
     # the forward's: its estimate (two hidden states and the MLP's gate_up with its
     # activation) + the margin prof-004's first PP stage printed beyond it at the same
     # 8,192 x 4,096 (1.1 GiB, so 1.105): the model's forward, whichever runner calls it
