@@ -789,7 +789,12 @@ def forward_floor(
     (the dummy run's token count: gpu_model_runner.py _dummy_run, 0.19.0;
     v1/worker/gpu/model_runner.py, 0.33.0). None where the MLP is a mixture's (its
     workspaces are counted instead) or gpt-oss's."""
-    if moe is not None or model_type == "gpt_oss" or not text.get("intermediate_size"):
+    if (
+        moe is not None
+        or routed_experts(text)
+        or model_type in (*MOE_FAMILIES, "gpt_oss")
+        or not text.get("intermediate_size")
+    ):
         return None
     hidden, inter = int(text["hidden_size"]), int(text["intermediate_size"]) // tp
     size = batched_tokens * (3 * inter + hidden) * 2
