@@ -662,6 +662,7 @@ def activation_peak(
     batched_tokens: int,
     max_num_seqs: int,
     sms: int,
+    quantized: bool = False,
 ) -> tuple[Term, int]:
     """The profiling run's torch peak increase on the last PP stage (V1 runner, 16-bit),
     and the top of its range: the caching allocator's spare, or the forward's top where few
@@ -696,7 +697,7 @@ def activation_peak(
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
     high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
-    floor = forward_floor(text, model_type, tp, batched_tokens, moe)
+    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized)
     if high <= total + spare:
         return _floored(Term(total, f"{text_out} = {total:,} B, {spare_text}"), floor), max(
             total + spare, floor.bytes if floor else 0
@@ -780,15 +781,22 @@ def _forward_estimate(
 
 
 def forward_floor(
-    text: dict[str, Any], model_type: str, tp: int, batched_tokens: int, moe: Term | None
+    text: dict[str, Any],
+    model_type: str,
+    tp: int,
+    batched_tokens: int,
+    moe: Term | None,
+    quantized: bool = False,
 ) -> Term | None:
     """The least the profiling forward must hold at once, whatever Inductor fuses: at a gated
     MLP, cuBLAS writes gate_up's output whole (2 x intermediate), the activation kernel
     writes its own (intermediate: a narrower output, so not in place), and the residual
     stream lives across the layer (hidden), all at max_num_batched_tokens rows in 16 bits
     (the dummy run's token count: gpu_model_runner.py _dummy_run, 0.19.0;
-    v1/worker/gpu/model_runner.py, 0.33.0). None where the MLP is a mixture's (its
-    workspaces are counted instead) or gpt-oss's."""
+    v1/worker/gpu/model_runner.py, 0.33.0). ``quantized``: a quantized checkpoint or
+    --quantization, where a fusion pass may write the activation already quantized, so it
+    is counted at 1 B. None where the MLP is a mixture's (its workspaces are counted
+    instead) or gpt-oss's."""
     if (
         moe is not None
         or routed_experts(text)
@@ -797,13 +805,16 @@ def forward_floor(
     ):
         return None
     hidden, inter = int(text["hidden_size"]), int(text["intermediate_size"]) // tp
-    size = batched_tokens * (3 * inter + hidden) * 2
+    act = 1 if quantized else 2
+    size = batched_tokens * ((2 * inter + hidden) * 2 + inter * act)
     return Term(
         size,
         f"the forward's least at its MLP: gate_up's output, its activation and the residual "
-        f"stream {batched_tokens:,} x (3 x {inter:,} + {hidden:,}) x 2 B = {size:,} B, alive "
-        "at once whatever Inductor fuses (cuBLAS writes gate_up whole; the activation's "
-        "output is narrower, so not in place)",
+        f"stream {batched_tokens:,} x ((2 x {inter:,} + {hidden:,}) x 2 B + {inter:,} x "
+        f"{act} B) = {size:,} B, alive at once whatever Inductor fuses (cuBLAS writes "
+        "gate_up whole; the activation's output is narrower, so not in place"
+        + ("; written quantized where a fusion pass quantizes it, so 1 B" if quantized else "")
+        + ")",
     )
 
 
@@ -818,7 +829,13 @@ def _floored(term: Term, floor: Term | None) -> Term:
 
 
 def activation_peak_v2(
-    text: dict[str, Any], model_type: str, *, tp: int, batched_tokens: int, max_num_seqs: int
+    text: dict[str, Any],
+    model_type: str,
+    *,
+    tp: int,
+    batched_tokens: int,
+    max_num_seqs: int,
+    quantized: bool = False,
 ) -> tuple[Term, int]:
     """The V2 runner's profiling peak as a range: its sampler phase (derived) to the
     forward's estimate, where that is higher."""
@@ -840,7 +857,7 @@ def activation_peak_v2(
         "no request to process and no top-k/top-p: v1/worker/gpu/model_runner.py "
         "_dummy_sampler_run, sample/sampler.py)"
     )
-    floor = forward_floor(text, model_type, tp, batched_tokens, moe)
+    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized)
     return _floored(Term(low, derivation), floor), high
 
 
@@ -953,10 +970,12 @@ def vllm_floor(
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation_high = None
+    quantized = "quantization_config" in text or quantization is not None
     if choice.runner == "v2":
         activation, activation_high = activation_peak_v2(
-            text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs
-        )
+            text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
+            quantized=quantized,
+        )  # fmt: skip
         if not consumed_era:
             activation = Term(
                 activation.bytes,
@@ -968,7 +987,7 @@ def vllm_floor(
     else:
         activation, activation_high = activation_peak(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-            sms=sms,
+            sms=sms, quantized=quantized,
         )  # fmt: skip
     if pp != 1:
         received = received_tensors(text, model_type, batched_tokens)

@@ -674,3 +674,38 @@ def test_a_block_fp8_mixture_on_triton_is_predicted_and_prof_027_falls_inside() 
         utilization=0.9, batched_tokens=8192, max_num_seqs=32, sms=148, capability="10.0",
     )  # fmt: skip
     assert isinstance(on_b200, Unknown) and "block fp8 on Triton only" in on_b200.reason
+
+
+def test_the_forward_floor_is_what_a_gated_mlp_holds_at_once() -> None:
+    """At a gated MLP the profiling forward holds gate_up's output, its activation and the
+    residual stream at once, whatever Inductor fuses: for Llama-3.1-8B at 8,192 tokens,
+    8,192 x (2 x 14,336 + 14,336 + 4,096) x 2 B; split over TP 2, the intermediate halves and
+    the residual does not; a quantized checkpoint's activation may be written in 1 B by a
+    fusion pass; a mixture's MLP has no such floor (its workspaces are counted)."""
+    from fakplan.engines.vllm.floor import forward_floor
+
+    llama = _config("meta-llama--Llama-3.1-8B-Instruct")
+    found = forward_floor(llama, "llama", 1, 8192, None)
+    assert found is not None and found.bytes == 8192 * (3 * 14_336 + 4096) * 2
+    at_tp2 = forward_floor(llama, "llama", 2, 8192, None)
+    assert at_tp2 is not None and at_tp2.bytes == 8192 * (3 * 7168 + 4096) * 2
+    quantized = forward_floor(llama, "llama", 1, 8192, None, quantized=True)
+    assert quantized is not None
+    assert quantized.bytes == 8192 * ((2 * 14_336 + 4096) * 2 + 14_336)
+    assert "1 B" in quantized.derivation
+    mixtral = _config("mistralai--Mixtral-8x7B-v0.1")
+    assert forward_floor(mixtral, "mixtral", 1, 8192, None) is None
+    # and every floor-table boot's printed peak meets it where it applies
+    from tests.support.floor_corpus import rows
+
+    checked = 0
+    for row in rows():
+        found_floor = row.found
+        peak = row.printed.get("activation")
+        if not isinstance(found_floor, VllmFloor) or peak is None:
+            continue
+        low, _ = found_floor.activation_span
+        printed_top = peak + GIB // 200
+        assert low <= printed_top, row.case["id"]
+        checked += 1
+    assert checked >= 40
