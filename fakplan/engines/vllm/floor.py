@@ -980,9 +980,9 @@ def vllm_floor(
             activation = Term(
                 activation.bytes,
                 f"{activation.derivation}; no public boot of 0.20-0.26 checks this range, and "
-                "the 0.27.1 V2 boots of tests/data/public/profiler printed more (0.25 and 0.31 "
-                "GiB against 0.11 and 0.12-0.28: docs/vllm-memory.md), so the pool may be "
-                "lower than predicted",
+                "one 0.27.1 V2 boot of tests/data/public/profiler printed more (prof-020: "
+                "0.25 GiB against 0.11 at 2,048 batched tokens; prof-021's 0.31 is inside its "
+                "0.24-0.35: docs/vllm-memory.md), so the pool may be lower than predicted",
             )
     else:
         activation, activation_high = activation_peak(
