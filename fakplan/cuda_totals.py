@@ -132,6 +132,233 @@ CUDA_TOTALS: tuple[CudaTotal, ...] = (
     ),
 )
 
+# prints of an A100 80GB or 40GB whose thread does not say SXM4 or PCIe: each form's span
+# holds them (the form does not set the total; the driver and ECC do)
+A100_80GB_FORM_UNSTATED = (
+    CudaPrint(
+        "79.15 GiB",
+        "GPU 0 has a total capacity of 79.15 GiB of which 147.75 MiB is free.",
+        'https://github.com/vllm-project/vllm/issues/4408 (torch\'s OOM; "A100 80GB", the '
+        "form not stated)",
+    ),
+    CudaPrint(
+        "79.15 GiB",
+        "(GPU 0; 79.15 GiB total capacity; 77.13 GiB already allocated;",
+        'https://github.com/YJiangcm/LTE/issues/3 (torch\'s OOM; "4xA100(80GB)", the form not '
+        "stated)",
+    ),
+    CudaPrint(
+        "79.32 GiB",
+        "ValueError: Free memory on device (0.49/79.32 GiB) on startup is less than desired "
+        "GPU memory utilization (0.6, 47.59 GiB).",
+        "https://github.com/vllm-project/vllm-omni/issues/276 (vLLM's startup check; titled "
+        '"2×A100 (80GB)", the form not stated)',
+    ),
+    CudaPrint(
+        "79.35 GiB",
+        "GPU 0 has a total capacty of 79.35 GiB of which 17.27 GiB is free.",
+        "https://github.com/OSU-NLP-Group/TableLlama/issues/10 (torch 2.1's OOM; \"a100 with "
+        '80GB memory", the form not stated)',
+    ),
+)
+A100_40GB_FORM_UNSTATED = (
+    CudaPrint(
+        "39.39 GiB",
+        "GPU 1 has a total capacity of 39.39 GiB of which 2.00 MiB is free.",
+        'https://github.com/huggingface/peft/issues/1703 (torch\'s OOM; titled "4xA100-40GB", '
+        "the form not stated)",
+    ),
+    CudaPrint(
+        "39.41 GiB",
+        "GPU 1 has a total capacty of 39.41 GiB of which 183.50 MiB is free.",
+        "https://github.com/tatsu-lab/stanford_alpaca/issues/308 (torch 2.1's OOM; \"4 A100 "
+        '40G", the form not stated)',
+    ),
+)
+
+CUDA_TOTALS += (
+    CudaTotal(
+        "A100-SXM4-80GB",
+        (
+            CudaPrint(
+                "79.25 GiB",
+                "GPU 5 has a total capacity of 79.25 GiB of which 1.79 GiB is free.",
+                "https://github.com/vllm-project/vllm/issues/20581 (torch's OOM under vLLM "
+                '0.9.1; collect_env "GPU 0: NVIDIA A100-SXM4-80G", "8xA100 80GB")',
+            ),
+            *A100_80GB_FORM_UNSTATED,
+        ),
+    ),
+    CudaTotal("A100-PCIE-80GB", A100_80GB_FORM_UNSTATED),
+    CudaTotal("A100-SXM4-40GB", A100_40GB_FORM_UNSTATED),
+    CudaTotal("A100-PCIE-40GB", A100_40GB_FORM_UNSTATED),
+    CudaTotal(
+        "A10",
+        (
+            CudaPrint(
+                "22.18 GiB",
+                "GPU 0 has a total capacity of 22.18 GiB of which 3.47 GiB is free.",
+                "https://github.com/OpenBMB/MiniCPM-V/issues/640 (torch's OOM; "
+                '"一张A10显卡，显存24G", one A10 of 24 GB)',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "L40S",
+        (
+            CudaPrint(
+                "44.42 GiB",
+                "GPU  has a total capacity of 44.42 GiB of which 118.12 MiB is free.",
+                "https://github.com/stepfun-ai/Step-Video-T2V/issues/8 (torch's OOM; titled "
+                '"Run 8*L40S OOM")',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "H100-NVL-94GB",
+        (
+            CudaPrint(
+                "93.02 GiB",
+                "GPU 1 has a total capacity of 93.02 GiB of which 1.18 GiB is free.",
+                "https://github.com/vllm-project/vllm/issues/16712 (torch's OOM under vLLM; "
+                '"Running on 2xH100 NVL")',
+            ),
+            CudaPrint(
+                "93.00 GiB",
+                "GPU 0 has a total capacity of 93.00 GiB of which 1.08 GiB is free.",
+                "https://github.com/ali-vilab/VACE/issues/56 (torch's OOM in a comment of "
+                '2025-05-16; "an H100 NVL 94GB VRAM (RunPod)")',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "H200-SXM-141GB",
+        (
+            CudaPrint(
+                "140.06 GiB",
+                "GPU 0 has a total capacity of 140.06 GiB of which 200.75 MiB is free.",
+                "https://github.com/sgl-project/sglang/issues/23769 (torch's OOM; \"GPU: NVIDIA "
+                'H200, about 140 GB VRAM per GPU", SXM or NVL not stated)',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "B200",
+        (
+            CudaPrint(
+                "178.36 GiB",
+                "GPU 4 has a total capacity of 178.36 GiB of which 7.20 GiB is free.",
+                "https://github.com/PrimeIntellect-ai/prime-rl/blob/"
+                "d8f290ef0358a804f1912bd29ea1b37cc56894b4/benchmarks/results/BENCHMARKS.md "
+                '(a torch OOM quoted "on 8xB200")',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "GB10",
+        (
+            CudaPrint(
+                "121.69 GiB",
+                "Free memory on device (110.37/121.69 GiB) on startup.",
+                "https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/47 "
+                '(vLLM\'s snapshot in a comment of 2026-08-30; "2× DGX Spark (GB10, 128 GB)")',
+            ),
+            CudaPrint(
+                "119.56 GiB",
+                "Free memory on device cuda:0 (55.87/119.56 GiB)",
+                "https://github.com/vllm-project/vllm/issues/48140 (vLLM 0.24.0's startup "
+                'check, quoted in a comment of 2026-07-09; "NVIDIA DGX Spark (GB10 Grace '
+                'Blackwell ...)"; unified memory: the kernel and driver move the total)',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "RTX-3090",
+        (
+            CudaPrint(
+                "23.70 GiB",
+                "(GPU 0; 23.70 GiB total capacity; 1.38 GiB already allocated;",
+                'https://github.com/GaoLii/DSP/issues/10 (torch\'s OOM; "I have two 3090 GPU.")',
+            ),
+            CudaPrint(
+                "23.70 GiB",
+                "(GPU 0; 23.70 GiB total capacity; 343.74 MiB already allocated;",
+                'https://github.com/ashawkey/nerf2mesh/issues/97 (torch\'s OOM; "GPU RTX 3090")',
+            ),
+            CudaPrint(
+                "23.56 GiB",
+                "GPU 0 has a total capacity of 23.56 GiB of which 56.88 MiB is free",
+                "https://github.com/noonghunna/club-3090/issues/58 (torch's OOM in its title; "
+                '"GPU 0: NVIDIA GeForce RTX 3090 | 24576 MiB | driver 580.126.09", bare metal)',
+            ),
+            CudaPrint(
+                "23.56 GiB",
+                "Free memory on device (22.93/23.56 GiB) on startup.",
+                "https://github.com/wtdcode/vllm-backport/issues/34 (vLLM's memory summary; "
+                'titled "... 8x RTX 3090 ...")',
+            ),
+            CudaPrint(
+                "24.00 GiB",
+                "GPU 0 has a total capacity of 24.00 GiB of which 0 bytes is free.",
+                "https://github.com/sdbds/TRELLIS-for-windows/issues/7 (torch's OOM on Windows; "
+                '"cuda:0" : "NVIDIA GeForce RTX 3090")',
+                setting="Windows",
+            ),
+        ),
+    ),
+    CudaTotal(
+        "RTX-A6000",
+        (
+            CudaPrint(
+                "47.53 GiB",
+                "GPU 0 has a total capacity of 47.53 GiB of which 176.88 MiB is free.",
+                "https://github.com/black-forest-labs/flux2/issues/23 (torch's OOM; "
+                '"Running on RTX-A6000 on HyperStack")',
+            ),
+            CudaPrint(
+                "47.99 GiB",
+                "(GPU 0; 47.99 GiB total capacity; 18.36 GiB already allocated;",
+                "https://github.com/AUTOMATIC1111/stable-diffusion-webui/issues/8998 (torch's "
+                'OOM; "I have an RTX A6000", the platform not stated)',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "RTX-6000-Ada",
+        (
+            CudaPrint(
+                "44.43 GiB",
+                "GPU 0 has a total capacity of 44.43 GiB of which 19.00 MiB is free.",
+                "https://github.com/DINGYANB/MTVCrafter/issues/21 (torch's OOM; nvidia-smi "
+                '"NVIDIA RTX 6000 Ada Gene...   46068MiB", so ECC on)',
+                setting="ECC on",
+            ),
+        ),
+    ),
+    CudaTotal(
+        "RTX-PRO-6000",
+        (
+            CudaPrint(
+                "95.01 GiB",
+                "Free memory on device (94.05/95.01 GiB) on startup.",
+                "https://github.com/kubesimplify/website/blob/"
+                "08b151ee1aa38188fb118b99104567117a2ca6d4/content/blog/"
+                "running-a-big-llm-across-multiple-gpus-with-vllm.md (vLLM 0.27.1's memory "
+                "summary on four RTX PRO 6000 Blackwell Server Edition; "
+                "tests/data/public/profiler/prof-027)",
+            ),
+            CudaPrint(
+                "95.59 GiB",
+                "GPU 0 has a total capacity of 95.59 GiB of which 50.40 GiB is free.",
+                "https://github.com/pytorch/pytorch/issues/182286 (torch's OOM; \"NVIDIA RTX PRO "
+                '6000 Blackwell (sm_120, 96 GB VRAM) under WSL2")',
+                setting="WSL2",
+            ),
+        ),
+    ),
+)
+
+
 _BY_SKU = {total.sku.casefold(): total for total in CUDA_TOTALS}
 
 
