@@ -232,17 +232,6 @@ CUDA_TOTALS += (
         ),
     ),
     CudaTotal(
-        "H200-SXM-141GB",
-        (
-            CudaPrint(
-                "140.06 GiB",
-                "GPU 0 has a total capacity of 140.06 GiB of which 200.75 MiB is free.",
-                "https://github.com/sgl-project/sglang/issues/23769 (torch's OOM; \"GPU: NVIDIA "
-                'H200, about 140 GB VRAM per GPU", SXM or NVL not stated)',
-            ),
-        ),
-    ),
-    CudaTotal(
         "B200",
         (
             CudaPrint(
@@ -319,19 +308,9 @@ CUDA_TOTALS += (
                 "47.99 GiB",
                 "(GPU 0; 47.99 GiB total capacity; 18.36 GiB already allocated;",
                 "https://github.com/AUTOMATIC1111/stable-diffusion-webui/issues/8998 (torch's "
-                'OOM; "I have an RTX A6000", the platform not stated)',
-            ),
-        ),
-    ),
-    CudaTotal(
-        "RTX-6000-Ada",
-        (
-            CudaPrint(
-                "44.43 GiB",
-                "GPU 0 has a total capacity of 44.43 GiB of which 19.00 MiB is free.",
-                "https://github.com/DINGYANB/MTVCrafter/issues/21 (torch's OOM; nvidia-smi "
-                '"NVIDIA RTX 6000 Ada Gene...   46068MiB", so ECC on)',
-                setting="ECC on",
+                'OOM; "I have an RTX A6000"; the whole 49,140 MiB framebuffer, as the thread\'s '
+                '"Sys VRAM: .../49140 MiB" shows, the Windows pattern of the RTX 3090\'s 24.00)',
+                setting="Windows, inferred",
             ),
         ),
     ),

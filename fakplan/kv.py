@@ -32,6 +32,9 @@ class KvQuery:
     # the card's CUDA compute capability ("9.0"): which kernel a weight-only integer
     # checkpoint loads into, and so the tensors its weights keep (None: not known)
     capability: str | None = None
+    # the card's name as NVML reports it ("NVIDIA A100-SXM4-80GB"): vLLM's batch defaults
+    # leave an A100's small whatever its memory (engine/arg_utils.py); None: not known
+    device_name: str | None = None
     tp: int = 1
     pp: int = 1
     block_size: int | None = None

@@ -148,3 +148,39 @@ def test_fit_takes_the_card_total_from_card_sku() -> None:
     assert json.loads(result.output)["card_total_bytes"] == parse_bytes("79.19 GiB")
     missing = CliRunner().invoke(main, ["fit", str(LLAMA_8B), "--engine", "vllm"])
     assert missing.exit_code == 2 and "--card-sku" in missing.output
+
+
+def test_an_a100_takes_vllm_serves_small_batch_defaults() -> None:
+    """vLLM's batch defaults skip an A100 whatever its memory ('"a100" not in device_name',
+    engine/arg_utils.py, 0.21.0 and 0.27.1): 2,048 tokens and 256 sequences, as on a card
+    under 70 GiB. --card-sku A100-SXM4-80GB sizes the pool as if both were stated; an
+    A800 or an unnamed card of 80 GiB takes the large ones (8,192 and 1,024)."""
+    from fakplan.engines.vllm.floor import serve_defaults
+
+    total = parse_bytes("79.25 GiB")
+    assert serve_defaults(total, "NVIDIA A100-SXM4-80GB") == (2048, 256)
+    assert serve_defaults(total, "NVIDIA A800 80GB PCIe") == (8192, 1024)
+    assert serve_defaults(total, None) == (8192, 1024)
+    assert serve_defaults(parse_bytes("23.99 GiB"), None) == (2048, 256)
+    # from 0.28 a card of 160 GiB or more takes 16,384 tokens (a B200's 178.36 GiB); from
+    # 0.33 a GB10 (compute capability 12.1) takes the small ones (docs/vllm-memory.md §3)
+    b200, gb10 = parse_bytes("178.36 GiB"), parse_bytes("121.69 GiB")
+    assert serve_defaults(b200, "NVIDIA B200", "0.27.1") == (8192, 1024)
+    assert serve_defaults(b200, "NVIDIA B200", "0.28.0") == (16384, 1024)
+    assert serve_defaults(gb10, "NVIDIA GB10", "0.32.0", "12.1") == (8192, 1024)
+    assert serve_defaults(gb10, "NVIDIA GB10", "0.33.0", "12.1") == (2048, 256)
+
+    def pool(*args: str) -> Any:
+        result = CliRunner().invoke(
+            main,
+            [
+                "kv", str(LLAMA_8B), "--engine-version", "0.19.0", "--gpu-memory-utilization",
+                "0.9", "--max-model-len", "8192", "--card-sku", "A100-SXM4-80GB", *args, "--json",
+            ],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["sizing"]["pool_range"]
+
+    stated = pool("--max-num-seqs", "256", "--max-num-batched-tokens", "2048")
+    assert pool() == stated
+    assert pool("--max-num-seqs", "1024", "--max-num-batched-tokens", "8192") != stated

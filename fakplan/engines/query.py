@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from fakplan.cards import card_sku
 from fakplan.errors import GeometryError
 from fakplan.geometry import Geometry
 from fakplan.geometry.resolve import ModelSource, resolve_model
@@ -79,6 +80,12 @@ def _draft(setup: Setup) -> Geometry | None:
         raise setup.error(str(exc), "launch", "speculative", "model") from None
 
 
+def _device_name(sku: str | None) -> str | None:
+    """NVML's name of the shape's card, where card.sku names one of the table."""
+    row = None if sku is None else card_sku(sku)
+    return None if row is None or not row.nvml_names else row.nvml_names[0]
+
+
 def setup_query(setup: Setup) -> KvQuery:
     """The KV question a setup asks of its engine (``Setup.query`` keeps it)."""
     serving, launch = setup.serving, setup.launch
@@ -91,6 +98,7 @@ def setup_query(setup: Setup) -> KvQuery:
         quantization=serving.quantization,
         device=setup.card.device,
         capability=setup.card.capability,
+        device_name=_device_name(setup.card.sku),
         tp=setup.parallel.tensor,
         pp=setup.parallel.pipeline,
         block_size=serving.block_size,

@@ -54,6 +54,7 @@ class CardFacts:
     count: int  # cards per node
     sms: int | None
     capability: str | None  # CUDA compute capability, "9.0"
+    sku: str | None = None  # the card table's row, where card.sku names one
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def _compile(loaded: LoadedShape) -> Setup:
             count=card.count,
             sms=card.sms,
             capability=card.capability,
+            sku=card.sku,
         ),
         parallel=Layout(tensor=par.tensor, pipeline=par.pipeline, nodes=par.nodes),
         serving=ServingValues(

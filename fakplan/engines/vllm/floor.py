@@ -663,10 +663,13 @@ def activation_peak(
     max_num_seqs: int,
     sms: int,
     quantized: bool = False,
+    floored: bool = True,
 ) -> tuple[Term, int]:
     """The profiling run's torch peak increase on the last PP stage (V1 runner, 16-bit),
     and the top of its range: the caching allocator's spare, or the forward's top where few
-    slots let it outgrow the sampler."""
+    slots let it outgrow the sampler. ``floored``: the low end no lower than the forward's
+    least; not from 0.27, where vLLM prints the peak less what the run left allocated and
+    the sampler's Triton buffer stays (topk_topp_triton.py _TRITON_BUFFER_CACHE, 0.27.1)."""
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
     triton_rows = min(2 ** math.ceil(math.log2(min(sms, rows))), sms)
@@ -697,11 +700,11 @@ def activation_peak(
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
     high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
-    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized)
+    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized) if floored else None
     if high <= total + spare:
-        return _floored(Term(total, f"{text_out} = {total:,} B, {spare_text}"), floor), max(
-            total + spare, floor.bytes if floor else 0
-        )
+        return _floored(
+            Term(total, f"{text_out} = {total:,} B, {spare_text}"), floor
+        ), total + spare
     # few slots: the sampler is small and the forward's MLP intermediate at
     # max_num_batched_tokens may set the peak (gpu_model_runner.py profile_run runs both)
     return _floored(
@@ -987,7 +990,7 @@ def vllm_floor(
     else:
         activation, activation_high = activation_peak(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-            sms=sms, quantized=quantized,
+            sms=sms, quantized=quantized, floored=not consumed_era,
         )  # fmt: skip
     if pp != 1:
         received = received_tensors(text, model_type, batched_tokens)
@@ -1275,14 +1278,30 @@ def _transient_peak(
 
 
 # vllm serve's defaults when neither is stated (engine/arg_utils.py get_batch_defaults,
-# 0.12-0.27): on a card of 70 GiB or more (NVML; not an A100) 8192 tokens and 1024
-# sequences, else 2048 and 256
+# 0.12-0.33, by the card's total): from 0.28 a card of 160 GiB or more takes 16,384 tokens
+# and 1,024 sequences (arg_utils.py:2582, 0.28); a card of 70 GiB or more whose name holds
+# no "a100" (0.33: and not a GB10, compute capability 12.1) 8,192 and 1,024; any other
+# 2,048 and 256 (an A100 80GB takes the small ones: "Setting large
+# `max_num_batched_tokens` for A100 reduces throughput", 0.21.0 and 0.27.1)
 BIG_CARD = 70 * GIB
+HUGE_CARD = 160 * GIB
 
 
-def serve_defaults(card_total: int) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vllm serve takes when neither is set."""
-    return (8192, 1024) if card_total >= BIG_CARD else (2048, 256)
+def serve_defaults(
+    card_total: int,
+    device_name: str | None = None,
+    version: str = "0.19.0",
+    capability: str | None = None,
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vllm serve takes when neither is set; a card
+    whose name is not known is taken as not an A100."""
+    release = parse_version(version)[:2]
+    name = (device_name or "").lower()
+    if release >= (0, 28) and card_total >= HUGE_CARD:
+        return 16384, 1024
+    gb10 = release >= (0, 33) and ("gb10" in name or capability == "12.1")
+    big = card_total >= BIG_CARD and "a100" not in name and not gb10
+    return (8192, 1024) if big else (2048, 256)
 
 
 def floor_for(
@@ -1294,7 +1313,9 @@ def floor_for(
         return Unknown(f"{g.source}: no config.json to count the weights from")
     if query.engine_version is None:
         return Unknown("state --engine-version: the memory profiler is read for 0.17-0.33")
-    tokens, seqs = serve_defaults(card_total)
+    tokens, seqs = serve_defaults(
+        card_total, query.device_name, query.engine_version, query.capability
+    )
     served, _ = served_dtype(query, DOWNCAST)
     found = vllm_floor(
         g.text_config,
