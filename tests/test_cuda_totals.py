@@ -63,16 +63,19 @@ def test_the_h100_print_comes_from_a_boot_that_names_the_sxm_card() -> None:
     assert cuda_total("h100-sxm-80gb") is not None  # any case, as card.sku reads
 
 
-def _kv(*args: str) -> Any:
+def _kv_json(*args: str) -> Any:
+    """fakplan kv --json of Llama-3.1-8B on vLLM 0.19.0 at an 8,192-token window."""
     result = CliRunner().invoke(
         main,
-        [
-            "kv", str(LLAMA_8B), "--engine-version", "0.19.0", "--gpu-memory-utilization",
-            "0.95", "--max-num-seqs", "1024", "--max-model-len", "8192", *args, "--json",
-        ],
+        ["kv", str(LLAMA_8B), "--engine-version", "0.19.0", "--max-model-len", "8192", *args,
+         "--json"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+def _kv(*args: str) -> Any:
+    return _kv_json("--gpu-memory-utilization", "0.95", "--max-num-seqs", "1024", *args)
 
 
 def test_kv_card_sku_sizes_the_pool_over_the_printed_total() -> None:
@@ -171,15 +174,8 @@ def test_an_a100_takes_vllm_serves_small_batch_defaults() -> None:
     assert serve_defaults(gb10, "NVIDIA GB10", "0.33.0", "12.1") == (2048, 256)
 
     def pool(*args: str) -> Any:
-        result = CliRunner().invoke(
-            main,
-            [
-                "kv", str(LLAMA_8B), "--engine-version", "0.19.0", "--gpu-memory-utilization",
-                "0.9", "--max-model-len", "8192", "--card-sku", "A100-SXM4-80GB", *args, "--json",
-            ],
-        )  # fmt: skip
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)["sizing"]["pool_range"]
+        found = _kv_json("--gpu-memory-utilization", "0.9", "--card-sku", "A100-SXM4-80GB", *args)
+        return found["sizing"]["pool_range"]
 
     stated = pool("--max-num-seqs", "256", "--max-num-batched-tokens", "2048")
     assert pool() == stated
