@@ -654,6 +654,28 @@ def inputs_embeds_buffer(text: dict[str, Any], batched_tokens: int) -> Term:
     )
 
 
+def triton_rows(sms: int, rows: int) -> int:
+    """The rows of the sampler's Triton top-k/top-p buffer: the next power of two of its
+    programs, min(SMs, rows), at most the SMs (topk_topp_triton.py, 0.19.0 and 0.27.1)."""
+    return min(1 << math.ceil(math.log2(min(sms, rows))), sms)
+
+
+def triton_buffer(
+    text: dict[str, Any], *, batched_tokens: int, max_num_seqs: int, sms: int
+) -> Term:
+    """The V1 sampler's Triton top-k/top-p buffer, float32 rows x vocab. It is cached for
+    good (_TRITON_BUFFER_CACHE; its reset_buffer_cache has no caller, 0.27.1), so from 0.27,
+    where vLLM prints the peak less what the run left allocated, it is consumed memory."""
+    rows = triton_rows(sms, min(max_num_seqs, batched_tokens))
+    vocab = int(text["vocab_size"])
+    size = rows * vocab * 4
+    return Term(
+        size,
+        f"the sampler's Triton top-k/top-p buffer {rows} x {vocab:,} x 4 B = {size:,} B "
+        "(cached for good: v1/sample/ops/topk_topp_triton.py _TRITON_BUFFER_CACHE, 0.27.1)",
+    )
+
+
 def activation_peak(
     text: dict[str, Any],
     model_type: str,
@@ -672,16 +694,16 @@ def activation_peak(
     the sampler's Triton buffer stays (topk_topp_triton.py _TRITON_BUFFER_CACHE, 0.27.1)."""
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
-    triton_rows = min(2 ** math.ceil(math.log2(min(sms, rows))), sms)
+    triton = triton_rows(sms, rows)
     # the tensors alive at the sampler phase's peak: the 16-bit logits and their three float32
     # companions (14 B a logit) and the Triton buffer; the hidden states and two row copies
-    sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton_rows * vocab * 4]
+    sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton * vocab * 4]
     state_tensors = [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2]
     sampler, states = sum(sampler_tensors), sum(state_tensors)
     total = sampler + states + CUBLAS_WORKSPACE
     text_out = (
         f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
-        f"{triton_rows} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
+        f"{triton} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
         f"x {hidden:,} + 4 x {rows:,} x {hidden:,} = {states:,} B; cuBLAS workspace "
         f"{CUBLAS_WORKSPACE:,} B"
     )
@@ -1068,15 +1090,28 @@ def vllm_floor(
     if consumed_era:
         # the fused-MoE workspaces are kept (v1/worker/workspace.py): from 0.27 they are in
         # the consumed memory, not in the transient peak
-        persistent = _moe_workspace(text, model_type, tp, batched_tokens)
+        kept: list[Term | None] = [_moe_workspace(text, model_type, tp, batched_tokens)]
+        if choice.runner == "v1":
+            kept.append(
+                triton_buffer(
+                    text, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs, sms=sms
+                )
+            )
+        allocated = [term for term in kept if term is not None]
+        if allocated:
+            persistent = Term(
+                sum(term.bytes for term in allocated),
+                " + ".join(term.derivation for term in allocated),
+            )
         if embeds is not None:  # allocated after the load, never in the transient peak
             low, high = low + embeds.bytes, high + embeds.bytes
         if persistent is not None:
             low, high = low + persistent.bytes, high + persistent.bytes
             activation = Term(
                 activation.bytes - persistent.bytes,
-                f"{activation.derivation}; less the {persistent.bytes:,} B of fused-MoE "
-                "workspaces, which stay allocated and so are consumed memory",
+                f"{activation.derivation}; less the {persistent.bytes:,} B that stay "
+                "allocated (the fused-MoE workspaces, the sampler's Triton buffer) and so are "
+                "consumed memory",
             )
             if activation_high is not None:
                 activation_high -= persistent.bytes
