@@ -232,18 +232,6 @@ CUDA_TOTALS += (
         ),
     ),
     CudaTotal(
-        "B200",
-        (
-            CudaPrint(
-                "178.36 GiB",
-                "GPU 4 has a total capacity of 178.36 GiB of which 7.20 GiB is free.",
-                "https://github.com/PrimeIntellect-ai/prime-rl/blob/"
-                "d8f290ef0358a804f1912bd29ea1b37cc56894b4/benchmarks/results/BENCHMARKS.md "
-                '(a torch OOM quoted "on 8xB200")',
-            ),
-        ),
-    ),
-    CudaTotal(
         "GB10",
         (
             CudaPrint(
