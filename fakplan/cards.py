@@ -51,6 +51,11 @@ class CardSku:
         value = self.tflops.get("bf16" if dtype == "fp16" else dtype)
         return None if value is None else value * 1e12
 
+    @property
+    def device_name(self) -> str | None:
+        """NVML's name of the card (the first the table lists), as an engine reads it."""
+        return self.nvml_names[0] if self.nvml_names else None
+
     def citation(self) -> str:
         """Where the row comes from, in one line."""
         return f"{self.name}: {', '.join(self.sources)} ({self.checked})"

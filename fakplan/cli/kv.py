@@ -346,8 +346,7 @@ def _from_card_table(sku: str, sms: int, query: dict[str, Any]) -> int:
         raise click.BadParameter(unknown_sku(sku), param_hint="'--card-sku'")
     if query["capability"] is None:
         query["capability"] = row.capability
-    if row.nvml_names:
-        query["device_name"] = row.nvml_names[0]
+    query["device_name"] = row.device_name
     source = click.get_current_context().get_parameter_source("card_sms")
     return row.sms if row.sms is not None and source != ParameterSource.COMMANDLINE else sms
 

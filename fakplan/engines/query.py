@@ -80,10 +80,10 @@ def _draft(setup: Setup) -> Geometry | None:
         raise setup.error(str(exc), "launch", "speculative", "model") from None
 
 
-def _device_name(sku: str | None) -> str | None:
+def _card_name(sku: str | None) -> str | None:
     """NVML's name of the shape's card, where card.sku names one of the table."""
     row = None if sku is None else card_sku(sku)
-    return None if row is None or not row.nvml_names else row.nvml_names[0]
+    return None if row is None else row.device_name
 
 
 def setup_query(setup: Setup) -> KvQuery:
@@ -98,7 +98,7 @@ def setup_query(setup: Setup) -> KvQuery:
         quantization=serving.quantization,
         device=setup.card.device,
         capability=setup.card.capability,
-        device_name=_device_name(setup.card.sku),
+        device_name=_card_name(setup.card.sku),
         tp=setup.parallel.tensor,
         pp=setup.parallel.pipeline,
         block_size=serving.block_size,

@@ -214,7 +214,7 @@ def floor_table() -> str:
     for row in rows():
         c, p, f = row.case, row.printed, row.found
         tp = (c.get("launch") or {}).get("tp", 1)
-        pp = _int((c.get("launch") or {}).get("pp"), 1)
+        pp = pp_of(row)
         release = str(c["engine_version"]).split()[0]
         seen = coverage.setdefault(_release(release), [0, 0, 0])
         seen[0] += 1
@@ -404,10 +404,15 @@ def fit_set() -> list[FloorRow]:
         row
         for row in rows()
         if READ[0] <= _release_of(row) < CONSUMED_ERA
-        and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
+        and pp_of(row) == 1
         and row.printed["non_torch"] is not None
         and model_type(row) not in NON_TORCH_UNREAD
     ]
+
+
+def pp_of(row: FloorRow) -> int:
+    """The row's pipeline stages, as its launch states them (1 where unstated)."""
+    return _int((row.case.get("launch") or {}).get("pp"), 1)
 
 
 def model_type(row: FloorRow) -> str:
@@ -439,7 +444,7 @@ def consumed_fit_set() -> list[FloorRow]:
         row
         for row in rows()
         if CONSUMED_ERA <= _release_of(row) <= READ[1]
-        and _int((row.case.get("launch") or {}).get("pp"), 1) == 1
+        and pp_of(row) == 1
         and tp_key(row) == "tp1"
         and row.printed["consumed"] is not None
         and row.printed["weights"] is not None
@@ -463,7 +468,7 @@ def pp_fit_set() -> list[FloorRow]:
         row
         for row in rows()
         if READ[0] <= _release_of(row) < CONSUMED_ERA
-        and _int((row.case.get("launch") or {}).get("pp"), 1) == 2
+        and pp_of(row) == 2
         and tp_key(row) == "tp1"  # NON_TORCH_PP_MEASURED is keyed by TP
     ]
 

@@ -694,16 +694,16 @@ def activation_peak(
     the sampler's Triton buffer stays (topk_topp_triton.py _TRITON_BUFFER_CACHE, 0.27.1)."""
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
-    triton = triton_rows(sms, rows)
+    triton = triton_buffer(text, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs, sms=sms)
     # the tensors alive at the sampler phase's peak: the 16-bit logits and their three float32
     # companions (14 B a logit) and the Triton buffer; the hidden states and two row copies
-    sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton * vocab * 4]
+    sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton.bytes]
     state_tensors = [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2]
     sampler, states = sum(sampler_tensors), sum(state_tensors)
     total = sampler + states + CUBLAS_WORKSPACE
     text_out = (
         f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
-        f"{triton} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
+        f"{triton.bytes // (4 * vocab)} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
         f"x {hidden:,} + 4 x {rows:,} x {hidden:,} = {states:,} B; cuBLAS workspace "
         f"{CUBLAS_WORKSPACE:,} B"
     )
@@ -722,7 +722,7 @@ def activation_peak(
         "c10/cuda/CUDACachingAllocator.cpp)"
     )
     high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
-    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized) if floored else None
+    floor = forward_floor(text, tp, batched_tokens, quantized) if floored else None
     if high <= total + spare:
         return _floored(
             Term(total, f"{text_out} = {total:,} B, {spare_text}"), floor
@@ -806,12 +806,7 @@ def _forward_estimate(
 
 
 def forward_floor(
-    text: dict[str, Any],
-    model_type: str,
-    tp: int,
-    batched_tokens: int,
-    moe: Term | None,
-    quantized: bool = False,
+    text: dict[str, Any], tp: int, batched_tokens: int, quantized: bool = False
 ) -> Term | None:
     """The least the profiling forward must hold at once, whatever Inductor fuses: at a gated
     MLP, cuBLAS writes gate_up's output whole (2 x intermediate), the activation kernel
@@ -820,14 +815,9 @@ def forward_floor(
     (the dummy run's token count: gpu_model_runner.py _dummy_run, 0.19.0;
     v1/worker/gpu/model_runner.py, 0.33.0). ``quantized``: a quantized checkpoint or
     --quantization, where a fusion pass may write the activation already quantized, so it
-    is counted at 1 B. None where the MLP is a mixture's (its workspaces are counted
-    instead) or gpt-oss's."""
-    if (
-        moe is not None
-        or routed_experts(text)
-        or model_type in (*MOE_FAMILIES, "gpt_oss")
-        or not text.get("intermediate_size")
-    ):
+    is counted at 1 B. None where the config names routed experts (a mixture's, gpt-oss's:
+    their workspaces or kernels are counted instead)."""
+    if routed_experts(text) or not text.get("intermediate_size"):
         return None
     hidden, inter = int(text["hidden_size"]), int(text["intermediate_size"]) // tp
     act = 1 if quantized else 2
@@ -882,7 +872,7 @@ def activation_peak_v2(
         "no request to process and no top-k/top-p: v1/worker/gpu/model_runner.py "
         "_dummy_sampler_run, sample/sampler.py)"
     )
-    floor = forward_floor(text, model_type, tp, batched_tokens, moe, quantized)
+    floor = forward_floor(text, tp, batched_tokens, quantized)
     return _floored(Term(low, derivation), floor), high
 
 

@@ -691,16 +691,16 @@ def test_the_forward_floor_is_what_a_gated_mlp_holds_at_once() -> None:
     from fakplan.engines.vllm.floor import forward_floor
 
     llama = _config("meta-llama--Llama-3.1-8B-Instruct")
-    found = forward_floor(llama, "llama", 1, 8192, None)
+    found = forward_floor(llama, 1, 8192)
     assert found is not None and found.bytes == 8192 * (3 * 14_336 + 4096) * 2
-    at_tp2 = forward_floor(llama, "llama", 2, 8192, None)
+    at_tp2 = forward_floor(llama, 2, 8192)
     assert at_tp2 is not None and at_tp2.bytes == 8192 * (3 * 7168 + 4096) * 2
-    quantized = forward_floor(llama, "llama", 1, 8192, None, quantized=True)
+    quantized = forward_floor(llama, 1, 8192, quantized=True)
     assert quantized is not None
     assert quantized.bytes == 8192 * ((2 * 14_336 + 4096) * 2 + 14_336)
     assert "1 B" in quantized.derivation
     mixtral = _config("mistralai--Mixtral-8x7B-v0.1")
-    assert forward_floor(mixtral, "mixtral", 1, 8192, None) is None
+    assert forward_floor(mixtral, 1, 8192) is None
     # and every floor-table boot's printed peak meets it where it applies
     from tests.support.floor_corpus import rows
 
