@@ -49,6 +49,7 @@ class KvQuery:
     kv_unified: bool | None = None  # llama.cpp
     # vLLM --language-model-only: a multimodal model's towers left out of the load
     language_model_only: bool = False
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs, none estimated
     flash_attn: bool = True  # llama.cpp
     ubatch: int | None = None  # llama.cpp -ub (physical batch; the SWA cache holds one)
     gpu_layers: int | None = None  # llama.cpp -ngl: the cache of the layers it offloads

@@ -200,7 +200,23 @@ def test_sglang_downcasts_a_float32_checkpoint_too(tmp_path: Path) -> None:
     assert "fp16, bf16 for Gemma" in auto.derivations["engine_rules"]
 
 
-def test_dtype_is_refused_where_the_engine_takes_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("serving", "message"),
+    [
+        (
+            "dtype: float32",
+            r"serving\.dtype: engine llamacpp takes no --dtype \(serving\.dtype is for vllm, sglang\)",
+        ),
+        (
+            "enforce_eager: true",
+            r"serving\.enforce_eager: engine llamacpp has no eager switch fakplan models "
+            r"\(serving\.enforce_eager is for vllm\)",
+        ),
+    ],
+)
+def test_a_serving_field_is_refused_where_the_engine_takes_none(
+    tmp_path: Path, serving: str, message: str
+) -> None:
     from tests.support.tinymodels import write_tiny_llama
 
     model = write_tiny_llama(tmp_path / "tiny.gguf")
@@ -208,12 +224,9 @@ def test_dtype_is_refused_where_the_engine_takes_none(tmp_path: Path) -> None:
     path.write_text(
         f"name: t\nengine: llamacpp\nmodel: {json.dumps(str(model))}\ncard: {{total: 1 GiB}}\n"
         "budget: {weights: 1 MiB, kv: 1 MiB}\n"
-        "serving: {max_num_seqs: 1, max_model_len: 1024, dtype: float32}\n"
+        f"serving: {{max_num_seqs: 1, max_model_len: 1024, {serving}}}\n"
     )
-    with pytest.raises(
-        ShapeError,
-        match=r"serving\.dtype: engine llamacpp takes no --dtype \(serving\.dtype is for vllm, sglang\)",
-    ):
+    with pytest.raises(ShapeError, match=message):
         load_shape(path)
 
 

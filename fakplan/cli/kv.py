@@ -149,6 +149,12 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     "not loaded, no image profiled).",
 )
 @click.option(
+    "--enforce-eager",
+    is_flag=True,
+    help="vLLM --enforce-eager: no CUDA graphs, so from 0.20 the pool is sized without a "
+    "graph estimate.",
+)
+@click.option(
     "--pool",
     default=None,
     help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine '
@@ -258,6 +264,10 @@ def kv(
     if query["language_model_only"] and not ENGINES[query["engine"]].takes_language_model_only:
         raise click.UsageError(
             f"--language-model-only is vLLM's flag; engine {query['engine']} has none fakplan models"
+        )
+    if query["enforce_eager"] and not ENGINES[query["engine"]].takes_enforce_eager:
+        raise click.UsageError(
+            f"--enforce-eager is vLLM's flag; engine {query['engine']} has none fakplan models"
         )
     kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)

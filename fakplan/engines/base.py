@@ -50,6 +50,9 @@ class Engine:
     takes_model_dtype: ClassVar[bool] = False
     # serving.language_model_only reaches a flag that leaves a multimodal model's towers out
     takes_language_model_only: ClassVar[bool] = False
+    # serving.enforce_eager reaches a flag that turns CUDA graphs off (and, in vLLM, the
+    # graph estimate the pool is sized without)
+    takes_enforce_eager: ClassVar[bool] = False
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags
     speculative_flags: ClassVar[bool] = False
     # the speculative methods (launch.speculative.method) whose separate draft model's KV the

@@ -111,5 +111,6 @@ def setup_query(setup: Setup) -> KvQuery:
         draft=_draft(setup) if serving.spec_tokens else None,
         kv_unified=serving.kv_unified,
         language_model_only=serving.language_model_only,
+        enforce_eager=serving.enforce_eager,
         gpu_layers=launch.gpu_layers,
     )

@@ -90,6 +90,7 @@ class ServingValues:
     prefix_caching: bool | None
     kv_unified: bool | None
     language_model_only: bool
+    enforce_eager: bool
     gpu_memory_utilization: float | None
     mem_fraction_static: float | None
 
@@ -214,6 +215,7 @@ def _compile(loaded: LoadedShape) -> Setup:
             prefix_caching=s.prefix_caching,
             kv_unified=s.kv_unified,
             language_model_only=s.language_model_only,
+            enforce_eager=s.enforce_eager,
             gpu_memory_utilization=s.gpu_memory_utilization,
             mem_fraction_static=s.mem_fraction_static,
         ),

@@ -50,6 +50,14 @@ def _check_contract(loaded: LoadedShape) -> None:
         )
 
 
+# serving switches only some engines take: the field, the Engine attribute that says an
+# engine takes it, and what the refusal calls it
+_SWITCHES = (
+    ("language_model_only", "takes_language_model_only", "text-only switch"),
+    ("enforce_eager", "takes_enforce_eager", "eager switch"),
+)
+
+
 def _check_engine_takes(loaded: LoadedShape) -> None:
     """What the launch asks of the engine and the card it takes: --dtype, GPU layers, binary."""
     shape = loaded.shape
@@ -61,14 +69,15 @@ def _check_engine_takes(loaded: LoadedShape) -> None:
             "serving",
             "dtype",
         )
-    if shape.serving.language_model_only and not engine.takes_language_model_only:
-        takers = ", ".join(n for n, e in ENGINES.items() if e.takes_language_model_only)
-        raise loaded.error(
-            f"engine {shape.engine} has no text-only switch fakplan models "
-            f"(serving.language_model_only is for {takers}); remove it",
-            "serving",
-            "language_model_only",
-        )
+    for field, takes, what in _SWITCHES:
+        if getattr(shape.serving, field) and not getattr(engine, takes):
+            takers = ", ".join(n for n, e in ENGINES.items() if getattr(e, takes))
+            raise loaded.error(
+                f"engine {shape.engine} has no {what} fakplan models "
+                f"(serving.{field} is for {takers}); remove it",
+                "serving",
+                field,
+            )
     quantization = shape.serving.quantization
     if quantization is not None and quantization not in engine.quantizations:
         takers = ", ".join(n for n, e in ENGINES.items() if quantization in e.quantizations)

@@ -300,6 +300,11 @@ class Serving(Strict_):
         "its vision and audio towers are not built, so neither their weights nor an image's "
         "profiling run take memory",
     )
+    enforce_eager: Switch = Field(
+        False,
+        description="vLLM: no CUDA graphs and no torch.compile (--enforce-eager): from 0.20 "
+        "the pool is then sized without a CUDA-graph estimate",
+    )
     gpu_memory_utilization: Fraction | None = Field(
         None,
         description="vLLM: let the engine size its KV pool, from this fraction of the card "

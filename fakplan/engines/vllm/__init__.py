@@ -71,6 +71,7 @@ class VllmEngine(ModelledEngine):
     binaries = ("vllm", "vllm-api-server")
     takes_model_dtype = True
     takes_language_model_only = True
+    takes_enforce_eager = True
     speculative_flags = True
     draft_model_methods = DRAFT_MODEL_METHODS
     bootlog_module = "fakplan.engines.vllm.bootlog"

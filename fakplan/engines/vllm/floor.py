@@ -223,6 +223,13 @@ MIB = 1 << 20
 READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
 EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
+# --enforce-eager sets cudagraph_mode NONE (config/vllm.py VllmConfig.__post_init__, 0.21.0,
+# 0.26.0, 0.27.1), and the worker estimates graphs only where it is not NONE
+# (gpu_worker.py determine_available_memory, the same releases)
+EAGER_GRAPHS = (
+    "0: --enforce-eager sets cudagraph_mode NONE (config/vllm.py), and the worker estimates "
+    "CUDA graphs only where it is not (gpu_worker.py determine_available_memory)"
+)
 GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 (envs.py)
 # Families whose public boots print non-torch memory outside every other model's range for
 # a cause not read: refused, and kept out of the measured range (granite: 0.46 GiB on three
@@ -895,11 +902,12 @@ def vllm_floor(
     capability: str | None = None,
     language_model_only: bool = False,
     max_model_len: int | None = None,
+    enforce_eager: bool = False,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say;
     ``capability``: the card's, where the weights' kernel depends on it;
     ``language_model_only``: a multimodal model served text-only (no tower loaded, no
-    encoder profiled)."""
+    encoder profiled); ``enforce_eager``: --enforce-eager, so no graphs and no estimate."""
     # a release whose profiler is not read still gets its weights: the modules counted
     # (0.19.0's) are what "Model loading took" measures in other releases too
     unread = _release_read(version)
@@ -1056,7 +1064,9 @@ def vllm_floor(
     graphs: tuple[int, int] | None = None
     graph_text = "not subtracted before 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)"
     if release >= GRAPHS_SUBTRACTED:
-        if not graphs_estimated(version, choice.runner):
+        if enforce_eager:
+            graph_text = EAGER_GRAPHS
+        elif not graphs_estimated(version, choice.runner):
             graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
         else:
             count = capture_sizes(max_num_seqs, batched_tokens)
@@ -1360,6 +1370,7 @@ def floor_for(
         capability=query.capability,
         language_model_only=query.language_model_only,
         max_model_len=query.window,
+        enforce_eager=query.enforce_eager,
     )
     if isinstance(found, Unknown) and found.weights is not None and query.spec_tokens:
         return _with_draft_weights(found, query, served)

@@ -61,6 +61,7 @@ FLAGS: tuple[FlagRow[_Launch], ...] = (
     flag("--no-enable-prefix-caching", lambda i: i.setup.serving.prefix_caching is False),
     flag("--speculative-config", _speculative),
     flag("--language-model-only", lambda i: i.setup.serving.language_model_only),
+    flag("--enforce-eager", lambda i: i.setup.serving.enforce_eager),
 )
 
 

@@ -260,3 +260,73 @@ def test_verify_closes_the_graph_estimate_with_the_line_that_prints_it(tmp_path:
     killed = ledger_verdicts(plan, parse_ledger(GRAPHS / "graphs-002.log", "vllm"))
     assert held[CUDA_GRAPHS].status == "held"
     assert killed[CUDA_GRAPHS].status == "killed"
+
+
+def _eager(version: str, total: int, *, enforce_eager: bool) -> VllmFloor | Unknown:
+    return vllm_floor(
+        _config("meta-llama--Llama-3.1-8B-Instruct"), "llama", version=version, tp=1, pp=1,
+        card_total=total, utilization=0.92, batched_tokens=8192, max_num_seqs=1024, sms=132,
+        enforce_eager=enforce_eager,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.29.0", "0.33.0"])
+def test_enforce_eager_sizes_the_pool_without_a_graph_estimate(version: str) -> None:
+    """--enforce-eager sets cudagraph_mode NONE (config/vllm.py, 0.21.0, 0.26.0 and 0.27.1:
+    "Enforce eager set, disabling torch.compile and CUDAGraphs"), and the worker estimates
+    graphs only where cudagraph_mode is not NONE (gpu_worker.py determine_available_memory,
+    the same releases): the eager pool is the graphed one with the estimate given back,
+    every other term the same. Llama-3.1-8B runs V1 in 0.20-0.21 (the estimate subtracted)
+    and V2 from 0.29 (the borrowed estimate, printed inside the peak from 0.27)."""
+    total = 85_030_000_000
+    graphed = _eager(version, total, enforce_eager=False)
+    eager = _eager(version, total, enforce_eager=True)
+    assert isinstance(graphed, VllmFloor) and isinstance(eager, VllmFloor)
+    assert eager.cuda_graph is None and eager.graph_in_activation is None
+    assert "--enforce-eager" in eager.graph_derivation
+    estimate = graphed.cuda_graph or graphed.graph_in_activation
+    assert estimate is not None
+    g_low, g_high = estimate
+    assert eager.pool == (graphed.pool[0] + g_high, graphed.pool[1] + g_low)
+    assert eager.weights == graphed.weights and eager.non_torch == graphed.non_torch
+
+
+def test_enforce_eager_on_a_runner_that_estimates_nothing_changes_nothing() -> None:
+    """0.23-0.28 put a dense Llama on the V2 runner, whose estimate is 0 until 0.29
+    (profile_cudagraph_memory returns 0: v1/worker/gpu/model_runner.py, 0.26.0)."""
+    for version in ("0.23.0", "0.26.0"):
+        graphed = _eager(version, 85_030_000_000, enforce_eager=False)
+        eager = _eager(version, 85_030_000_000, enforce_eager=True)
+        assert isinstance(graphed, VllmFloor) and isinstance(eager, VllmFloor)
+        assert graphed.runner == "v2" and eager.pool == graphed.pool
+
+
+def test_enforce_eager_reaches_the_launch_and_the_kv_command(tmp_path: Any, runner: Any) -> None:
+    from fakplan.cli import main
+    from fakplan.plan import compile_plan
+    from fakplan.predict import CUDA_GRAPHS
+    from fakplan.shape import load_shape
+    from tests.engines.vllm.test_engine_sized_pool import _llama as llama_shape
+
+    shape = llama_shape(tmp_path, fraction=0.92, version="0.21.0", extra="  enforce_eager: true\n")
+    plan = compile_plan(load_shape(shape))
+    (role,) = plan.launch.roles
+    assert "--enforce-eager" in role.argv
+    assert CUDA_GRAPHS not in {p.id for p in plan.predictions}
+    args = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.21.0",
+        "--gpu-memory-utilization", "0.92", "--card-total", "79.19 GiB",
+        "--max-model-len", "8192", "--json",
+    ]  # fmt: skip
+    graphed = json.loads(runner.invoke(main, args).output)
+    result = runner.invoke(main, [*args, "--enforce-eager"])
+    assert result.exit_code == 0, result.output
+    eager = json.loads(result.output)
+    assert eager["floor"]["cuda_graph_bytes"] is None
+    g_low, g_high = graphed["floor"]["cuda_graph_bytes"]
+    low, high = graphed["sizing"]["pool_range"]
+    assert eager["sizing"]["pool_range"] == [low + g_high, high + g_low]
+    refused = runner.invoke(
+        main, ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine", "sglang", "--enforce-eager"]
+    )
+    assert refused.exit_code == 2 and "--enforce-eager is vLLM's flag" in refused.output
