@@ -9,6 +9,7 @@ the engine module with the release it was read in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from fakplan.contract import KvCost
 from fakplan.geometry import Geometry
@@ -50,6 +51,8 @@ class KvQuery:
     # vLLM --language-model-only: a multimodal model's towers left out of the load
     language_model_only: bool = False
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs, none estimated
+    # vLLM's model runner as VLLM_USE_V2_MODEL_RUNNER sets it; None: the release's rule
+    model_runner: Literal["v1", "v2"] | None = None
     flash_attn: bool = True  # llama.cpp
     ubatch: int | None = None  # llama.cpp -ub (physical batch; the SWA cache holds one)
     gpu_layers: int | None = None  # llama.cpp -ngl: the cache of the layers it offloads

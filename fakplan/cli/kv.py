@@ -155,6 +155,13 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     "graph estimate.",
 )
 @click.option(
+    "--model-runner",
+    type=click.Choice(["v1", "v2"]),
+    default=None,
+    help="vLLM's model runner as VLLM_USE_V2_MODEL_RUNNER sets it (0: v1, 1: v2); unset: "
+    "the release's own rule for the model.",
+)
+@click.option(
     "--pool",
     default=None,
     help='KV pool as the engine printed it, e.g. "8.11 GiB": gives the token count the engine '
@@ -264,6 +271,10 @@ def kv(
     if query["language_model_only"] and not ENGINES[query["engine"]].takes_language_model_only:
         raise click.UsageError(
             f"--language-model-only is vLLM's flag; engine {query['engine']} has none fakplan models"
+        )
+    if query["model_runner"] is not None and ENGINES[query["engine"]].runner_variable is None:
+        raise click.UsageError(
+            f"--model-runner picks vLLM's runner; engine {query['engine']} has none fakplan models"
         )
     if query["enforce_eager"] and not ENGINES[query["engine"]].takes_enforce_eager:
         raise click.UsageError(

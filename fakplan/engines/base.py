@@ -53,6 +53,8 @@ class Engine:
     # serving.enforce_eager reaches a flag that turns CUDA graphs off (and, in vLLM, the
     # graph estimate the pool is sized without)
     takes_enforce_eager: ClassVar[bool] = False
+    # the variable that picks the engine's model runner (fakplan kv --model-runner), if any
+    runner_variable: ClassVar[str | None] = None
     # serving.spec_tokens needs launch.speculative.method to become the engine's flags
     speculative_flags: ClassVar[bool] = False
     # the speculative methods (launch.speculative.method) whose separate draft model's KV the

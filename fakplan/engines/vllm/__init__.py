@@ -38,6 +38,7 @@ from fakplan.engines.vllm.rules import (
     RELEASES,
     VllmRules,
 )
+from fakplan.engines.vllm.runner import RUNNER_ENV, runner_from_env
 from fakplan.engines.vllm.server import SERVER
 from fakplan.engines.vllm.sizing import (
     predicted_ceiling,
@@ -72,6 +73,7 @@ class VllmEngine(ModelledEngine):
     takes_model_dtype = True
     takes_language_model_only = True
     takes_enforce_eager = True
+    runner_variable = RUNNER_ENV
     speculative_flags = True
     draft_model_methods = DRAFT_MODEL_METHODS
     bootlog_module = "fakplan.engines.vllm.bootlog"
@@ -131,6 +133,18 @@ class VllmEngine(ModelledEngine):
     def check(self, setup: Setup) -> None:
         """What vLLM's parser would refuse, refused where the shape says it."""
         check_dtypes(setup, "vllm", KV_CACHE_DTYPE_CHOICES, MODEL_DTYPE_CHOICES, KV_DTYPES)
+        runner = setup.launch.env.get(RUNNER_ENV)
+        if runner is not None:
+            try:
+                runner_from_env(runner)
+            except ValueError:
+                raise setup.error(
+                    f"{RUNNER_ENV} {runner!r} is refused by the engine: vLLM reads it as "
+                    "bool(int(value)) (envs.py), so give 0 (the V1 runner) or 1 (V2)",
+                    "launch",
+                    "env",
+                    RUNNER_ENV,
+                ) from None
         version, size = setup.engine_version, setup.serving.block_size
         blocks = choices_for(BLOCK_SIZE_CHOICES, version)
         if size is not None and "any" not in blocks.values and str(size) not in blocks.values:

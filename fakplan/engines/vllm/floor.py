@@ -74,7 +74,9 @@ from fakplan.engines.releases import parse_version
 from fakplan.engines.served import served_dtype
 from fakplan.engines.vllm.rules import DOWNCAST
 from fakplan.engines.vllm.runner import (
+    RUNNER_ENV,
     ModelTraits,
+    Runner,
     RunnerChoice,
     default_runner,
     graphs_estimated,
@@ -903,11 +905,13 @@ def vllm_floor(
     language_model_only: bool = False,
     max_model_len: int | None = None,
     enforce_eager: bool = False,
+    runner: Runner | None = None,
 ) -> VllmFloor | Unknown:
     """The pool vLLM sizes for itself on one rank, or why fakplan cannot say;
     ``capability``: the card's, where the weights' kernel depends on it;
     ``language_model_only``: a multimodal model served text-only (no tower loaded, no
-    encoder profiled); ``enforce_eager``: --enforce-eager, so no graphs and no estimate."""
+    encoder profiled); ``enforce_eager``: --enforce-eager, so no graphs and no estimate;
+    ``runner``: the one VLLM_USE_V2_MODEL_RUNNER sets (None: the release's rule)."""
     # a release whose profiler is not read still gets its weights: the modules counted
     # (0.19.0's) are what "Model loading took" measures in other releases too
     unread = _release_read(version)
@@ -985,8 +989,21 @@ def vllm_floor(
         hybrid=hybrid,
         quantized="quantization_config" in text,
     )
+    if runner is not None and release < GRAPHS_SUBTRACTED:
+        if runner == "v2":
+            return _unknown(
+                f"{RUNNER_ENV}=1 on vllm {version}: the V2 runner's profile is read from 0.20",
+                weights,
+            )
+        runner = None  # V1 is the only runner fakplan reads before 0.20
     choice = (
-        default_runner(version, traits)
+        RunnerChoice(
+            runner,
+            f"{RUNNER_ENV}={int(runner == 'v2')}: set, it decides the runner "
+            "(config/vllm.py use_v2_model_runner, 0.26.0 and 0.27.1; envs.py, 0.21.0)",
+        )
+        if runner is not None
+        else default_runner(version, traits)
         if release >= GRAPHS_SUBTRACTED
         else RunnerChoice("v1", "V1 before 0.20 (VLLM_USE_V2_MODEL_RUNNER unset)")
     )
@@ -1371,6 +1388,7 @@ def floor_for(
         language_model_only=query.language_model_only,
         max_model_len=query.window,
         enforce_eager=query.enforce_eager,
+        runner=query.model_runner,
     )
     if isinstance(found, Unknown) and found.weights is not None and query.spec_tokens:
         return _with_draft_weights(found, query, served)

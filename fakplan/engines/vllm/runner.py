@@ -90,6 +90,17 @@ def default_runner(version: str, traits: ModelTraits) -> RunnerChoice:
     return RunnerChoice("v2", f"{where}: V2 for {named}")
 
 
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def runner_from_env(value: str) -> Runner:
+    """The runner an explicit VLLM_USE_V2_MODEL_RUNNER gives: vLLM reads it as
+    ``bool(int(value))`` (envs.py, 0.21.0; ``maybe_convert_bool``, 0.26.0 and 0.27.1) and, once
+    set, takes it over every default rule (config/vllm.py ``use_v2_model_runner``, 0.26.0 and
+    0.27.1; the env alone decides in 0.21.0). Raises ValueError where int() would."""
+    return "v2" if int(value.strip()) else "v1"
+
+
 def graphs_estimated(version: str, runner: Runner) -> bool:
     """Whether the release's runner measures a CUDA-graph estimate (V2: 0 before 0.29)."""
     return runner == "v1" or parse_version(version)[:2] >= (0, 29)

@@ -29,6 +29,7 @@ from fakplan.engines.vllm.floor import (
     floor_for,
 )
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
+from fakplan.engines.vllm.runner import RUNNER_ENV, runner_from_env
 from fakplan.engines.weights import vllm_rank_weights
 from fakplan.sizing import EngineSizing, SizedTerm, SizingUnknown
 
@@ -211,7 +212,9 @@ def quantized_weights(setup: Setup) -> tuple[int | None, str]:
 def release_query(setup: Setup) -> KvQuery:
     """The setup's KV query at the release it plans for (the newest read where unstated)."""
     version = select("vllm", RELEASES, setup.engine_version)[1]
-    return dataclasses.replace(setup.query, engine_version=version)
+    value = setup.launch.env.get(RUNNER_ENV)  # the vLLM check refuses one int() cannot read
+    runner = None if value is None else runner_from_env(value)
+    return dataclasses.replace(setup.query, engine_version=version, model_runner=runner)
 
 
 def _release_floor(setup: Setup, sms: int, total: int, fraction: float) -> VllmFloor | Unknown:

@@ -330,3 +330,52 @@ def test_enforce_eager_reaches_the_launch_and_the_kv_command(tmp_path: Any, runn
         main, ["kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine", "sglang", "--enforce-eager"]
     )
     assert refused.exit_code == 2 and "--enforce-eager is vLLM's flag" in refused.output
+
+
+def test_the_runner_variable_overrides_the_releases_rule(tmp_path: Any, runner: Any) -> None:
+    """VLLM_USE_V2_MODEL_RUNNER, once set, decides the runner (config/vllm.py
+    use_v2_model_runner returns it before any default rule, 0.26.0 and 0.27.1; envs.py reads
+    it as bool(int(value))). 0.26 puts a dense Llama on V2, which estimates no graphs; set to
+    0 it runs V1, whose estimate is subtracted: the same as 0.21's V1 pool but for the
+    release's rules, which differ nowhere else for this model."""
+    from fakplan.cli import main
+    from fakplan.errors import ShapeError
+    from fakplan.plan import compile_plan
+    from fakplan.predict import CUDA_GRAPHS
+    from fakplan.shape import load_shape
+    from tests.engines.vllm.test_engine_sized_pool import _llama as llama_shape
+
+    total = 85_030_000_000
+    kw: dict[str, Any] = dict(tp=1, pp=1, card_total=total, utilization=0.92)
+    kw.update(batched_tokens=8192, max_num_seqs=1024, sms=132)
+    config = _config("meta-llama--Llama-3.1-8B-Instruct")
+    default = vllm_floor(config, "llama", version="0.26.0", **kw)
+    forced = vllm_floor(config, "llama", version="0.26.0", runner="v1", **kw)
+    v1_021 = vllm_floor(config, "llama", version="0.21.0", **kw)
+    assert isinstance(default, VllmFloor) and isinstance(forced, VllmFloor)
+    assert isinstance(v1_021, VllmFloor)
+    assert default.runner == "v2" and default.cuda_graph is None
+    assert forced.runner == "v1" and "VLLM_USE_V2_MODEL_RUNNER=0" in forced.runner_rule
+    assert forced.cuda_graph == v1_021.cuda_graph and forced.pool == v1_021.pool
+    # before 0.20 fakplan reads the V1 runner only
+    early = vllm_floor(config, "llama", version="0.19.0", runner="v2", **kw)
+    assert isinstance(early, Unknown) and "read from 0.20" in early.reason
+    # the shape's launch.env reaches the plan, and the kv command takes the same choice
+    env = "launch:\n  env:\n    VLLM_USE_V2_MODEL_RUNNER: '0'\n"
+    shape = llama_shape(tmp_path, fraction=0.92, version="0.26.0", extra=env)
+    plan = compile_plan(load_shape(shape))
+    assert CUDA_GRAPHS in {p.id for p in plan.predictions}
+    args = [
+        "kv", "meta-llama/Llama-3.1-8B-Instruct", "--engine-version", "0.26.0",
+        "--gpu-memory-utilization", "0.92", "--card-total", "79.19 GiB",
+        "--max-model-len", "8192", "--model-runner", "v1", "--json",
+    ]  # fmt: skip
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["floor"]["runner"] == "v1"
+    # a value vLLM's int() refuses is refused where the shape says it
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shape = llama_shape(bad, fraction=0.92, version="0.26.0", extra=env.replace("'0'", "'yes'"))
+    with pytest.raises(ShapeError, match=r"launch\.env\.VLLM_USE_V2_MODEL_RUNNER: .*give 0"):
+        load_shape(shape)
