@@ -43,6 +43,12 @@ def _pool_bytes(text: str | None) -> tuple[int, int, int] | None:
         raise FakplanError(f"--pool: {exc}") from None
 
 
+# options only some engines take: the query field and the Engine attribute that says so
+_ENGINE_OPTIONS = (
+    ("language_model_only", "takes_language_model_only"),
+    ("model_runner", "runner_variable"),
+    ("enforce_eager", "takes_enforce_eager"),
+)
 FRACTION = FiniteRange(min=0, max=1, min_open=True)
 
 
@@ -268,18 +274,13 @@ def kv(
     spec = _speculative(query.pop("speculative"), query["spec_tokens"], query["engine"])
     if spec is not None:
         query.update(spec)
-    if query["language_model_only"] and not ENGINES[query["engine"]].takes_language_model_only:
-        raise click.UsageError(
-            f"--language-model-only is vLLM's flag; engine {query['engine']} has none fakplan models"
-        )
-    if query["model_runner"] is not None and ENGINES[query["engine"]].runner_variable is None:
-        raise click.UsageError(
-            f"--model-runner picks vLLM's runner; engine {query['engine']} has none fakplan models"
-        )
-    if query["enforce_eager"] and not ENGINES[query["engine"]].takes_enforce_eager:
-        raise click.UsageError(
-            f"--enforce-eager is vLLM's flag; engine {query['engine']} has none fakplan models"
-        )
+    engine = ENGINES[query["engine"]]
+    for option, takes in _ENGINE_OPTIONS:
+        if query[option] and not getattr(engine, takes):
+            raise click.UsageError(
+                f"--{option.replace('_', '-')} is vLLM's flag; engine {query['engine']} has "
+                "none fakplan models"
+            )
     kv_query = KvQuery(geometry=geometry, **query)
     breakdown = _breakdown(kv_query)
     notices = (

@@ -225,10 +225,7 @@ MIB = 1 << 20
 READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
 EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
-# --enforce-eager sets cudagraph_mode NONE (config/vllm.py VllmConfig.__post_init__, 0.21.0,
-# 0.26.0, 0.27.1), and the worker estimates graphs only where it is not NONE
-# (gpu_worker.py determine_available_memory, the same releases)
-EAGER_GRAPHS = (
+EAGER_GRAPHS = (  # read in 0.21.0, 0.26.0 and 0.27.1
     "0: --enforce-eager sets cudagraph_mode NONE (config/vllm.py), and the worker estimates "
     "CUDA graphs only where it is not (gpu_worker.py determine_available_memory)"
 )
@@ -989,24 +986,21 @@ def vllm_floor(
         hybrid=hybrid,
         quantized="quantization_config" in text,
     )
-    if runner is not None and release < GRAPHS_SUBTRACTED:
-        if runner == "v2":
-            return _unknown(
-                f"{RUNNER_ENV}=1 on vllm {version}: the V2 runner's profile is read from 0.20",
-                weights,
-            )
-        runner = None  # V1 is the only runner fakplan reads before 0.20
-    choice = (
-        RunnerChoice(
+    if runner == "v2" and release < GRAPHS_SUBTRACTED:
+        return _unknown(
+            f"{RUNNER_ENV}=1 on vllm {version}: the V2 runner's profile is read from 0.20",
+            weights,
+        )
+    if runner is not None:
+        choice = RunnerChoice(
             runner,
             f"{RUNNER_ENV}={int(runner == 'v2')}: set, it decides the runner "
             "(config/vllm.py use_v2_model_runner, 0.26.0 and 0.27.1; envs.py, 0.21.0)",
         )
-        if runner is not None
-        else default_runner(version, traits)
-        if release >= GRAPHS_SUBTRACTED
-        else RunnerChoice("v1", "V1 before 0.20 (VLLM_USE_V2_MODEL_RUNNER unset)")
-    )
+    elif release >= GRAPHS_SUBTRACTED:
+        choice = default_runner(version, traits)
+    else:
+        choice = RunnerChoice("v1", f"V1 before 0.20 ({RUNNER_ENV} unset)")
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation_high = None
