@@ -364,6 +364,24 @@ CARDS: tuple[CardSku, ...] = (
         checked="partial",
     ),
     CardSku(
+        sku="RTX-A5000",
+        name="NVIDIA RTX A5000",
+        memory="24GB",
+        memory_type="GDDR6 (ECC)",
+        bandwidth=768 * GB,
+        tflops={"bf16": 111},  # the datasheet's one tensor peak, 222.2, is with sparsity
+        dense_from_sparse=True,
+        sms=64,  # 8,192 CUDA cores, 128 per GA102 SM
+        capability="8.6",
+        link="nvlink",
+        nvml_names=("NVIDIA RTX A5000",),
+        sources=(
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/gtcs21/rtx-a5000/nvidia-rtx-a5000-datasheet.pdf",
+            "https://www.nvidia.com/en-us/design-visualization/rtx-a5000/",
+        ),
+        checked="partial",
+    ),
+    CardSku(
         sku="RTX-A6000",
         name="NVIDIA RTX A6000",
         memory="48GB",

@@ -284,6 +284,18 @@ CUDA_TOTALS += (
         ),
     ),
     CudaTotal(
+        "RTX-A5000",
+        (
+            CudaPrint(
+                "23.56 GiB",
+                "GPU 0 has a total capacity of 23.56 GiB of which 83.25 MiB is free.",
+                "https://github.com/LMCache/LMCache/issues/3430 (torch's OOM in a vLLM 0.21.0 "
+                'boot; "an RTX A5000 (24GB)"; its --gpu-memory-utilization=0.9764 is 23 GiB '
+                "of that total)",
+            ),
+        ),
+    ),
+    CudaTotal(
         "RTX-A6000",
         (
             CudaPrint(

@@ -235,6 +235,20 @@ TORCH_OOM = Row(
 )
 """A CUDA out-of-memory line: any torch-based engine's boot can end with it."""
 
+TORCH_OOM_TOTAL = Row(
+    "profile",
+    "torch c10/cuda/CUDACachingAllocator.cpp out-of-memory message (2.1+; before: "
+    "'(GPU 0; X GiB total capacity;')",
+    "total capac",  # torch 2.1 prints "total capacty"
+    r"GPU \d+(?: has a total capaci?ty of |; )(?P<total>[\d.]+) GiB(?: total capacity;| of which)",
+    (fig("total_gpu_bytes", IN_GIB, "total"), fig("card_total_bytes", IN_GIB, "total")),
+    signature=False,
+    priority=-1,
+)
+"""CUDA's total as torch's out-of-memory message prints it (``cudaMemGetInfo``'s, the total an
+engine multiplies by its fraction): a boot that printed no total of its own, and died of an
+OOM, still states its card. Any engine line that prints the total replaces it."""
+
 PYTHON_ERROR = Row(
     "error",
     "Python (any Python engine)",

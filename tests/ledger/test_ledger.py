@@ -503,6 +503,55 @@ FORMAT_LINES: list[tuple[str, list[str], dict[str, Any]]] = [
 ]
 
 
+# torch's out-of-memory message states CUDA's total (c10/cuda/CUDACachingAllocator.cpp): a
+# boot that printed none of its own (vLLM 0.20+ at INFO) still states its card where it
+# died of an OOM, in either of torch's two forms; a total the engine printed itself wins.
+_OOM_NEW = (
+    "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] torch.OutOfMemoryError: CUDA "
+    "out of memory. Tried to allocate 192.00 MiB. GPU 0 has a total capacity of 23.56 GiB of "
+    "which 83.25 MiB is free. Including non-PyTorch memory, this process has 23.47 GiB memory "
+    "in use."
+)  # LMCache issue 3430 (vLLM 0.21.0, RTX A5000)
+_OOM_OLD = (
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
+    "23.70 GiB total capacity; 1.38 GiB already allocated; 5.44 MiB free; 1.39 GiB reserved "
+    "in total by PyTorch)"
+)  # torch before 2.1 (GaoLii/DSP issue 10's line, as tests/data/public/cuda_totals keeps it)
+_CAPACTY = "GPU 0 has a total capacty of 79.35 GiB of which 17.27 GiB is free."
+_POOL_LINE = (
+    "(EngineCore pid=4108) INFO 05-28 08:00:26 [gpu_worker.py:462] Available KV cache "
+    "memory: 6.37 GiB"
+)
+_SNAPSHOT = (
+    "(EngineCore_DP0 pid=7) DEBUG 04-02 10:00:00 [gpu_worker.py:284] worker init memory "
+    "snapshot: torch_peak=0.0GiB, free_memory=78.68GiB, total_memory=79.19GiB"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "total", "engines"),
+    [
+        ([_POOL_LINE, _OOM_NEW], round(23.56 * GIB), ("vllm", "sglang")),
+        ([_POOL_LINE, _OOM_OLD], round(23.70 * GIB), ("vllm", "sglang")),
+        # torch 2.1's spelling (OSU-NLP-Group/TableLlama issue 10, tests/data/public/cuda_totals)
+        (
+            [_POOL_LINE, "torch.OutOfMemoryError: CUDA out of memory. " + _CAPACTY],
+            round(79.35 * GIB),
+            ("vllm", "sglang"),
+        ),
+        ([_SNAPSHOT, _POOL_LINE, _OOM_NEW], round(79.19 * GIB), ("vllm",)),
+    ],
+    ids=["torch-2.1-form", "older-form", "torch-2.1-spelling", "the-engines-own-total-wins"],
+)
+def test_torchs_oom_line_states_the_cards_total(
+    lines: list[str], total: int, engines: tuple[str, ...]
+) -> None:
+    for engine in engines:
+        ledger = _parse_lines(lines, engine)
+        assert ledger.total_gpu_bytes == total and ledger.card_total_bytes == total, engine
+        assert ledger.boot_failed
+
+
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [pytest.param(lines, expected, id=title) for title, lines, expected in FORMAT_LINES],

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from fakplan.cards import card_sku
 from fakplan.engines import parse_ledger
 from fakplan.engines.vllm.floor import Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
@@ -63,13 +64,17 @@ def _cases() -> list[tuple[dict[str, Any], Path]]:
             continue
         if "non-torch forward increase memory" in log.read_text(encoding="utf-8"):
             out.append(({**case, "launch": case["query"]}, log))
-    # the CUDA-graph check set's 0.20-0.22 boots print their pool but no CUDA total (and
-    # most serve checkpoints whose configs are not here): seen, and counted against coverage
+    # the CUDA-graph check set's 0.20-0.22 boots print their pool; most print no CUDA total
+    # and serve checkpoints whose configs are not here: seen, and counted against coverage
     graphs = yaml.safe_load((GRAPHS / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     for case in graphs:
         out.append(
             (
-                {**case, "config": case.get("config"), "launch": {"tp": case.get("tp", 1)}},
+                {
+                    **case,
+                    "config": case.get("config"),
+                    "launch": {"tp": case.get("tp", 1), **(case.get("launch") or {})},
+                },
                 GRAPHS / case["log"],
             )
         )
@@ -131,7 +136,7 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
     geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
     launch = case.get("launch") or {}
-    card = case.get("card") or {}
+    card = _card(case)
     assert geometry.text_config is not None
     text = as_checkpoint(dict(geometry.text_config), case)
     return vllm_floor(
@@ -150,6 +155,17 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         capability=str(card.get("capability", "9.0")),
         max_model_len=_int(launch.get("max_model_len"), 0) or None,
     )
+
+
+def _card(case: dict[str, Any]) -> dict[str, Any]:
+    """The case's card: its own figures (a profiler case's ``card``), else the card table's
+    row for its ``sku`` (a check-set case names its card in words), else none (an H100's)."""
+    if isinstance(case.get("card"), dict):
+        return dict(case["card"])
+    sku = card_sku(str(case["sku"])) if case.get("sku") else None
+    if sku is None:
+        return {}
+    return {k: v for k, v in (("sms", sku.sms), ("capability", sku.capability)) if v is not None}
 
 
 def _feature(case: dict[str, Any], log: Path) -> str:

@@ -17,6 +17,7 @@ from fakplan.ledger.patterns import (
     GB_IS_GIB,
     SERVER_UP,
     TORCH_OOM,
+    TORCH_OOM_TOTAL,
     DerivedFigures,
     Row,
     count,
@@ -183,6 +184,7 @@ ROWS: tuple[Row, ...] = (
         failure=True,
     ),
     TORCH_OOM,
+    TORCH_OOM_TOTAL,
     SERVER_UP,
 )
 

@@ -135,6 +135,38 @@ def test_a_check_boot_below_the_fit_widened_it_and_is_in_sample() -> None:
     assert "Held 5 of 5 boots the fit did not see; graphs-006" in graph_table()
 
 
+def test_graphs_006s_pool_is_predicted_from_the_total_its_oom_line_prints() -> None:
+    """graphs-006 prints no CUDA total of its own, but torch's OOM later in the same
+    EngineCore does (23.56 GiB), and its utilization line gives 0.9764, so its pool is
+    predicted: requested = ceil(T x 0.9764) over the total's digits, less Qwen3-8B's
+    weights, the sampler phase at an RTX A5000's 64 SMs, the H100-measured non-torch range
+    and the graph range. The interval holds the printed 6.37 GiB (46,368 tokens: 2,898
+    blocks of 36 x 65,536 B), but only because the graph range is wide: with the boot's own
+    0.52 GiB estimate in its place the boot left at most 0.86 GiB for the peak and non-torch
+    memory, under fakplan's least for them (docs/vllm-memory.md says so)."""
+    from tests.support.floor_corpus import row
+
+    found = row("graphs-006")
+    floor = found.found
+    assert isinstance(floor, VllmFloor), floor
+    total = found.printed["total"]
+    assert total == round(23.56 * GIB)
+    block = 36 * 65_536
+    printed_low, printed_high = 2898 * block, 2899 * block - 1  # int(2,898 / 1,024 x 16,384)
+    assert floor.pool[0] <= printed_low and printed_high <= floor.pool[1]
+    # the sampler phase at 64 SMs: 256 rows x 151,936 x 14 B and the Triton top-k/top-p
+    # buffer 64 x 151,936 x 4 B, hidden states 2 x 8,192 x 4,096 + 4 x 256 x 4,096, cuBLAS's
+    # 32 MiB workspace
+    sampler = 256 * 151_936 * 14 + 64 * 151_936 * 4
+    assert floor.activation_span[0] == sampler + 2 * 8192 * 4096 + 4 * 256 * 4096 + 32 * MIB
+    # the closure with the printed estimate: the most the boot left for peak + non-torch
+    _, _, t_high = printed_interval("23.56 GiB")
+    requested_high = math.ceil(t_high * 0.97645)  # the utilization's digits' top
+    graphs_low = printed_interval("0.52 GiB")[0]
+    left = requested_high - floor.weights.top - graphs_low - printed_low
+    assert left < 0.86 * GIB < floor.activation_span[0] + floor.non_torch[0]
+
+
 @pytest.mark.parametrize(
     ("version", "archs", "moe", "hybrid", "quantized", "runner"),
     [
