@@ -413,8 +413,25 @@ def _card_lines() -> str:
 
 
 def fit_set() -> list[FloorRow]:
-    """The boots NON_TORCH_MEASURED is fitted on (the rule above, never a list of ids)."""
-    from fakplan.engines.vllm.floor import CONSUMED_ERA, NON_TORCH_UNREAD, READ
+    """The boots NON_TORCH_MEASURED is fitted on (the rule above, never a list of ids): the
+    V1 runner's."""
+    from fakplan.engines.vllm.floor import NON_TORCH_UNREAD
+
+    return [
+        row
+        for row in _profile_era_non_torch()
+        if model_type(row) not in NON_TORCH_UNREAD and runner_of(row) == "v1"
+    ]
+
+
+def v2_non_torch_fit_set() -> list[FloorRow]:
+    """The boots NON_TORCH_V2_MEASURED is fitted on: the V2 runner's of the same rule."""
+    return [row for row in _profile_era_non_torch() if runner_of(row) == "v2"]
+
+
+def _profile_era_non_torch() -> list[FloorRow]:
+    """Every boot of a release read before 0.27 at PP 1 that prints its non-torch memory."""
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
 
     return [
         row
@@ -422,8 +439,15 @@ def fit_set() -> list[FloorRow]:
         if READ[0] <= _release_of(row) < CONSUMED_ERA
         and pp_of(row) == 1
         and row.printed["non_torch"] is not None
-        and model_type(row) not in NON_TORCH_UNREAD
     ]
+
+
+def runner_of(row: FloorRow) -> str | None:
+    """The model runner the boot ran, as fakplan's rule gives it (a predicted row's), V1 for
+    every model before 0.22; None where neither says."""
+    if not isinstance(row.found, Unknown):
+        return row.found.runner
+    return "v1" if _release_of(row) < (0, 22) else None
 
 
 def pp_of(row: FloorRow) -> int:
@@ -547,17 +571,45 @@ def consumed_fit(fitted: list[FloorRow]) -> dict[str, tuple[int, int]]:
 
 def v2_peak_excess_fit(fitted: list[FloorRow]) -> int:
     """The most a V2 boot's printed peak activation (to the top of its rounding) exceeded
-    the top of fakplan's estimate before the margin, over ``fitted``."""
-    from fakplan.engines.vllm.floor import V2_PEAK_EXCESS_MEASURED
+    the top of fakplan's estimate before the margin, over ``fitted``, scaled to
+    V2_PEAK_EXCESS_STATE batched tokens x hidden size (rounded up)."""
+    from fakplan.engines.vllm.floor import V2_PEAK_EXCESS_STATE, v2_peak_excess
 
     most = 0
     for row in fitted:
         found, printed = row.found, row.printed["activation"]
         if isinstance(found, Unknown) or found.runner != "v2" or printed is None:
             continue
-        estimate = found.activation_span[1] - V2_PEAK_EXCESS_MEASURED
-        most = max(most, printed + HALF_CENTI_GIB - estimate)
+        tokens = _int((row.case.get("launch") or {}).get("max_num_batched_tokens"), 8192)
+        text = _text_config(row)
+        margin = v2_peak_excess(text, tokens).bytes
+        beyond = printed + HALF_CENTI_GIB - (found.activation_span[1] - margin)
+        state = tokens * int(text["hidden_size"])
+        most = max(most, -(-beyond * V2_PEAK_EXCESS_STATE // state))
     return most
+
+
+def v2_peak_fit_set() -> list[FloorRow]:
+    """The boots V2_PEAK_EXCESS_MEASURED is fitted on: every V2 boot at TP 1 and PP 1 of a
+    release read that prints its peak (both eras)."""
+    from fakplan.engines.vllm.floor import READ
+
+    return [
+        row
+        for row in rows()
+        if READ[0] <= _release_of(row) <= READ[1]
+        and pp_of(row) == 1
+        and tp_key(row) == "tp1"
+        and row.printed["activation"] is not None
+        and runner_of(row) == "v2"
+    ]
+
+
+def _text_config(row: FloorRow) -> dict[str, Any]:
+    """The text model's config the row was predicted from (its checkpoint's changes on)."""
+    geometry = load_geometry(str(PUBLIC / "configs" / str(row.case["config"]) / "config.json"))
+    assert geometry.text_config is not None
+    return as_checkpoint(dict(geometry.text_config), row.case)
 
 
 def tp_key(row: FloorRow) -> str:

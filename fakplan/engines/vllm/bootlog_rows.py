@@ -267,6 +267,21 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "profile",
+        # before 0.27 the pool is requested - W - A - N (- the graph estimate, V1 from 0.20);
+        # the summary prints the captured graphs' actual memory after the pool
+        "vLLM v0.19.0 gpu_worker.py:661 (DEBUG), v0.26.0 gpu_worker.py:857 (INFO) memory "
+        "summary (weight, peak activation, non-torch)",
+        "GiB for non-torch memory, and",
+        rf"GiB for weight, (?P<act>{_GIB}) GiB for peak activation, (?P<non_torch>{_GIB}) GiB "
+        rf"for non-torch memory, and (?P<graph>{_GIB}) GiB for CUDAGraph memory",
+        (
+            fig("activation_bytes", IN_GIB, "act"),
+            fig("non_torch_bytes", IN_GIB, "non_torch"),
+            fig("graph_bytes", IN_GIB, "graph"),
+        ),
+    ),
+    Row(
+        "profile",
         # from 0.27 the pool is requested - C - H - G: C the memory consumed since the init
         # snapshot (weights and non-torch), "peak activation" H + G (gpu_worker.py:527-548)
         "vLLM v0.27.0-v0.33.0 gpu_worker.py memory summary (consumed, peak activation)",

@@ -108,6 +108,16 @@ NON_TORCH_MEASURED = {
     "tp2": (round(2.06 * GIB), round(2.11 * GIB)),
     "tp4": (round(2.13 * GIB), round(2.21 * GIB)),
 }
+# The V2 runner before 0.27 (0.23-0.26 for the models it takes by default): its public boots
+# print non-torch memory far below the V1 runner's, 0.08 GiB (prof-035, prof-036: 0.26.0, an
+# A40), +- the print's 0.005; the fit set is every V2 boot of the profile era at PP 1 that
+# prints the term (floor_corpus.v2_non_torch_fit_set). At TP > 1 none is measured: the V1
+# range there is borrowed, its low end lowered by what V2 printed below V1 at TP 1
+NON_TORCH_V2_MEASURED = {"tp1": (round(0.075 * GIB), round(0.085 * GIB))}
+NON_TORCH_V2_BORROWED = (
+    "borrowed: no public V2 boot before 0.27 measures it at this TP, so the V1 runner's range "
+    "there is taken, its low end lowered by what the V2 boots printed below V1's at TP 1"
+)
 # At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
 # PP 2 boots (floor_corpus.pp_fit_set), and the PP 4 boot of the same source (prof-028) checks it
@@ -200,15 +210,18 @@ CONSUMED_TP_GROWTH_BORROWED = (
     "growth is an NVLink card's (NCCL and the custom all-reduce take the most there), and a "
     "card without NVLink may grow less, so the low end stays the TP 1 one"
 )
-# What the V2 runner's printed "peak activation" (0.27-0.28: its transient peak alone, the
-# runner estimating no graphs) exceeded the top of fakplan's range by, in the same fit set
-# (prof-020: 0.25 GiB printed, + the print's 0.005, against 117,838,970 B, its forward with
-# the forward's margin; prof-021's 0.31 is inside its range), refitted by
-# tests/engines/vllm/test_vllm_floor: the profiling forward also runs torch.compile's first
-# compilation, whose workspace no config gives (a cold compile cache printed 1.18 GiB for a
-# launch that printed 0.19 warm in a study note: such a boot falls outside, and verify says
-# so)
-V2_PEAK_EXCESS_MEASURED = round(0.255 * GIB) - 117_838_970
+# What the V2 runner's printed peak activation exceeded the top of fakplan's range by: the
+# profiling forward also runs torch.compile's first compilation (a cold compile cache printed
+# 1.18 GiB for a launch that printed 0.19 warm in a study note), whose workspace no config
+# gives. Fitted on every V2 boot at TP 1 and PP 1 that prints its peak, per batched token per
+# hidden unit (the compiled graph's tensors are of the hidden states' shape at the compile
+# size): prof-035 (Llama-3.1-8B, 0.26.0, A40, 2,048 x 4,096) printed 1.01 GiB, + the print's
+# 0.005, against 321,787,003 B, the most; prof-020 (Qwen2.5-0.5B, 0.27.1, RTX 4090, 2,048 x
+# 896) went 85.0 B per unit beyond its top, prof-035 91.6. Refitted by
+# tests/engines/vllm/test_vllm_floor; a boot that compiles more falls outside, and verify
+# says so.
+V2_PEAK_EXCESS_MEASURED = round(1.015 * GIB) - 321_787_003
+V2_PEAK_EXCESS_STATE = 2048 * 4096  # prof-035's batched tokens x hidden size
 # The V2 runner's CUDA-graph estimate (0.29 on) measures the memory of the same graphs by
 # capturing them into a throwaway pool: every PIECEWISE graph in full, the FULL ones from
 # the two largest, first capture + (n - 1) x the second, at least 1 MiB a graph
@@ -312,6 +325,8 @@ class VllmFloor:
     graph_in_activation: tuple[int, int] | None = None
     # PP > 1: why the last stage's pool is the one the engine keeps ('' at PP 1)
     stages: str = ""
+    # where the non-torch range comes from, where not the V1 runner's 0.19.0 boots ('')
+    non_torch_derivation: str = ""
 
     @property
     def activation_span(self) -> tuple[int, int]:
@@ -778,6 +793,45 @@ def forward_excess(text: dict[str, Any], batched_tokens: int) -> Term:
     )
 
 
+def v2_peak_excess(text: dict[str, Any], batched_tokens: int) -> Term:
+    """What the V2 runner's printed peak may take beyond fakplan's range: the margin measured
+    in public V2 boots (``V2_PEAK_EXCESS_MEASURED``), scaled to this model's hidden states."""
+    hidden = int(text["hidden_size"])
+    size = -(-V2_PEAK_EXCESS_MEASURED * batched_tokens * hidden // V2_PEAK_EXCESS_STATE)
+    return Term(
+        size,
+        f"+ up to {size:,} B measured beyond this estimate in public V2 boots (prof-035, "
+        f"0.26.0: {V2_PEAK_EXCESS_MEASURED:,} B at {V2_PEAK_EXCESS_STATE:,} batched tokens x "
+        f"width, scaled to {batched_tokens:,} x {hidden:,}; prof-020, 0.27.1, within it): "
+        "torch.compile's first compilation runs in the profiling forward, and a cold compile "
+        "cache can take more, which verify reports",
+    )
+
+
+def _v2_non_torch(key: str) -> tuple[int, int, str]:
+    """The V2 runner's non-torch memory before 0.27: measured at TP 1, borrowed elsewhere."""
+    if key in NON_TORCH_V2_MEASURED:
+        low, high = NON_TORCH_V2_MEASURED[key]
+        return (
+            low,
+            high,
+            (
+                f"measured in public vLLM 0.26.0 V2-runner boots (an A40) at TP 1: {low:,}..{high:,} B "
+                "(no config gives it; the V1 runner's boots print 0.24-0.27 GiB)"
+            ),
+        )
+    drop = NON_TORCH_MEASURED["tp1"][0] - NON_TORCH_V2_MEASURED["tp1"][0]
+    v1_low, v1_high = NON_TORCH_MEASURED[key]
+    return (
+        v1_low - drop,
+        v1_high,
+        (
+            f"{NON_TORCH_V2_BORROWED}: V1's {v1_low:,}..{v1_high:,} B less {drop:,} B at the low "
+            f"end = {v1_low - drop:,}..{v1_high:,} B"
+        ),
+    )
+
+
 def _forward_top(
     text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str
 ) -> tuple[int, str, Term]:
@@ -1089,13 +1143,20 @@ def vllm_floor(
             graphs, graph_text = (found[0], found[1]), found[2]
             if choice.runner == "v2":
                 graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
-    low, high = (
-        consumed[:2]
-        if consumed is not None
-        else NON_TORCH_PP_MEASURED[key]
-        if pp != 1
-        else NON_TORCH_MEASURED[key]
-    )
+    non_torch_text = ""
+    if consumed is not None:
+        low, high = consumed[:2]
+    elif pp != 1:
+        low, high = NON_TORCH_PP_MEASURED[key]
+    elif choice.runner == "v2":
+        low, high, non_torch_text = _v2_non_torch(key)
+    else:
+        low, high = NON_TORCH_MEASURED[key]
+    if choice.runner == "v2":
+        excess = v2_peak_excess(text, batched_tokens)
+        if not consumed_era:
+            activation_high = (activation_high or activation.bytes) + excess.bytes
+            activation = Term(activation.bytes, f"{activation.derivation}; {excess.derivation}")
     persistent: Term | None = None
     folded: tuple[int, int] | None = None
     if consumed_era:
@@ -1126,7 +1187,9 @@ def vllm_floor(
             )
             if activation_high is not None:
                 activation_high -= persistent.bytes
-        activation, activation_high = _transient_peak(activation, activation_high, choice, graphs)
+        activation, activation_high = _transient_peak(
+            activation, activation_high, choice, graphs, text, batched_tokens
+        )
         folded, graphs = graphs, None
     a_low, a_high = activation.bytes, activation_high or activation.bytes
     g_low, g_high = graphs or (0, 0)
@@ -1176,6 +1239,7 @@ def vllm_floor(
         inputs_embeds=embeds,
         graph_in_activation=folded,
         stages=stages,
+        non_torch_derivation=non_torch_text,
     )
 
 
@@ -1291,7 +1355,12 @@ def _unknown(reason: str, weights: RankWeights) -> Unknown:
 
 
 def _transient_peak(
-    peak: Term, peak_high: int | None, choice: RunnerChoice, graphs: tuple[int, int] | None
+    peak: Term,
+    peak_high: int | None,
+    choice: RunnerChoice,
+    graphs: tuple[int, int] | None,
+    text_config: dict[str, Any],
+    batched_tokens: int,
 ) -> tuple[Term, int | None]:
     """0.27 on: what vLLM prints as "peak activation", the profiling run's transient peak
     (its torch peak less what it left allocated, utils/mem_utils.py, 0.27.1) + the graph
@@ -1301,12 +1370,9 @@ def _transient_peak(
     high = peak_high or peak.bytes
     text = peak.derivation
     if choice.runner == "v2":
-        high += V2_PEAK_EXCESS_MEASURED
-        text += (
-            f"; + up to {V2_PEAK_EXCESS_MEASURED:,} B measured beyond this estimate in public "
-            "0.27.1 V2 boots (prof-020, prof-021: torch.compile's first compilation runs in "
-            "the profiling forward; a cold compile cache can take more, which verify reports)"
-        )
+        excess = v2_peak_excess(text_config, batched_tokens)
+        high += excess.bytes
+        text += f"; {excess.derivation}"
     else:
         text += (
             "; the V1 runner's transient peak at 0.27+ is checked by one public boot (prof-027, "

@@ -253,9 +253,12 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
             measured=True,
         )
     where = f"TP {tp}" + (" x PP > 1 (every stage of the PP 2 fit set)" if found.stages else "")
+    text = found.non_torch_derivation or (
+        f"measured in public vLLM 0.19.0 boots on H100 at {where}: {low:,}..{high:,} B (no "
+        "config gives it)"
+    )
     return SizedTerm("non-torch", "memory outside torch (NCCL, CUDA modules)", low, high,
-                     f"measured in public vLLM 0.19.0 boots on H100 at {where}: "
-                     f"{low:,}..{high:,} B (no config gives it)", measured=True)  # fmt: skip
+                     text, measured=True)  # fmt: skip
 
 
 def _consumed_derivation(found: VllmFloor, tp: int) -> str:

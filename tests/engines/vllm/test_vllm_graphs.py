@@ -239,9 +239,12 @@ def test_a_dense_llama_on_023_runs_v2_with_no_graph_term() -> None:
     # the forward's: its estimate (two hidden states and the MLP's gate_up with its
     # activation) + the margin prof-004's first PP stage printed beyond it at the same
     # 8,192 x 4,096 (1.1 GiB, so 1.105): the model's forward, whichever runner calls it
-    high = round(1.105 * (1 << 30))
-    assert high > 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + 32 * MIB
-    assert found.activation_span == (low, high)
+    forward = round(1.105 * (1 << 30))
+    assert forward > 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + 32 * MIB
+    # + what the V2 runner's first compile took beyond that in prof-035 (0.26.0, an A40:
+    # 1.015 GiB printed less its 321,787,003 B top, at 2,048 x 4,096), at 4 x the tokens
+    compile_margin = 4 * (round(1.015 * (1 << 30)) - 321_787_003)
+    assert found.activation_span == (low, forward + compile_margin)
 
 
 def test_027_on_takes_the_consumed_era_terms() -> None:
