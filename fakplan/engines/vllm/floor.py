@@ -14,8 +14,9 @@ on one PP stage, for 0.17 to 0.33:
   memory_profiling, 0.27.1) and the transient peak (H) is the profiling run's torch peak less
   what it left allocated; vLLM prints H + the graph estimate as "peak activation". fakplan
   counts C as the weights plus a measured range (``CONSUMED_BEYOND_WEIGHTS_MEASURED``), H as
-  the activation peak below, widened for the V2 runner by what public 0.27 boots printed
-  beyond fakplan's estimate (``V2_PEAK_EXCESS_MEASURED``);
+  the activation peak below, widened for the V2 runner by what its public boots printed
+  beyond fakplan's estimate (``V2_PEAK_EXCESS_MEASURED``, scaled; before 0.27 too, where the
+  V2 runner's non-torch memory has a range of its own, ``NON_TORCH_V2_MEASURED``);
 
 - the CUDA-graph estimate G is printed from 0.18 and subtracted from 0.20
   (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 there, envs.py), where graphs are
@@ -812,24 +813,18 @@ def _v2_non_torch(key: str) -> tuple[int, int, str]:
     """The V2 runner's non-torch memory before 0.27: measured at TP 1, borrowed elsewhere."""
     if key in NON_TORCH_V2_MEASURED:
         low, high = NON_TORCH_V2_MEASURED[key]
-        return (
-            low,
-            high,
-            (
-                f"measured in public vLLM 0.26.0 V2-runner boots (an A40) at TP 1: {low:,}..{high:,} B "
-                "(no config gives it; the V1 runner's boots print 0.24-0.27 GiB)"
-            ),
+        why = (
+            "measured in public vLLM 0.26.0 V2-runner boots (an A40) at TP 1: "
+            f"{low:,}..{high:,} B (no config gives it; the V1 runner's print 0.24-0.27 GiB)"
         )
+        return low, high, why
     drop = NON_TORCH_MEASURED["tp1"][0] - NON_TORCH_V2_MEASURED["tp1"][0]
-    v1_low, v1_high = NON_TORCH_MEASURED[key]
-    return (
-        v1_low - drop,
-        v1_high,
-        (
-            f"{NON_TORCH_V2_BORROWED}: V1's {v1_low:,}..{v1_high:,} B less {drop:,} B at the low "
-            f"end = {v1_low - drop:,}..{v1_high:,} B"
-        ),
+    v1_low, high = NON_TORCH_MEASURED[key]
+    why = (
+        f"{NON_TORCH_V2_BORROWED}: V1's {v1_low:,}..{high:,} B less {drop:,} B at the low end "
+        f"= {v1_low - drop:,}..{high:,} B"
     )
+    return v1_low - drop, high, why
 
 
 def _forward_top(
@@ -1152,11 +1147,10 @@ def vllm_floor(
         low, high, non_torch_text = _v2_non_torch(key)
     else:
         low, high = NON_TORCH_MEASURED[key]
-    if choice.runner == "v2":
+    if choice.runner == "v2" and not consumed_era:  # from 0.27 in the transient peak below
         excess = v2_peak_excess(text, batched_tokens)
-        if not consumed_era:
-            activation_high = (activation_high or activation.bytes) + excess.bytes
-            activation = Term(activation.bytes, f"{activation.derivation}; {excess.derivation}")
+        activation_high = (activation_high or activation.bytes) + excess.bytes
+        activation = Term(activation.bytes, f"{activation.derivation}; {excess.derivation}")
     persistent: Term | None = None
     folded: tuple[int, int] | None = None
     if consumed_era:

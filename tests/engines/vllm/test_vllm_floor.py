@@ -775,3 +775,29 @@ def test_the_0_26_v2_boots_on_an_a40_and_the_weights_they_miss() -> None:
             assert floor.pool[0] <= pool_high and pool_low <= floor.pool[1]
         else:
             assert 0 < floor.pool[0] - pool_high < short[0]
+
+
+def test_the_v2_runners_non_torch_at_tp_2_is_borrowed_from_v1_and_says_so() -> None:
+    """No public V2 boot before 0.27 runs at TP > 1: Llama-3.1-8B at 0.26 and TP 2 takes the
+    V1 runner's TP 2 range, its low end lowered by what V2 printed below V1 at TP 1
+    (0.24 - 0.075 GiB), and the kv command's derivation says it is borrowed."""
+    from fakplan.engines.vllm.floor import NON_TORCH_MEASURED, NON_TORCH_V2_MEASURED
+
+    found = vllm_floor(
+        _config("meta-llama--Llama-3.1-8B-Instruct"), "llama", version="0.26.0", tp=2, pp=1,
+        card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192, max_num_seqs=1024,
+        sms=H100_SMS,
+    )  # fmt: skip
+    assert isinstance(found, VllmFloor) and found.runner == "v2"
+    drop = round(0.24 * GIB) - round(0.075 * GIB)
+    assert NON_TORCH_MEASURED["tp1"][0] - NON_TORCH_V2_MEASURED["tp1"][0] == drop
+    low, high = NON_TORCH_MEASURED["tp2"]
+    assert found.non_torch == (low - drop, high)
+    assert "borrowed" in found.non_torch_derivation
+    at_tp1 = vllm_floor(
+        _config("meta-llama--Llama-3.1-8B-Instruct"), "llama", version="0.26.0", tp=1, pp=1,
+        card_total=round(79.19 * GIB), utilization=0.9, batched_tokens=8192, max_num_seqs=1024,
+        sms=H100_SMS,
+    )  # fmt: skip
+    assert isinstance(at_tp1, VllmFloor) and at_tp1.non_torch == NON_TORCH_V2_MEASURED["tp1"]
+    assert "borrowed" not in at_tp1.non_torch_derivation
