@@ -540,8 +540,20 @@ _SNAPSHOT = (
             ("vllm", "sglang"),
         ),
         ([_SNAPSHOT, _POOL_LINE, _OOM_NEW], round(79.19 * GIB), ("vllm",)),
+        # stated first by the same rank, the OOM's total still gives way to the engine's own
+        (
+            [_OOM_NEW.replace("EngineCore pid=4108", "EngineCore_DP0 pid=7"), _SNAPSHOT],
+            round(79.19 * GIB),
+            ("vllm",),
+        ),
     ],
-    ids=["torch-2.1-form", "older-form", "torch-2.1-spelling", "the-engines-own-total-wins"],
+    ids=[
+        "torch-2.1-form",
+        "older-form",
+        "torch-2.1-spelling",
+        "the-engines-own-total-wins",
+        "the-engines-own-total-wins-stated-after",
+    ],
 )
 def test_torchs_oom_line_states_the_cards_total(
     lines: list[str], total: int, engines: tuple[str, ...]

@@ -717,6 +717,7 @@ def activation_peak(
     vocab, hidden = int(text["vocab_size"]), int(text["hidden_size"])
     rows = min(max_num_seqs, batched_tokens)
     triton = triton_buffer(text, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs, sms=sms)
+    triton_count = triton_rows(sms, rows)
     # the tensors alive at the sampler phase's peak: the 16-bit logits and their three float32
     # companions (14 B a logit) and the Triton buffer; the hidden states and two row copies
     sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton.bytes]
@@ -725,7 +726,7 @@ def activation_peak(
     total = sampler + states + CUBLAS_WORKSPACE
     text_out = (
         f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
-        f"{triton.bytes // (4 * vocab)} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
+        f"{triton_count} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
         f"x {hidden:,} + 4 x {rows:,} x {hidden:,} = {states:,} B; cuBLAS workspace "
         f"{CUBLAS_WORKSPACE:,} B"
     )
@@ -1147,8 +1148,9 @@ def vllm_floor(
         low, high, non_torch_text = _v2_non_torch(key)
     else:
         low, high = NON_TORCH_MEASURED[key]
-    if choice.runner == "v2" and not consumed_era:  # from 0.27 in the transient peak below
-        excess = v2_peak_excess(text, batched_tokens)
+    # the V2 runner's compile margin: on the peak before 0.27, in the transient peak from 0.27
+    excess = v2_peak_excess(text, batched_tokens) if choice.runner == "v2" else None
+    if excess is not None and not consumed_era:
         activation_high = (activation_high or activation.bytes) + excess.bytes
         activation = Term(activation.bytes, f"{activation.derivation}; {excess.derivation}")
     persistent: Term | None = None
@@ -1182,7 +1184,7 @@ def vllm_floor(
             if activation_high is not None:
                 activation_high -= persistent.bytes
         activation, activation_high = _transient_peak(
-            activation, activation_high, choice, graphs, text, batched_tokens
+            activation, activation_high, choice, graphs, excess
         )
         folded, graphs = graphs, None
     a_low, a_high = activation.bytes, activation_high or activation.bytes
@@ -1353,18 +1355,17 @@ def _transient_peak(
     peak_high: int | None,
     choice: RunnerChoice,
     graphs: tuple[int, int] | None,
-    text_config: dict[str, Any],
-    batched_tokens: int,
+    excess: Term | None,
 ) -> tuple[Term, int | None]:
     """0.27 on: what vLLM prints as "peak activation", the profiling run's transient peak
     (its torch peak less what it left allocated, utils/mem_utils.py, 0.27.1) + the graph
     estimate it subtracts (gpu_worker.py:526-529, 0.27.1), as a range. fakplan's peak counts
-    what the run allocates, the top of that; the V2 runner's is widened by what public 0.27
-    boots printed beyond it (torch.compile's first compilation runs in the same forward)."""
+    what the run allocates, the top of that; the V2 runner's is widened by ``excess``, what
+    its public boots printed beyond it (torch.compile's first compilation runs in the same
+    forward)."""
     high = peak_high or peak.bytes
     text = peak.derivation
-    if choice.runner == "v2":
-        excess = v2_peak_excess(text_config, batched_tokens)
+    if excess is not None:
         high += excess.bytes
         text += f"; {excess.derivation}"
     else:
