@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fakplan.cards import card_sku
+from fakplan.cuda_totals import cuda_total
 from fakplan.engines import parse_ledger
 from fakplan.engines.vllm.floor import Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
@@ -124,7 +125,10 @@ def as_checkpoint(config: dict[str, Any], case: dict[str, Any]) -> dict[str, Any
 def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknown:
     if not case.get("config"):
         return Unknown("no published config")
-    if ledger.total_gpu_bytes is None or ledger.gpu_memory_utilization is None:
+    launch = case.get("launch") or {}
+    utilization = ledger.gpu_memory_utilization or launch.get("gpu_memory_utilization")
+    totals = _totals(case, ledger.total_gpu_bytes)
+    if totals is None or utilization is None:
         return Unknown("the log prints no CUDA total or requested memory")
     method = re.search(r"quantization=(\w[\w-]*)", text)
     quantization = None if method is None or method[1] == "None" else method[1]
@@ -135,18 +139,50 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
     dtype = re.search(r"dtype=torch\.(\w+)", text)
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
     geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
-    launch = case.get("launch") or {}
     card = _card(case)
     assert geometry.text_config is not None
     text = as_checkpoint(dict(geometry.text_config), case)
+    found = [
+        _floor(case, text, geometry.architecture, launch, card, total, float(utilization),
+               served=served, quantization=quantization)
+        for total in totals
+    ]  # fmt: skip
+    low, high = found[0], found[-1]
+    if isinstance(low, Unknown) or isinstance(high, Unknown) or low is high:
+        return low
+    # the card's total as an interval: the pool from the least total's low to the most's high
+    return replace(high, pool=(low.pool[0], high.pool[1]))
+
+
+def _totals(case: dict[str, Any], printed: int | None) -> tuple[int, ...] | None:
+    """The CUDA totals to predict at: the one the log prints, else both ends of what public
+    logs print for the card the case names (``sku``; fakplan's cuda_totals), else None."""
+    if printed is not None:
+        return (printed,)
+    found = cuda_total(str(case["sku"])) if case.get("sku") else None
+    return None if found is None else found.interval
+
+
+def _floor(
+    case: dict[str, Any],
+    text: dict[str, Any],
+    architecture: str,
+    launch: dict[str, Any],
+    card: dict[str, Any],
+    total: int,
+    utilization: float,
+    *,
+    served: str,
+    quantization: str | None,
+) -> VllmFloor | Unknown:
     return vllm_floor(
         text,
-        geometry.architecture,
+        architecture,
         version=str(case["engine_version"]).split()[0],
         tp=_int(launch.get("tp"), 1),
         pp=_int(launch.get("pp"), 1),
-        card_total=ledger.total_gpu_bytes,
-        utilization=ledger.gpu_memory_utilization,
+        card_total=total,
+        utilization=utilization,
         batched_tokens=_int(launch.get("max_num_batched_tokens"), 8192),
         max_num_seqs=_int(launch.get("max_num_seqs"), 1024),
         sms=int(card.get("sms", 132)),  # an H100's unless the case names its card
@@ -427,6 +463,38 @@ def fit_set() -> list[FloorRow]:
 def v2_non_torch_fit_set() -> list[FloorRow]:
     """The boots NON_TORCH_V2_MEASURED is fitted on: the V2 runner's of the same rule."""
     return [row for row in _profile_era_non_torch() if runner_of(row) == "v2"]
+
+
+def v2_load_fit_set() -> list[FloorRow]:
+    """The boots V2_LOAD_RESIDUE_MEASURED is fitted on: every V2 boot of a release read
+    before 0.27 at TP 1 and PP 1 that prints its weights, of an unquantized checkpoint (the
+    quantized ones check it)."""
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
+
+    return [
+        row
+        for row in rows()
+        if READ[0] <= _release_of(row) < CONSUMED_ERA
+        and pp_of(row) == 1
+        and tp_key(row) == "tp1"
+        and row.printed["weights"] is not None
+        and runner_of(row) == "v2"
+        and _feature(row.case, row.log) != "quantized"
+    ]
+
+
+def v2_load_residue_fit(fitted: list[FloorRow]) -> tuple[int, int]:
+    """What the printed weights (each end of their rounding) went beyond fakplan's count of
+    the checkpoint, lowest to highest over ``fitted``."""
+    from fakplan.engines.vllm.floor import V2_LOAD_RESIDUE_MEASURED
+
+    spans = []
+    for row in fitted:
+        found, printed = row.found, row.printed["weights"]
+        assert not isinstance(found, Unknown) and printed is not None
+        counted = found.weights.bytes - V2_LOAD_RESIDUE_MEASURED[0]  # the count alone
+        spans.append((printed - HALF_CENTI_GIB - counted, printed + HALF_CENTI_GIB - counted))
+    return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
 def _profile_era_non_torch() -> list[FloorRow]:

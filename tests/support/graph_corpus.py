@@ -4,8 +4,8 @@ The fit set is the 0.19.0 H100 boots of tests/data/public/profiler, whose DEBUG 
 each mode's first capture and per-graph cost (``floor.GRAPH_ESTIMATE_MEASURED`` is their
 min-max by TP). The check set is tests/data/public/graphs: 0.20-0.24 boots on other cards
 that print the graph counts and the estimate, never seen by the fit, but for one whose
-print killed the range the fit gave and so widened it (``widened`` in its case: in sample,
-and said so in the table). Used by
+print killed the range the fit gave and so widened it, or prompted the rule that did
+(``widened`` in its case: in sample, and said so in the table). Used by
 tests/engines/vllm/test_vllm_graphs.py and tests/bench/accuracy.py (docs/vllm-memory.md).
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from fakplan.engines.vllm.floor import capture_sizes, graph_estimate
+from fakplan.geometry import load_geometry
 from fakplan.units import GIB, printed_interval
 from tests.support.paths import DATA
 
@@ -69,7 +70,7 @@ def check_rows() -> list[GraphRow]:
         )
         # a quote that drops the counts line takes the counts its launch gives
         counts = printed_counts(text) if COUNTS.search(text) or derived is None else derived
-        found = graph_estimate(int(case["tp"]), counts)
+        found = graph_estimate(int(case["tp"]), counts, _hidden(case))
         assert found is not None
         total = TOTAL.search(text)
         assert total is not None
@@ -77,6 +78,15 @@ def check_rows() -> list[GraphRow]:
             GraphRow(case, counts, derived, total[1], found[0], found[1], bool(case.get("widened")))
         )
     return out
+
+
+def _hidden(case: dict[str, Any]) -> int | None:
+    """The hidden size of the case's config, where it has one here (most check boots' are not)."""
+    if not case.get("config"):
+        return None
+    geometry = load_geometry(str(DATA / "public" / "configs" / case["config"] / "config.json"))
+    assert geometry.text_config is not None
+    return int(geometry.text_config["hidden_size"])
 
 
 def fit_modes(log: Path) -> dict[str, tuple[float, int, float]]:

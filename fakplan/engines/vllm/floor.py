@@ -16,7 +16,8 @@ on one PP stage, for 0.17 to 0.33:
   counts C as the weights plus a measured range (``CONSUMED_BEYOND_WEIGHTS_MEASURED``), H as
   the activation peak below, widened for the V2 runner by what its public boots printed
   beyond fakplan's estimate (``V2_PEAK_EXCESS_MEASURED``, scaled; before 0.27 too, where the
-  V2 runner's non-torch memory has a range of its own, ``NON_TORCH_V2_MEASURED``);
+  V2 runner's non-torch memory has a range of its own, ``NON_TORCH_V2_MEASURED``, and its
+  weights a measured load residue beyond the count, ``V2_LOAD_RESIDUE_MEASURED``);
 
 - the CUDA-graph estimate G is printed from 0.18 and subtracted from 0.20
   (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 there, envs.py), where graphs are
@@ -97,7 +98,36 @@ from fakplan.kv import KvQuery
 from fakplan.sizing import bytes_span
 
 GIB = 1 << 30
-CUBLAS_WORKSPACE = 32 << 20  # torch's sm90 default CUBLAS_WORKSPACE_CONFIG 4096 KiB x 8
+# torch's default cuBLAS workspace, allocated through the caching allocator on a handle's
+# first use (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize):
+# ":4096:2:16:8" (8,519,680 B), 32 MiB on compute capability 9.0 (pytorch PR 89027, 2022);
+# majors 10 and 12 take the 32 MiB from pytorch PR 175344 (2026-02) and 11 from PR 189312
+# (2026-07), so on Blackwell the release's torch decides
+CUBLAS_WORKSPACE = 32 << 20
+CUBLAS_WORKSPACE_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cublas_workspace(capability: str | None) -> tuple[int, int, str]:
+    """torch's cuBLAS workspace on a card of ``capability`` as (least, most, why): the
+    release's torch decides on Blackwell; None: an H100's (9.0), as the SM count defaults."""
+    major = 9 if capability is None else capability_number(capability) // 10
+    source = "torch's default (CublasHandlePool.cpp parseChosenWorkspaceSize)"
+    if major == 9:
+        return CUBLAS_WORKSPACE, CUBLAS_WORKSPACE, f"{source}: 32 MiB on 9.0"
+    if major < 9:
+        return (
+            CUBLAS_WORKSPACE_DEFAULT,
+            CUBLAS_WORKSPACE_DEFAULT,
+            f"{source}: 4,096 KiB x 2 + 16 KiB x 8 before Hopper",
+        )
+    return (
+        CUBLAS_WORKSPACE_DEFAULT,
+        CUBLAS_WORKSPACE,
+        f"{source}: 4,096 KiB x 2 + 16 KiB x 8 to 32 MiB on Blackwell, as the release's torch "
+        "names it or not",
+    )
+
+
 ALLOCATOR_SPARE = 1 << 20  # kSmallSize: a block with no more spare is not split (torch_allocator)
 # non-torch memory measured in vLLM 0.19.0 boots on H100 80GB (llm-d-planner, PR #205):
 # (low, high) bytes as printed ("non-torch forward increase memory"), the min-max per TP of
@@ -118,6 +148,17 @@ NON_TORCH_V2_MEASURED = {"tp1": (round(0.075 * GIB), round(0.085 * GIB))}
 NON_TORCH_V2_BORROWED = (
     "borrowed: no public V2 boot before 0.27 measures it at this TP, so the V1 runner's range "
     "there is taken, its low end lowered by what the V2 boots printed below V1's at TP 1"
+)
+# What the V2 runner's "Model loading took" printed beyond fakplan's count of the checkpoint
+# and its rotary caches before 0.27, where it is the pool's W: 15.0 GiB printed against
+# 16,094,076,928 B counted, each end of the print's rounding (prof-035: 0.26.0, an A40,
+# Llama-3.1-8B in bf16). The fit set is every V2 boot of the profile era at TP 1 and PP 1 of an
+# unquantized checkpoint that prints its weights (floor_corpus.v2_load_fit_set); the quantized
+# one (prof-036, W8A8) checks it. What 0.26 allocates there is not read: the V1 runner's load
+# (0.19.0, the same checkpoints on an H100) printed fakplan's count
+V2_LOAD_RESIDUE_MEASURED = (
+    round(14.995 * GIB) - 16_094_076_928,
+    round(15.005 * GIB) - 16_094_076_928,
 )
 # At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
@@ -191,6 +232,13 @@ GRAPH_ESTIMATE_MEASURED = {
 # The TP 1 first capture's low end is taken to the smallest any fit boot printed at any TP
 # (84 MiB, TP 4): 520 MiB holds it. Per TP: the first capture's low end, in MiB.
 GRAPH_FIRST_CAPTURE_WIDENED = {"tp1": 84}
+# Per TP, the least hidden size among the fit boots (tests/engines/vllm/test_vllm_graphs refits
+# it). A model below it (graphs-007: Qwen2.5-0.5B, hidden 896, 0.28 GiB for 51 and 35 graphs on
+# an RTX 4090 at 0.24.0, under the 0.41 the fit's least costs give) is outside the geometry the
+# per-graph costs were measured at, and their low end falls to vLLM's own floor: "Use at least
+# 1 MiB per graph for driver overhead" (gpu_model_runner.py profile_cudagraph_memory, 0.21.0)
+GRAPH_FIT_LEAST_HIDDEN = {"tp1": 2048, "tp2": 2880, "tp4": 4096}
+PER_GRAPH_FLOOR_MIB = 1
 # From 0.27 the memory consumed since the init snapshot less the weights ("Actual usage is
 # C GiB for consumed memory (weights + non-torch)" less "Model loading took W GiB"): non-torch
 # memory, the runner's persistent buffers and allocator slack, no config's figure. The fit
@@ -216,12 +264,12 @@ CONSUMED_TP_GROWTH_BORROWED = (
 # 1.18 GiB for a launch that printed 0.19 warm in a study note), whose workspace no config
 # gives. Fitted on every V2 boot at TP 1 and PP 1 that prints its peak, per batched token per
 # hidden unit (the compiled graph's tensors are of the hidden states' shape at the compile
-# size): prof-035 (Llama-3.1-8B, 0.26.0, A40, 2,048 x 4,096) printed 1.01 GiB, + the print's
-# 0.005, against 321,787,003 B, the most; prof-020 (Qwen2.5-0.5B, 0.27.1, RTX 4090, 2,048 x
-# 896) went 85.0 B per unit beyond its top, prof-035 91.6. Refitted by
-# tests/engines/vllm/test_vllm_floor; a boot that compiles more falls outside, and verify
-# says so.
-V2_PEAK_EXCESS_MEASURED = round(1.015 * GIB) - 321_787_003
+# size): prof-020 (Qwen2.5-0.5B, 0.27.1, RTX 4090, 2,048 x 896) printed 0.25 GiB, + the
+# print's 0.005, against 92,804,218 B, the most per unit (98.6 B); prof-035 (Llama-3.1-8B,
+# 0.26.0, A40, 2,048 x 4,096) went 94.5 B per unit beyond its top of 296,752,251 B. Kept at
+# prof-035's state. Refitted by tests/engines/vllm/test_vllm_floor; a boot that compiles more
+# falls outside, and verify says so.
+V2_PEAK_EXCESS_MEASURED = -(-(round(0.255 * GIB) - 92_804_218) * 4096 // 896)
 V2_PEAK_EXCESS_STATE = 2048 * 4096  # prof-035's batched tokens x hidden size
 # The V2 runner's CUDA-graph estimate (0.29 on) measures the memory of the same graphs by
 # capturing them into a throwaway pool: every PIECEWISE graph in full, the FULL ones from
@@ -416,14 +464,22 @@ def capture_sizes(max_num_seqs: int, batched_tokens: int) -> tuple[int, int]:
     return len(sizes), len(full)
 
 
-def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | None:
-    """The V1 runner's CUDA-graph estimate for (PIECEWISE, FULL) graph counts, as a range."""
+def graph_estimate(
+    tp: int, graphs: tuple[int, int], hidden: int | None = None
+) -> tuple[int, int, str] | None:
+    """The V1 runner's CUDA-graph estimate for (PIECEWISE, FULL) graph counts, as a range;
+    ``hidden``: the model's hidden size, where one below the fit's takes vLLM's per-graph
+    floor as the low end (None: the fit's range as measured)."""
     measured = GRAPH_ESTIMATE_MEASURED.get(f"tp{tp}")
     if measured is None:
         return None
     first_low, first_high, full_low, full_high, pw_low, pw_high = measured
     widened = GRAPH_FIRST_CAPTURE_WIDENED.get(f"tp{tp}")
     first_low = min(first_low, widened) if widened is not None else first_low
+    least = GRAPH_FIT_LEAST_HIDDEN[f"tp{tp}"]
+    below = hidden is not None and hidden < least
+    if below:
+        full_low = pw_low = PER_GRAPH_FLOOR_MIB
     piecewise, full = graphs
     low = (first_low + (piecewise - 1) * pw_low + max(full - 1, 0) * full_low) * MIB
     high = (first_high + (piecewise - 1) * pw_high + max(full - 1, 0) * full_high) * MIB
@@ -439,6 +495,14 @@ def graph_estimate(tp: int, graphs: tuple[int, int]) -> tuple[int, int, str] | N
                 ", the first capture's low end widened to the smallest at any TP by a 0.21.0 "
                 "RTX A5000 boot below the fit's range"
                 if widened is not None
+                else ""
+            )
+            + (
+                f"; hidden size {hidden:,} is below the fit boots' least at TP {tp} "
+                f"({least:,}), so each per-graph cost's low end is vLLM's own floor, "
+                f"{PER_GRAPH_FLOOR_MIB} MiB (gpu_model_runner.py profile_cudagraph_memory, "
+                "0.21.0)"
+                if below
                 else ""
             )
             + "; the graph counts are the default capture sizes' for max_num_seqs and "
@@ -708,6 +772,7 @@ def activation_peak(
     sms: int,
     quantized: bool = False,
     floored: bool = True,
+    capability: str | None = None,
 ) -> tuple[Term, int]:
     """The profiling run's torch peak increase on the last PP stage (V1 runner, 16-bit),
     and the top of its range: the caching allocator's spare, or the forward's top where few
@@ -723,28 +788,30 @@ def activation_peak(
     sampler_tensors = [rows * vocab * 2, *[rows * vocab * 4] * 3, triton.bytes]
     state_tensors = [batched_tokens * hidden * 2, *[rows * hidden * 2] * 2]
     sampler, states = sum(sampler_tensors), sum(state_tensors)
-    total = sampler + states + CUBLAS_WORKSPACE
+    cublas, cublas_most, cublas_why = cublas_workspace(capability)
+    total = sampler + states + cublas
     text_out = (
         f"sampler {rows:,} rows x {vocab:,} x 14 B + Triton top-k/top-p buffer "
         f"{triton_count} x {vocab:,} x 4 B = {sampler:,} B; hidden states 2 x {batched_tokens:,} "
         f"x {hidden:,} + 4 x {rows:,} x {hidden:,} = {states:,} B; cuBLAS workspace "
-        f"{CUBLAS_WORKSPACE:,} B"
+        f"{cublas:,} B ({cublas_why})"
     )
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
     if moe is not None:
         total += moe.bytes
         text_out += f"; {moe.derivation}"
     # each tensor over 1 MiB may be counted with up to 1 MiB of its block left whole
-    tensors = [*sampler_tensors, *state_tensors, CUBLAS_WORKSPACE]
+    tensors = [*sampler_tensors, *state_tensors, cublas]
     tensors += [] if moe is None else [moe.bytes // 2] * 2  # its two workspaces
     large = sum(1 for size in tensors if size > ALLOCATOR_SPARE)
-    spare = large * ALLOCATOR_SPARE
+    spare = large * ALLOCATOR_SPARE + cublas_most - cublas  # and cuBLAS's most
     spare_text = (
         f"up to {spare:,} B more where the caching allocator leaves a block whole ({large} "
         "tensors over 1 MiB, each counted with up to 1 MiB spare: should_split, "
         "c10/cuda/CUDACachingAllocator.cpp)"
+        + (f", or cuBLAS takes its most, {cublas_most:,} B" if cublas_most > cublas else "")
     )
-    high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
+    high, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type, capability)
     floor = forward_floor(text, tp, batched_tokens, quantized) if floored else None
     if high <= total + spare:
         return _floored(
@@ -802,11 +869,23 @@ def v2_peak_excess(text: dict[str, Any], batched_tokens: int) -> Term:
     size = -(-V2_PEAK_EXCESS_MEASURED * batched_tokens * hidden // V2_PEAK_EXCESS_STATE)
     return Term(
         size,
-        f"+ up to {size:,} B measured beyond this estimate in public V2 boots (prof-035, "
-        f"0.26.0: {V2_PEAK_EXCESS_MEASURED:,} B at {V2_PEAK_EXCESS_STATE:,} batched tokens x "
-        f"width, scaled to {batched_tokens:,} x {hidden:,}; prof-020, 0.27.1, within it): "
+        f"+ up to {size:,} B measured beyond this estimate in public V2 boots (prof-020, "
+        f"0.27.1: {V2_PEAK_EXCESS_MEASURED:,} B at {V2_PEAK_EXCESS_STATE:,} batched tokens x "
+        f"width, scaled to {batched_tokens:,} x {hidden:,}; prof-035, 0.26.0, within it): "
         "torch.compile's first compilation runs in the profiling forward, and a cold compile "
         "cache can take more, which verify reports",
+    )
+
+
+def v2_load_residue(weights: RankWeights) -> RankWeights:
+    """The V2 runner's weights before 0.27: the count plus what its public boot's load
+    printed beyond it (``V2_LOAD_RESIDUE_MEASURED``), a range."""
+    low, high = V2_LOAD_RESIDUE_MEASURED
+    return RankWeights(
+        weights.bytes + low,
+        f"{weights.derivation} + {low:,}..{high:,} B the V2 runner's load printed beyond the "
+        "count in a public boot (prof-035: vLLM 0.26.0, an A40, bf16; not read)",
+        high=weights.top + high,
     )
 
 
@@ -829,13 +908,18 @@ def _v2_non_torch(key: str) -> tuple[int, int, str]:
 
 
 def _forward_top(
-    text: dict[str, Any], tp: int, batched_tokens: int, moe: Term | None, model_type: str
+    text: dict[str, Any],
+    tp: int,
+    batched_tokens: int,
+    moe: Term | None,
+    model_type: str,
+    capability: str | None = None,
 ) -> tuple[int, str, Term]:
-    """The top of the forward's peak: fakplan's estimate + cuBLAS + the measured margin, with
-    the estimate's derivation and the margin."""
+    """The top of the forward's peak: fakplan's estimate + cuBLAS (its most on the card) +
+    the measured margin, with the estimate's derivation and the margin."""
     forward, forward_text = _forward_estimate(text, tp, batched_tokens, moe, model_type)
     excess = forward_excess(text, batched_tokens)
-    return forward + CUBLAS_WORKSPACE + excess.bytes, forward_text, excess
+    return forward + cublas_workspace(capability)[1] + excess.bytes, forward_text, excess
 
 
 def _forward_estimate(
@@ -907,6 +991,7 @@ def activation_peak_v2(
     batched_tokens: int,
     max_num_seqs: int,
     quantized: bool = False,
+    capability: str | None = None,
 ) -> tuple[Term, int]:
     """The V2 runner's profiling peak as a range: its sampler phase (derived) to the
     forward's estimate, where that is higher."""
@@ -915,13 +1000,14 @@ def activation_peak_v2(
     logits = 2 * rows * vocab
     states = 2 * batched_tokens * hidden + 2 * rows * hidden
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
-    low = logits + states + CUBLAS_WORKSPACE + (moe.bytes if moe else 0)
-    top, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type)
-    high = max(low, top)
+    cublas, cublas_most, cublas_why = cublas_workspace(capability)
+    low = logits + states + cublas + (moe.bytes if moe else 0)
+    top, forward_text, excess = _forward_top(text, tp, batched_tokens, moe, model_type, capability)
+    high = max(low + cublas_most - cublas, top)
     derivation = (
         f"V2 runner: sampler phase 16-bit logits {rows:,} x {vocab:,} x 2 B = {logits:,} B + "
         f"hidden states 2 x {batched_tokens:,} x {hidden:,} + 2 x {rows:,} x {hidden:,} = "
-        f"{states:,} B + cuBLAS workspace {CUBLAS_WORKSPACE:,} B"
+        f"{states:,} B + cuBLAS workspace {cublas:,} B ({cublas_why})"
         + (f" + {moe.derivation}" if moe else "")
         + f" = {low:,} B, up to the forward's ({forward_text}, + cuBLAS {excess.derivation}; "
         f"the model's forward, whichever runner calls it) = {high:,} B (the dummy sampler has "
@@ -1051,6 +1137,8 @@ def vllm_floor(
         choice = default_runner(version, traits)
     else:
         choice = RunnerChoice("v1", f"V1 before 0.20 ({RUNNER_ENV} unset)")
+    if choice.runner == "v2" and not consumed_era:
+        weights = v2_load_residue(weights)
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation_high = None
@@ -1058,7 +1146,7 @@ def vllm_floor(
     if choice.runner == "v2":
         activation, activation_high = activation_peak_v2(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-            quantized=quantized,
+            quantized=quantized, capability=capability,
         )  # fmt: skip
         if not consumed_era:
             activation = Term(
@@ -1071,7 +1159,7 @@ def vllm_floor(
     else:
         activation, activation_high = activation_peak(
             text, model_type, tp=tp, batched_tokens=batched_tokens, max_num_seqs=max_num_seqs,
-            sms=sms, quantized=quantized, floored=not consumed_era,
+            sms=sms, quantized=quantized, floored=not consumed_era, capability=capability,
         )  # fmt: skip
     if pp != 1:
         received = received_tensors(text, model_type, batched_tokens)
@@ -1131,7 +1219,7 @@ def vllm_floor(
             graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
         else:
             count = capture_sizes(max_num_seqs, batched_tokens)
-            found = graph_estimate(tp, count)
+            found = graph_estimate(tp, count, int(text["hidden_size"]))
             if found is None:
                 return _unknown(
                     f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate", weights
@@ -1317,7 +1405,7 @@ def _earlier_stages(
     (``forward_excess``), + what a stage after the first keeps for the activations it
     receives (fresh 2 MiB-rounded segments: no spare)."""
     moe = _moe_workspace(text, model_type, tp, batched_tokens)
-    peak, _, margin = _forward_top(text, tp, batched_tokens, moe, model_type)
+    peak, _, margin = _forward_top(text, tp, batched_tokens, moe, model_type, capability)
     excess, estimate = margin.bytes, peak - margin.bytes
     received = received_tensors(text, model_type, batched_tokens).bytes
     out = []

@@ -113,6 +113,30 @@ def test_the_activation_peak_by_hand() -> None:
     assert term.bytes < low <= high <= top
 
 
+def test_torchs_cublas_workspace_follows_the_cards_capability() -> None:
+    """torch allocates its cuBLAS workspace through the caching allocator, so the profile
+    run's peak holds it: ":4096:2:16:8" (4,096 KiB x 2 + 16 KiB x 8 = 8,519,680 B) before
+    Hopper, 32 MiB on 9.0, and on Blackwell either, as the release's torch names it or not
+    (CublasHandlePool.cpp parseChosenWorkspaceSize). The same launch on an 8.9 card peaks
+    25,034,752 B lower than on an H100, at both ends of the sampler phase."""
+    from fakplan.engines.vllm.floor import cublas_workspace
+
+    default = 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert default == 8_519_680
+    assert cublas_workspace("8.6")[:2] == cublas_workspace("8.0")[:2] == (default, default)
+    assert cublas_workspace("9.0")[:2] == cublas_workspace(None)[:2] == (32 << 20, 32 << 20)
+    assert cublas_workspace("12.0")[:2] == cublas_workspace("10.0")[:2] == (default, 32 << 20)
+    config = _config("meta-llama--Llama-3.1-8B-Instruct")
+    kw: dict[str, Any] = {"tp": 1, "batched_tokens": 8192, "max_num_seqs": 1024, "sms": 132}
+    hopper, hopper_top = activation_peak(config, "llama", capability="9.0", **kw)
+    ada, ada_top = activation_peak(config, "llama", capability="8.9", **kw)
+    blackwell, blackwell_top = activation_peak(config, "llama", capability="12.0", **kw)
+    assert hopper.bytes - ada.bytes == hopper_top - ada_top == (32 << 20) - default
+    assert "4,096 KiB x 2 + 16 KiB x 8" in ada.derivation
+    # Blackwell: the least workspace at the low end, the most at the top
+    assert (blackwell.bytes, blackwell_top) == (ada.bytes, hopper_top)
+
+
 @pytest.mark.parametrize(
     ("kw", "reason"),
     [
@@ -281,9 +305,10 @@ def test_the_v2_runners_measured_terms_are_their_fit_sets() -> None:
     fitted = v2_peak_fit_set()
     assert {row.case["id"] for row in fitted} >= {"prof-020", "prof-035"}
     assert v2_peak_excess_fit(fitted) == V2_PEAK_EXCESS_MEASURED
-    # prof-020 alone (0.27.1, Qwen2.5-0.5B at 2,048 x 896) needs 85.0 B a unit, prof-035 91.6
-    alone = v2_peak_excess_fit([r for r in fitted if r.case["id"] == "prof-020"])
-    assert 0.92 < alone / V2_PEAK_EXCESS_MEASURED < 0.93
+    # prof-020 (0.27.1, Qwen2.5-0.5B at 2,048 x 896, an RTX 4090) needs 98.6 B a unit, the
+    # most; prof-035 (an A40) alone 94.5 (both with torch's 8,519,680 B cuBLAS workspace)
+    alone = v2_peak_excess_fit([r for r in fitted if r.case["id"] == "prof-035"])
+    assert 0.95 < alone / V2_PEAK_EXCESS_MEASURED < 0.96
     printed: list[float] = []
     for row in v2_non_torch_fit_set():
         log = row.log.read_text(encoding="utf-8")
@@ -314,19 +339,21 @@ def test_a_0_27_boot_is_predicted_as_consumed_plus_transient_peak() -> None:
     assert found.pool[0] <= printed_pool + GIB // 200 and printed_pool - GIB // 200 <= found.pool[1]
     # the width, by hand: the measured consumed range 0.22..0.57 GiB, and the V2 peak from the
     # greater of its sampler phase (16-bit logits 256 x 151,936 + hidden states 2 x 8,192 x
-    # 896 + 2 x 256 x 896 + 32 MiB of cuBLAS) and the forward's least, up to the forward's
-    # (2 x 2 x 8,192 x 896 + the MLP 8,192 x 3 x 4,864 x 2 + 32 MiB, + the forward's margin
-    # measured at 8,192 x 4,096 (1.105 GiB less 872,415,232 B) scaled to 8,192 x 896) + the
-    # V2 margin (prof-035's 1.015 GiB less the 321,787,003 B top of its own range, at 2,048 x
-    # 4,096) scaled to 8,192 x 896, rounded up
+    # 896 + 2 x 256 x 896 + torch's cuBLAS workspace on 8.9, 4,096 KiB x 2 + 16 KiB x 8) and
+    # the forward's least, up to the forward's (2 x 2 x 8,192 x 896 + the MLP 8,192 x 3 x
+    # 4,864 x 2 + that workspace, + the forward's margin measured at 8,192 x 4,096 (1.105 GiB
+    # less 872,415,232 B) scaled to 8,192 x 896) + the V2 margin (prof-020's 0.255 GiB less
+    # the 92,804,218 B top of its own range, at 2,048 x 896) scaled to 8,192 x 896, rounded up
+    cublas = 4096 * 1024 * 2 + 16 * 1024 * 8
     forward_margin = (round(1.105 * GIB) - 872_415_232) * 896 // 4096
-    v2_margin = -(-(round(1.015 * GIB) - 321_787_003) * 8192 * 896 // (2048 * 4096))
-    sampler = 2 * 256 * 151_936 + 2 * 8192 * 896 + 2 * 256 * 896 + (32 << 20)
+    at_state = -(-(round(0.255 * GIB) - 92_804_218) * 4096 // 896)  # per 2,048 x 4,096
+    v2_margin = -(-at_state * 8192 * 896 // (2048 * 4096))
+    sampler = 2 * 256 * 151_936 + 2 * 8192 * 896 + 2 * 256 * 896 + cublas
     # the low end is the forward's least, above that sum: gate_up's output, its activation
     # and the residual stream alive at once, 8,192 x (3 x 4,864 + 896) x 2 B
     peak_low = 8192 * (3 * 4864 + 896) * 2
     assert peak_low > sampler
-    peak_high = 2 * 2 * 8192 * 896 + 8192 * 3 * 4864 * 2 + (32 << 20) + forward_margin + v2_margin
+    peak_high = 2 * 2 * 8192 * 896 + 8192 * 3 * 4864 * 2 + cublas + forward_margin + v2_margin
     consumed_width = round(0.57 * GIB) - round(0.22 * GIB)
     assert found.pool[1] - found.pool[0] == consumed_width + peak_high - peak_low
 
@@ -335,7 +362,8 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
     """The V2 runner measures its CUDA-graph estimate from 0.29 by capturing the graphs, which
     no public boot prints yet: the V1 runner's measured range stands in, said to be borrowed.
     By hand: 256 slots and 8,192 tokens capture 51 PIECEWISE sizes (1, 2, 4, 8..248 by 8,
-    256..512 by 16) and 35 FULL (up to 256), so G is 84 + 50 x 4 + 34 x 4 = 420 MiB to
+    256..512 by 16) and 35 FULL (up to 256), so G is 84 + 50 x 1 + 34 x 1 = 168 MiB (hidden
+    896 is below the fit boots' least, so each per-graph cost takes vLLM's 1 MiB floor) to
     522 + 50 x 12 + 34 x 10 = 1,462 MiB; 0.28 (the same V2 runner and era, no estimate)
     differs from 0.29 by exactly that, at each end of the pool."""
     kw: dict[str, Any] = {
@@ -349,7 +377,7 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
     assert before.runner == later.runner == "v2"
     mib = 1 << 20
     assert before.pool[0] - later.pool[0] == 1462 * mib
-    assert before.pool[1] - later.pool[1] == 420 * mib
+    assert before.pool[1] - later.pool[1] == 168 * mib
     assert "borrowed" in later.graph_derivation and "borrowed" in later.activation.derivation
     assert "borrowed" not in before.activation.derivation
 
@@ -740,41 +768,54 @@ def test_the_forward_floor_is_what_a_gated_mlp_holds_at_once() -> None:
     assert checked >= 40
 
 
-def test_the_0_26_v2_boots_on_an_a40_and_the_weights_they_miss() -> None:
+def test_the_0_26_v2_boots_on_an_a40_and_the_weights_they_load_beyond_the_count() -> None:
     """prof-035 and prof-036 (vLLM 0.26.0, V2 runner, an A40: Llama-3.1-8B in bf16 and its
     RedHatAI W8A8 checkpoint): requested 39.99 GiB less weights, peak activation (1.01) and
     non-torch memory (0.08) is the printed pool; the V2 runner estimates no graphs before
-    0.29, so the 0.56-0.6 GiB captured after the pool is not subtracted. Both fitted the V2
-    terms (in sample). Both load more than fakplan counts: bf16 printed 15.0 GiB where fakplan
-    counts 16,094,076,928 B (14.989; prof-001, 0.19.0 on an H100, printed 14.99), W8A8 8.52
-    where it counts 8.494 (prof-026, the same checkpoint on 0.19.0 and an H100, printed 8.49):
-    what 0.26 keeps beyond them on compute capability 8.6 is not read. The bf16 pool is inside
-    all the same; the W8A8 interval lies above its print by less than the weights' shortfall."""
-    from fakplan.engines.vllm.floor import VllmFloor
+    0.29, so the 0.56-0.6 GiB captured after the pool is not subtracted. Both load more than
+    fakplan counts: bf16 printed 15.0 GiB where the checkpoint and rotary cache come to
+    16,094,076,928 B (14.989; prof-001, 0.19.0 on an H100, printed 14.99), W8A8 8.52 where
+    they come to 9,120,260,096 B (8.494; prof-026, the same checkpoint on 0.19.0, printed 8.49).
+    The bf16 boot's excess is the V2 load residue's fit; the W8A8 boot checks it: its weights
+    still load more than the residue's top, and its pool is inside."""
+    from fakplan.engines.vllm.floor import V2_LOAD_RESIDUE_MEASURED, VllmFloor
     from tests.support.floor_corpus import row as floor_row
 
     half = GIB // 200
-    shortfall = {"prof-035": (6_000_000, 18_000_000), "prof-036": (22_000_000, 34_000_000)}
-    for case_id, (least, most) in shortfall.items():
+    low, high = V2_LOAD_RESIDUE_MEASURED
+    counted = {"prof-035": 16_094_076_928, "prof-036": 9_120_260_096}
+    for case_id, count in counted.items():
         found = floor_row(case_id)
         floor, printed = found.found, found.printed
         assert isinstance(floor, VllmFloor) and floor.runner == "v2" and floor.cuda_graph is None
+        assert (floor.weights.bytes, floor.weights.top) == (count + low, count + high)
         assert printed["activation"] is not None and printed["non_torch"] is not None
-        low, high = floor.activation_span
-        assert low <= printed["activation"] <= high + half
+        a_low, a_high = floor.activation_span
+        assert a_low <= printed["activation"] <= a_high + half
         assert floor.non_torch[0] <= printed["non_torch"] <= floor.non_torch[1]
         assert printed["pool"] is not None and printed["weights"] is not None
-        # the print's digits allow this much more than fakplan's count, and no less
-        short = (
-            printed["weights"] - half - floor.weights.bytes,
-            printed["weights"] + half - floor.weights.bytes,
-        )
-        assert least < short[0] and short[1] < most, (case_id, short)
         pool_low, pool_high = printed["pool"] - half, printed["pool"] + half
-        if case_id == "prof-035":
-            assert floor.pool[0] <= pool_high and pool_low <= floor.pool[1]
-        else:
-            assert 0 < floor.pool[0] - pool_high < short[0]
+        assert floor.pool[0] <= pool_high and pool_low <= floor.pool[1], case_id
+    # the W8A8 weights: the print's digits allow 22.7-33.4 MB beyond the count, above the top
+    w8a8 = floor_row("prof-036").printed["weights"]
+    assert w8a8 is not None and w8a8 - half - counted["prof-036"] > high
+
+
+def test_the_v2_load_residue_is_its_fit_set() -> None:
+    """V2_LOAD_RESIDUE_MEASURED refitted from the boots' own "Model loading took" lines:
+    every V2 boot before 0.27 at TP 1 of an unquantized checkpoint (prof-035, 0.26.0 bf16),
+    each end of its rounding less fakplan's count; the quantized boots are not in it."""
+    from fakplan.engines.vllm.floor import V2_LOAD_RESIDUE_MEASURED
+    from tests.support.floor_corpus import v2_load_fit_set, v2_load_residue_fit
+
+    fitted = v2_load_fit_set()
+    assert [row.case["id"] for row in fitted] == ["prof-035"]
+    assert v2_load_residue_fit(fitted) == V2_LOAD_RESIDUE_MEASURED
+    # 15.0 GiB printed, +- 0.005, less 16,094,076,928 B counted
+    assert (
+        round(14.995 * GIB) - 16_094_076_928,
+        round(15.005 * GIB) - 16_094_076_928,
+    ) == V2_LOAD_RESIDUE_MEASURED
 
 
 def test_the_v2_runners_non_torch_at_tp_2_is_borrowed_from_v1_and_says_so() -> None:

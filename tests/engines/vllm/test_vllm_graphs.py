@@ -9,9 +9,11 @@ import math
 from typing import Any
 
 import pytest
+import yaml
 
 from fakplan.engines.vllm.floor import (
     GRAPH_ESTIMATE_MEASURED,
+    GRAPH_FIT_LEAST_HIDDEN,
     NON_TORCH_MEASURED,
     Unknown,
     VllmFloor,
@@ -20,6 +22,7 @@ from fakplan.engines.vllm.floor import (
     vllm_floor,
 )
 from fakplan.engines.vllm.runner import ModelTraits, default_runner
+from fakplan.geometry import load_geometry
 from fakplan.units import GIB, printed_interval
 from tests.support.graph_corpus import (
     GRAPHS,
@@ -115,8 +118,7 @@ def test_the_check_set_is_scored_in_the_docs() -> None:
     # graph; graphs-006 (below) then took the first capture's low end to 84 MiB, and
     # gemma-2-2b-it (prof-032) printed 4 MiB per PIECEWISE graph, so the smallest is now
     # 84 + 50 x 4 + 18 x 4 MiB = 0.348 GiB and 0.48 holds.
-    killed = [r.case["id"] for r in rows if not r.held]
-    assert killed == ["graphs-007"]  # a 0.5B model's graphs (test below)
+    assert all(r.held for r in rows)  # graphs-007 too, under the rule it prompted (below)
     assert rows[2].low == (84 + 50 * 4 + 18 * 4) * MIB
     docs = (ROOT / "docs" / "vllm-memory.md").read_text(encoding="utf-8")
     assert graph_table() in docs
@@ -138,22 +140,49 @@ def test_a_check_boot_below_the_fit_widened_it_and_is_in_sample() -> None:
     assert row.low == (84 + 50 * 4 + 34 * 4) * MIB and row.held
     assert min(v[0] for v in GRAPH_ESTIMATE_MEASURED.values()) == 84
     assert row.in_sample and "in sample" in graph_table()
-    assert "Held 5 of 6 boots the fit did not see; graphs-006" in graph_table()
+    assert "Held 5 of 5 boots the fit did not see; graphs-006, graphs-007" in graph_table()
 
 
-def test_a_half_billion_parameter_models_graphs_are_below_the_range() -> None:
+def test_a_model_narrower_than_the_fit_takes_vllms_per_graph_floor() -> None:
     """graphs-007 (vLLM 0.24.0, an RTX 4090, Qwen2.5-0.5B-Instruct at vllm serve's defaults:
     51 PIECEWISE and 35 FULL graphs as fakplan derives them, the quote having dropped the
     counts) printed an estimate of 0.28 GiB, below the 84 + 50 x 4 + 34 x 4 = 420 MiB the TP 1
-    range's least gives: the per-graph and first-capture costs move with the model (24 layers
-    of width 896 here, 32 x 4,096 and up in the fit set), which one range does not model. It
-    is reported killed, and the range is not widened for it."""
+    range's least gives: it killed the range. Its hidden size (896) is below every TP 1 fit
+    boot's (2,048 and up), so each per-graph cost's low end falls to vLLM's own floor, 1 MiB
+    ("Use at least 1 MiB per graph", gpu_model_runner.py, 0.21.0): 84 + 50 + 34 = 168 MiB,
+    which holds it. A model at the fit's width keeps the measured low end."""
     row = next(r for r in check_rows() if r.case["id"] == "graphs-007")
     assert row.counts == capture_sizes(256, 2048) == (51, 35)
-    _, _, p_high = printed_interval(f"{row.printed} GiB")
-    assert row.low == (84 + 50 * 4 + 34 * 4) * MIB > p_high
-    assert not row.held and not row.in_sample
-    assert "| graphs-007 |" in graph_table() and "| killed |" in graph_table()
+    p_low, _, p_high = printed_interval(f"{row.printed} GiB")
+    assert p_high < (84 + 50 * 4 + 34 * 4) * MIB  # the fit's range killed
+    assert row.low == (84 + 50 * 1 + 34 * 1) * MIB <= p_high and p_low <= row.high
+    assert row.held and row.in_sample
+    fitted = graph_estimate(1, (51, 35))
+    assert fitted is not None and fitted[1] == row.high  # the top is the fit's
+    at_width = graph_estimate(1, (51, 35), 2048)
+    below = graph_estimate(1, (51, 35), 2047)
+    assert at_width is not None and below is not None
+    assert at_width[:2] == fitted[:2] and below[0] == (84 + 50 + 34) * MIB
+    assert "vLLM's own floor" in below[2] and "own floor" not in at_width[2]
+
+
+def test_the_least_hidden_size_is_the_fit_sets() -> None:
+    """GRAPH_FIT_LEAST_HIDDEN, per TP: the least hidden size among the fit boots that print
+    their per-mode costs at PP 1 (their configs in tests/data/public/configs)."""
+    cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    least: dict[str, int] = {}
+    for case in cases:
+        log = PROFILER / case["log"]
+        text = log.read_text(encoding="utf-8")
+        if not fit_modes(log) or "pipeline_parallel_size=1" not in text:
+            continue
+        tp = text.split("tensor_parallel_size=")[1].split(",")[0]
+        config = PUBLIC / "configs" / case["config"] / "config.json"
+        geometry = load_geometry(str(config))
+        assert geometry.text_config is not None
+        hidden = int(geometry.text_config["hidden_size"])
+        least[f"tp{tp}"] = min(least.get(f"tp{tp}", hidden), hidden)
+    assert least == GRAPH_FIT_LEAST_HIDDEN
 
 
 def test_graphs_006s_pool_is_predicted_from_the_total_its_oom_line_prints() -> None:
@@ -164,7 +193,7 @@ def test_graphs_006s_pool_is_predicted_from_the_total_its_oom_line_prints() -> N
     and the graph range. The interval holds the printed 6.37 GiB (46,368 tokens: 2,898
     blocks of 36 x 65,536 B), but only because the graph range is wide: with the boot's own
     0.52 GiB estimate in its place the boot left at most 0.86 GiB for the peak and non-torch
-    memory, under fakplan's least for them (docs/vllm-memory.md says so)."""
+    memory, 6 MiB under fakplan's least for them (docs/vllm-memory.md says so)."""
     from tests.support.floor_corpus import row
 
     found = row("graphs-006")
@@ -176,16 +205,54 @@ def test_graphs_006s_pool_is_predicted_from_the_total_its_oom_line_prints() -> N
     printed_low, printed_high = 2898 * block, 2899 * block - 1  # int(2,898 / 1,024 x 16,384)
     assert floor.pool[0] <= printed_low and printed_high <= floor.pool[1]
     # the sampler phase at 64 SMs: 256 rows x 151,936 x 14 B and the Triton top-k/top-p
-    # buffer 64 x 151,936 x 4 B, hidden states 2 x 8,192 x 4,096 + 4 x 256 x 4,096, cuBLAS's
-    # 32 MiB workspace
+    # buffer 64 x 151,936 x 4 B, hidden states 2 x 8,192 x 4,096 + 4 x 256 x 4,096, torch's
+    # cuBLAS workspace on 8.6 (4,096 KiB x 2 + 16 KiB x 8); below the forward's least at its
+    # MLP, 8,192 x (3 x 12,288 + 4,096) x 2 B, which is the low end
     sampler = 256 * 151_936 * 14 + 64 * 151_936 * 4
-    assert floor.activation_span[0] == sampler + 2 * 8192 * 4096 + 4 * 256 * 4096 + 32 * MIB
+    phase = sampler + 2 * 8192 * 4096 + 4 * 256 * 4096 + 4096 * 1024 * 2 + 16 * 1024 * 8
+    forward_least = 8192 * (3 * 12_288 + 4096) * 2
+    assert phase < forward_least == floor.activation_span[0]
     # the closure with the printed estimate: the most the boot left for peak + non-torch
     _, _, t_high = printed_interval("23.56 GiB")
     requested_high = math.ceil(t_high * 0.97645)  # the utilization's digits' top
     graphs_low = printed_interval("0.52 GiB")[0]
     left = requested_high - floor.weights.top - graphs_low - printed_low
-    assert left < 0.86 * GIB < floor.activation_span[0] + floor.non_torch[0]
+    least = floor.activation_span[0] + floor.non_torch[0]
+    assert left < 0.86 * GIB < least and least - left < 6 * MIB
+
+
+def test_graphs_007s_pool_is_predicted_at_the_cards_public_totals() -> None:
+    """graphs-007 quotes no CUDA total, but names its card (an RTX 4090) and its launch
+    (utilization 0.85, max_model_len 2,048, vllm serve's 256 and 2,048 otherwise): its pool
+    is predicted at both ends of the totals public logs print for that card (23.64-23.99
+    GiB, each print's digits; fakplan kv --card-sku takes the same), and the interval holds
+    the printed 18.08 GiB (1,579,808 tokens of 24 x 512 B). By hand at the low end:
+    ceil(T_low x 0.85) less the weights, the activation's top, non-torch's top and the
+    graphs' top (84..522 MiB first capture + 50 x 12 + 34 x 10 MiB)."""
+    from fakplan.cuda_totals import cuda_total
+    from tests.support.floor_corpus import row
+
+    found = row("graphs-007")
+    floor = found.found
+    assert isinstance(floor, VllmFloor), floor
+    assert found.printed["total"] is None and floor.runner == "v1"
+    card = cuda_total("RTX-4090")
+    assert card is not None
+    t_low, t_high = card.interval
+    assert printed_interval("23.64 GiB")[0] == t_low and printed_interval("23.99 GiB")[2] == t_high
+    pool = found.printed["pool"]
+    assert pool is not None
+    assert floor.pool[0] <= pool + GIB // 200 and pool - GIB // 200 <= floor.pool[1]
+    graphs_top = (522 + 50 * 12 + 34 * 10) * MIB
+    assert floor.cuda_graph is not None and floor.cuda_graph[1] == graphs_top
+    low = (
+        math.ceil(t_low * 0.85)
+        - floor.weights.top
+        - floor.activation_span[1]
+        - NON_TORCH_MEASURED["tp1"][1]
+        - graphs_top
+    )
+    assert floor.pool[0] == low
 
 
 @pytest.mark.parametrize(
@@ -262,9 +329,10 @@ def test_a_dense_llama_on_023_runs_v2_with_no_graph_term() -> None:
     # 8,192 x 4,096 (1.1 GiB, so 1.105): the model's forward, whichever runner calls it
     forward = round(1.105 * (1 << 30))
     assert forward > 2 * 2 * 8192 * 4096 + 8192 * 3 * 14_336 * 2 + 32 * MIB
-    # + what the V2 runner's first compile took beyond that in prof-035 (0.26.0, an A40:
-    # 1.015 GiB printed less its 321,787,003 B top, at 2,048 x 4,096), at 4 x the tokens
-    compile_margin = 4 * (round(1.015 * (1 << 30)) - 321_787_003)
+    # + what the V2 runner's first compile took beyond that in prof-020 (0.27.1, an RTX 4090:
+    # 0.255 GiB printed less its 92,804,218 B top, at 2,048 x 896), scaled to 2,048 x 4,096
+    # (rounded up), at 4 x the tokens
+    compile_margin = 4 * -(-(round(0.255 * (1 << 30)) - 92_804_218) * 4096 // 896)
     assert found.activation_span == (low, forward + compile_margin)
 
 
