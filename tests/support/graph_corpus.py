@@ -27,7 +27,8 @@ GRAPHS = DATA / "public" / "graphs"
 PROFILER = DATA / "public" / "profiler"
 COUNTS = re.compile(r"Profiling CUDA graph memory: (.*)")
 MODE = re.compile(r"(FULL|PIECEWISE)=(\d+) \(largest=(\d+)\)")
-TOTAL = re.compile(r"Estimated CUDA graph memory: (-?[\d.]+) GiB total")
+# "total" closes vLLM's line; an author's transcription may drop it (graphs-008)
+TOTAL = re.compile(r"Estimated CUDA graph memory: (-?[\d.]+) GiB(?: total)?")
 PER_MODE = re.compile(
     r"Estimated (FULL|PIECEWISE) CUDA graph memory: ([\d.]+) MiB first-capture "
     r"\+ \((\d+)-1\) × ([\d.]+) MiB per-graph"
