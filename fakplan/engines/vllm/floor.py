@@ -1151,10 +1151,10 @@ def vllm_floor(
         if not consumed_era:
             activation = Term(
                 activation.bytes,
-                f"{activation.derivation}; no public boot of 0.20-0.26 checks this range, and "
-                "one 0.27.1 V2 boot of tests/data/public/profiler printed more (prof-020: "
-                "0.25 GiB against 0.11 at 2,048 batched tokens; prof-021's 0.31 is inside its "
-                "0.24-0.35: docs/vllm-memory.md), so the pool may be lower than predicted",
+                f"{activation.derivation}; the public 0.26.0 V2 boots (prof-035, prof-036: an "
+                "A40, 2,048 batched tokens) printed 1.01 GiB, above this range without the "
+                "compile margin below, which they and a 0.27.1 boot fitted (in sample: "
+                "docs/vllm-memory.md)",
             )
     else:
         activation, activation_high = activation_peak(
