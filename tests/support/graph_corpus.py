@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from fakplan.engines.vllm.floor import capture_sizes, graph_estimate
+from fakplan.engines.weights import MLA_FAMILIES
 from fakplan.geometry import load_geometry
 from fakplan.units import GIB, printed_interval
 from tests.support.paths import DATA
@@ -71,7 +72,8 @@ def check_rows() -> list[GraphRow]:
         )
         # a quote that drops the counts line takes the counts its launch gives
         counts = printed_counts(text) if COUNTS.search(text) or derived is None else derived
-        found = graph_estimate(int(case["tp"]), counts, _hidden(case))
+        hidden, layers, mla = _geometry(case)
+        found = graph_estimate(int(case["tp"]), counts, hidden, layers=layers, mla=mla)
         assert found is not None
         total = TOTAL.search(text)
         assert total is not None
@@ -81,13 +83,19 @@ def check_rows() -> list[GraphRow]:
     return out
 
 
-def _hidden(case: dict[str, Any]) -> int | None:
-    """The hidden size of the case's config, where it has one here (most check boots' are not)."""
+def _geometry(case: dict[str, Any]) -> tuple[int | None, int | None, bool]:
+    """The hidden size, decoder layers and MLA of the case's config, where it has one here
+    (most check boots' are not)."""
     if not case.get("config"):
-        return None
+        return None, None, False
     geometry = load_geometry(str(DATA / "public" / "configs" / case["config"] / "config.json"))
-    assert geometry.text_config is not None
-    return int(geometry.text_config["hidden_size"])
+    text = geometry.text_config
+    assert text is not None
+    return (
+        int(text["hidden_size"]),
+        int(text["num_hidden_layers"]),
+        geometry.architecture in MLA_FAMILIES,
+    )
 
 
 def fit_modes(log: Path) -> dict[str, tuple[float, int, float]]:

@@ -239,6 +239,16 @@ GRAPH_FIRST_CAPTURE_WIDENED = {"tp1": 84}
 # 1 MiB per graph for driver overhead" (gpu_model_runner.py profile_cudagraph_memory, 0.21.0)
 GRAPH_FIT_LEAST_HIDDEN = {"tp1": 2048, "tp2": 2880, "tp4": 4096}
 PER_GRAPH_FLOOR_MIB = 1
+# At TP 1 a graph's cost follows the layers it holds (each layer's kernels are nodes of every
+# graph, PIECEWISE or FULL): the top of a model's per-graph cost is the most per layer any
+# fit boot without MLA printed, for each mode (FULL: 6 MiB over 28 layers, prof-024;
+# PIECEWISE: 8 MiB over 32, prof-026), x its layers, and its first capture's top the largest
+# such a boot printed (328 MiB, prof-023). An MLA model keeps the fit's range (DeepSeek-V2-Lite
+# printed a 522 MiB first capture and 0.37 MiB a layer). At TP 2 and 4 the per-layer costs
+# scatter (Llama-3.1-8B at TP 2: 26 MiB a PIECEWISE graph over 32 layers, Llama-3.3-70B 20
+# over 80): not scaled. Refitted by tests/engines/vllm/test_vllm_graphs.
+GRAPH_PER_LAYER_TOP = {"tp1": (-(-6 * (1 << 20) // 28), 8 * (1 << 20) // 32)}  # FULL, PW: B
+GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA = {"tp1": 328}
 # From 0.27 the memory consumed since the init snapshot less the weights ("Actual usage is
 # C GiB for consumed memory (weights + non-torch)" less "Model loading took W GiB"): non-torch
 # memory, the runner's persistent buffers and allocator slack, no config's figure. The fit
@@ -465,32 +475,48 @@ def capture_sizes(max_num_seqs: int, batched_tokens: int) -> tuple[int, int]:
 
 
 def graph_estimate(
-    tp: int, graphs: tuple[int, int], hidden: int | None = None
+    tp: int,
+    graphs: tuple[int, int],
+    hidden: int | None = None,
+    *,
+    layers: int | None = None,
+    mla: bool = False,
 ) -> tuple[int, int, str] | None:
     """The V1 runner's CUDA-graph estimate for (PIECEWISE, FULL) graph counts, as a range;
     ``hidden``: the model's hidden size, where one below the fit's takes vLLM's per-graph
-    floor as the low end (None: the fit's range as measured)."""
-    measured = GRAPH_ESTIMATE_MEASURED.get(f"tp{tp}")
+    floor as the low end; ``layers``: its decoder layers, which scale the top at TP 1 where
+    the model has no MLA (None: the fit's range as measured)."""
+    key = f"tp{tp}"
+    measured = GRAPH_ESTIMATE_MEASURED.get(key)
     if measured is None:
         return None
     first_low, first_high, full_low, full_high, pw_low, pw_high = measured
-    widened = GRAPH_FIRST_CAPTURE_WIDENED.get(f"tp{tp}")
+    widened = GRAPH_FIRST_CAPTURE_WIDENED.get(key)
     first_low = min(first_low, widened) if widened is not None else first_low
-    least = GRAPH_FIT_LEAST_HIDDEN[f"tp{tp}"]
+    least = GRAPH_FIT_LEAST_HIDDEN[key]
     below = hidden is not None and hidden < least
     if below:
         full_low = pw_low = PER_GRAPH_FLOOR_MIB
+    # the tops in bytes: the fit's, or per layer where the model's layers scale them
+    first_top, full_top, pw_top = first_high * MIB, full_high * MIB, pw_high * MIB
+    scaled = layers is not None and not mla and key in GRAPH_PER_LAYER_TOP
+    if scaled:
+        assert layers is not None
+        full_per_layer, pw_per_layer = GRAPH_PER_LAYER_TOP[key]
+        first_top = min(first_top, GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA[key] * MIB)
+        full_top = min(full_top, full_per_layer * layers)
+        pw_top = min(pw_top, pw_per_layer * layers)
     piecewise, full = graphs
     low = (first_low + (piecewise - 1) * pw_low + max(full - 1, 0) * full_low) * MIB
-    high = (first_high + (piecewise - 1) * pw_high + max(full - 1, 0) * full_high) * MIB
+    high = first_top + (piecewise - 1) * pw_top + max(full - 1, 0) * full_top
     return (
         low,
         high,
         (
-            f"the largest first capture {first_low}..{first_high} MiB + ({piecewise} PIECEWISE "
-            f"graphs - 1) x {pw_low}..{pw_high} MiB + ({full} FULL graphs - 1) x "
-            f"{full_low}..{full_high} MiB = {low:,}..{high:,} B (first capture and per-graph "
-            f"costs measured in the 0.19.0 H100 boots' estimate lines at TP {tp}"
+            f"the largest first capture {first_low}..{first_top / MIB:g} MiB + ({piecewise} "
+            f"PIECEWISE graphs - 1) x {pw_low}..{pw_top / MIB:.2f} MiB + ({full} FULL graphs - 1) "
+            f"x {full_low}..{full_top / MIB:.2f} MiB = {low:,}..{high:,} B (first capture and "
+            f"per-graph costs measured in the 0.19.0 H100 boots' estimate lines at TP {tp}"
             + (
                 ", the first capture's low end widened to the smallest at any TP by a 0.21.0 "
                 "RTX A5000 boot below the fit's range"
@@ -503,6 +529,12 @@ def graph_estimate(
                 f"{PER_GRAPH_FLOOR_MIB} MiB (gpu_model_runner.py profile_cudagraph_memory, "
                 "0.21.0)"
                 if below
+                else ""
+            )
+            + (
+                f"; the tops per layer for its {layers} layers (the most a fit boot without "
+                "MLA printed a layer) and that class's largest first capture"
+                if scaled
                 else ""
             )
             + "; the graph counts are the default capture sizes' for max_num_seqs and "
@@ -1219,7 +1251,13 @@ def vllm_floor(
             graph_text = f"0: the V2 runner estimates no graphs before 0.29 ({choice.why})"
         else:
             count = capture_sizes(max_num_seqs, batched_tokens)
-            found = graph_estimate(tp, count, int(text["hidden_size"]))
+            found = graph_estimate(
+                tp,
+                count,
+                int(text["hidden_size"]),
+                layers=int(text["num_hidden_layers"]),
+                mla=model_type in MLA_FAMILIES,
+            )
             if found is None:
                 return _unknown(
                     f"TP {tp}: no public boot measures vLLM's CUDA-graph estimate", weights

@@ -364,8 +364,9 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
     By hand: 256 slots and 8,192 tokens capture 51 PIECEWISE sizes (1, 2, 4, 8..248 by 8,
     256..512 by 16) and 35 FULL (up to 256), so G is 84 + 50 x 1 + 34 x 1 = 168 MiB (hidden
     896 is below the fit boots' least, so each per-graph cost takes vLLM's 1 MiB floor) to
-    522 + 50 x 12 + 34 x 10 = 1,462 MiB; 0.28 (the same V2 runner and era, no estimate)
-    differs from 0.29 by exactly that, at each end of the pool."""
+    the per-layer top of its 24 layers, 328 MiB + 50 x 24 x 8 MiB / 32 + 34 x 24 x
+    ceil(6 MiB / 28); 0.28 (the same V2 runner and era, no estimate) differs from 0.29 by
+    exactly that, at each end of the pool."""
     kw: dict[str, Any] = {
         "tp": 1, "pp": 1, "card_total": round(23.99 * GIB), "utilization": 0.9,
         "batched_tokens": 8192, "max_num_seqs": 256, "sms": 128, "capability": "8.9",
@@ -376,7 +377,8 @@ def test_0_29_on_the_v2_runner_borrows_the_v1_graph_range_and_says_so() -> None:
     assert isinstance(before, VllmFloor) and isinstance(later, VllmFloor)
     assert before.runner == later.runner == "v2"
     mib = 1 << 20
-    assert before.pool[0] - later.pool[0] == 1462 * mib
+    top = 328 * mib + 50 * 24 * (8 * mib // 32) + 34 * 24 * -(-6 * mib // 28)
+    assert before.pool[0] - later.pool[0] == top
     assert before.pool[1] - later.pool[1] == 168 * mib
     assert "borrowed" in later.graph_derivation and "borrowed" in later.activation.derivation
     assert "borrowed" not in before.activation.derivation

@@ -13,7 +13,9 @@ import yaml
 
 from fakplan.engines.vllm.floor import (
     GRAPH_ESTIMATE_MEASURED,
+    GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA,
     GRAPH_FIT_LEAST_HIDDEN,
+    GRAPH_PER_LAYER_TOP,
     NON_TORCH_MEASURED,
     Unknown,
     VllmFloor,
@@ -27,6 +29,7 @@ from fakplan.units import GIB, printed_interval
 from tests.support.graph_corpus import (
     COUNTS,
     GRAPHS,
+    PER_MODE,
     PROFILER,
     TOTAL,
     check_rows,
@@ -38,6 +41,14 @@ from tests.support.paths import PUBLIC, ROOT
 
 MIB = 1 << 20
 FIT = sorted(PROFILER.glob("prof-0*.log"))
+# the top of a TP 1 graph estimate for a model without MLA, by hand: the largest first capture
+# such a fit boot printed (phi-4, 328 MiB) + each graph at the most a layer cost in its mode
+# (PIECEWISE 8 MiB over 32 layers, prof-026; FULL 6 MiB over 28, prof-024, rounded up)
+PW_LAYER, FULL_LAYER = 8 * MIB // 32, -(-6 * MIB // 28)
+
+
+def _top(layers: int, piecewise: int, full: int) -> int:
+    return 328 * MIB + (piecewise - 1) * layers * PW_LAYER + (full - 1) * layers * FULL_LAYER
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -97,22 +108,69 @@ def test_the_measured_costs_are_the_fit_sets_prints() -> None:
     assert spans == {key: tuple(map(float, v)) for key, v in GRAPH_ESTIMATE_MEASURED.items()}
 
 
-def test_the_fit_set_lies_inside_its_own_range() -> None:
-    """A check of the fit only (the range is the fit set's min-max): every 0.19.0 boot's
-    printed estimate is inside the range for its TP and graph counts."""
-    seen = 0
-    for log in FIT:
+def _fit_boots() -> list[tuple[str, str, dict[str, Any], bool]]:
+    """Each fit boot at PP 1 that prints its per-mode costs: (id, log text, the text config
+    it ran, whether the model has MLA), from tests/data/public/profiler/cases.yaml."""
+    from fakplan.engines.weights import MLA_FAMILIES
+    from tests.support.floor_corpus import as_checkpoint
+
+    cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+    out = []
+    for case in cases:
+        log = PROFILER / case["log"]
         text = log.read_text(encoding="utf-8")
-        printed = TOTAL.search(text)
-        if printed is None or "pipeline_parallel_size=1" not in text:
+        if not fit_modes(log) or "pipeline_parallel_size=1" not in text:
             continue
+        geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
+        assert geometry.text_config is not None
+        config = as_checkpoint(dict(geometry.text_config), case)
+        out.append((case["id"], text, config, geometry.architecture in MLA_FAMILIES))
+    return out
+
+
+def test_the_fit_set_lies_inside_its_own_range() -> None:
+    """A check of the fit only (the range is the fit set's min-max, the tops per layer the
+    most a layer cost): every 0.19.0 boot's printed estimate is inside the range for its TP
+    and graph counts, with and without its layers scaling the top."""
+    seen = 0
+    for case_id, text, config, mla in _fit_boots():
+        printed = TOTAL.search(text)
+        assert printed is not None
         tp = int(text.split("tensor_parallel_size=")[1].split(",")[0])
-        found = graph_estimate(tp, printed_counts(text))
-        assert found is not None
+        counts = printed_counts(text)
         p_low, _, p_high = printed_interval(f"{printed[1]} GiB")
-        assert found[0] <= p_high and p_low <= found[1], log.stem
+        layers = int(config["num_hidden_layers"])
+        for found in (
+            graph_estimate(tp, counts),
+            graph_estimate(tp, counts, int(config["hidden_size"]), layers=layers, mla=mla),
+        ):
+            assert found is not None
+            assert found[0] <= p_high and p_low <= found[1], case_id
         seen += 1
     assert seen == 25  # 19 when first fitted, and every 0.19.0 PP 1 boot added since
+
+
+def test_the_per_layer_tops_are_the_fit_sets() -> None:
+    """GRAPH_PER_LAYER_TOP and GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA refitted: at TP 1, over the
+    fit boots without MLA, the most a graph cost a layer in each mode (rounded up to a byte)
+    and the largest first capture; an MLA boot (DeepSeek-V2-Lite) printed more of both."""
+    full_most = pw_most = first_most = 0
+    mla_first = 0.0
+    for _, text, config, mla in _fit_boots():
+        if "tensor_parallel_size=1," not in text:
+            continue
+        modes = {m[1]: (float(m[2]), float(m[4])) for m in PER_MODE.finditer(text)}
+        first = max(first for first, _ in modes.values())
+        if mla:
+            mla_first = max(mla_first, first)
+            continue
+        layers = int(config["num_hidden_layers"])
+        full_most = max(full_most, -(-int(modes["FULL"][1] * MIB) // layers))
+        pw_most = max(pw_most, -(-int(modes["PIECEWISE"][1] * MIB) // layers))
+        first_most = max(first_most, int(first))
+    assert {"tp1": (full_most, pw_most)} == GRAPH_PER_LAYER_TOP
+    assert {"tp1": first_most} == GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA
+    assert mla_first > first_most
 
 
 def test_the_check_set_is_scored_in_the_docs() -> None:
@@ -163,8 +221,9 @@ def test_a_model_narrower_than_the_fit_takes_vllms_per_graph_floor() -> None:
     assert p_high < (84 + 50 * 4 + 34 * 4) * MIB  # the fit's range killed
     assert row.low == (84 + 50 * 1 + 34 * 1) * MIB <= p_high and p_low <= row.high
     assert row.held and row.in_sample
+    assert row.high == _top(24, 51, 35)  # its 24 layers scale the top
     fitted = graph_estimate(1, (51, 35))
-    assert fitted is not None and fitted[1] == row.high  # the top is the fit's
+    assert fitted is not None and fitted[1] > row.high
     at_width = graph_estimate(1, (51, 35), 2048)
     below = graph_estimate(1, (51, 35), 2047)
     assert at_width is not None and below is not None
@@ -249,7 +308,7 @@ def test_graphs_007s_pool_is_predicted_at_the_cards_public_totals() -> None:
     pool = found.printed["pool"]
     assert pool is not None
     assert floor.pool[0] <= pool + GIB // 200 and pool - GIB // 200 <= floor.pool[1]
-    graphs_top = (522 + 50 * 12 + 34 * 10) * MIB
+    graphs_top = _top(24, 51, 35)  # the per-layer top of Qwen2.5-0.5B's 24 layers
     assert floor.cuda_graph is not None and floor.cuda_graph[1] == graphs_top
     low = (
         math.ceil(t_low * 0.85)
@@ -333,10 +392,11 @@ def test_a_020_pool_subtracts_the_graph_estimate_by_hand() -> None:
     activation = 14 * 1024 * vocab + 4 * 132 * vocab + 2 * 8192 * hidden + 4 * 1024 * hidden
     activation += 32 * MIB
     nt_low, nt_high = NON_TORCH_MEASURED["tp1"]
-    # 51 PIECEWISE and 51 FULL graphs at the fit's smallest and largest costs (the first
-    # capture's low end widened to 84 MiB by graphs-006, PIECEWISE's to 4 by prof-032)
+    # 51 PIECEWISE and 51 FULL graphs from the fit's smallest costs (the first capture's low
+    # end widened to 84 MiB by graphs-006, PIECEWISE's to 4 by prof-032) up to the per-layer
+    # top of 32 layers
     g_low = (84 + 50 * 4 + 50 * 4) * MIB
-    g_high = (522 + 50 * 12 + 50 * 10) * MIB
+    g_high = _top(32, 51, 51)
     assert found.cuda_graph == (g_low, g_high)
     spare = 9 * MIB  # the allocator's: up to 1 MiB for each of 9 tensors over 1 MiB
     base = requested - weights - activation
@@ -393,14 +453,16 @@ def test_the_kv_command_prints_the_graph_term(runner: Any) -> None:
     floor = json.loads(result.output)["floor"]
     assert floor["runner"] == "v1"
     low, high = floor["cuda_graph_bytes"]
-    # 51 PIECEWISE and 51 FULL graphs: 84 + 50 x 4 + 50 x 4 to 522 + 50 x 12 + 50 x 10 MiB
-    assert (low, high) == ((84 + 200 + 200) * MIB, (522 + 600 + 500) * MIB)
-    assert high > GIB
+    # 51 PIECEWISE and 51 FULL graphs: 84 + 50 x 4 + 50 x 4 MiB up to the per-layer top of
+    # a 32-layer model without MLA (the fit's own top, 522 + 50 x 12 + 50 x 10 MiB, is higher)
+    assert (low, high) == ((84 + 200 + 200) * MIB, _top(32, 51, 51))
+    assert high < (522 + 600 + 500) * MIB and high > GIB
 
 
 def test_verify_closes_the_graph_estimate_with_the_line_that_prints_it(tmp_path: Any) -> None:
     """The wiring: a 0.20 shape predicts the estimate (51 and 51 graphs at 1,024 sequences:
-    484..1,622 MiB) and the boot's "Estimated CUDA graph memory" line closes it. The logs
+    484 MiB up to the per-layer top of 32 layers) and the boot's "Estimated CUDA graph memory"
+    line closes it. The logs
     are two real 0.2x boots of other models, read for that one line: 0.79 GiB falls inside,
     0.26 GiB below."""
     from fakplan.engines import parse_ledger
@@ -412,7 +474,7 @@ def test_verify_closes_the_graph_estimate_with_the_line_that_prints_it(tmp_path:
 
     plan = compile_plan(load_shape(llama_shape(tmp_path, fraction=0.92, version="0.20.0")))
     graphs = next(p for p in plan.predictions if p.id == CUDA_GRAPHS)
-    assert (graphs.low, graphs.high) == (484 * MIB, 1622 * MIB)
+    assert (graphs.low, graphs.high) == (484 * MIB, _top(32, 51, 51))
     held = ledger_verdicts(plan, parse_ledger(GRAPHS / "graphs-001.log", "vllm"))
     killed = ledger_verdicts(plan, parse_ledger(GRAPHS / "graphs-002.log", "vllm"))
     assert held[CUDA_GRAPHS].status == "held"
