@@ -503,9 +503,10 @@ def graph_estimate(
     if scaled:
         assert layers is not None
         full_per_layer, pw_per_layer = GRAPH_PER_LAYER_TOP[key]
+        # the per-layer tops stand on their own: a model with more layers than the fit's
+        # largest (62) may take more than the fit's per-graph top
         first_top = min(first_top, GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA[key] * MIB)
-        full_top = min(full_top, full_per_layer * layers)
-        pw_top = min(pw_top, pw_per_layer * layers)
+        full_top, pw_top = full_per_layer * layers, pw_per_layer * layers
     piecewise, full = graphs
     low = (first_low + (piecewise - 1) * pw_low + max(full - 1, 0) * full_low) * MIB
     high = first_top + (piecewise - 1) * pw_top + max(full - 1, 0) * full_top

@@ -171,6 +171,13 @@ def test_the_per_layer_tops_are_the_fit_sets() -> None:
     assert {"tp1": (full_most, pw_most)} == GRAPH_PER_LAYER_TOP
     assert {"tp1": first_most} == GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA
     assert mla_first > first_most
+    # the tops stand on their own: 80 layers at TP 1 (more than any fit boot's 62) take more
+    # than the fit's own per-graph tops (12 and 10 MiB), an MLA model the fit's range
+    deep = graph_estimate(1, (51, 51), 8192, layers=80)
+    fitted = graph_estimate(1, (51, 51))
+    mla = graph_estimate(1, (51, 51), 2048, layers=27, mla=True)
+    assert deep is not None and fitted is not None and mla is not None
+    assert deep[1] == _top(80, 51, 51) > fitted[1] == mla[1]
 
 
 def test_the_check_set_is_scored_in_the_docs() -> None:
