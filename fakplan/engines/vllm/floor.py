@@ -1256,7 +1256,7 @@ def vllm_floor(
                 tp,
                 count,
                 int(text["hidden_size"]),
-                layers=int(text["num_hidden_layers"]),
+                layers=int(text["num_hidden_layers"]) if text.get("num_hidden_layers") else None,
                 mla=model_type in MLA_FAMILIES,
             )
             if found is None:
