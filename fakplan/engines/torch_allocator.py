@@ -11,15 +11,17 @@ c10/core/AllocatorConfig.h:17-25 of torch 2.13's headers, kLargeBuffer = 20 MiB 
 allocator; the same values in the allocator sources of earlier 2.x releases). A free block
 is reused best-fit, with the same split rule.
 
-Only what stays allocated is modelled: temporaries a load frees (the rotary cache's float32
-intermediates) can leave a free block a later tensor fits with <= 1 MiB to spare, which
-this does not see.
+A sequence may hold temporaries (``Temporary``, freed by a later ``Release``): a freed block
+merges with free neighbours in its segment and is reused best-fit like any other, so the
+tensors created after a large temporary is freed (the rotary caches' float32 intermediates)
+are carved out of it, where a fresh segment might have left them <= 1 MiB spare. Where a
+sequence names none, only what stays allocated is modelled.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 MIN_BLOCK = 512  # kMinBlockSize
 SMALL_SIZE = 1 << 20  # kSmallSize: requests up to this come from the small pool
@@ -38,21 +40,97 @@ def _segment(size: int) -> int:
     return -(-size // ROUND_LARGE) * ROUND_LARGE
 
 
-def allocated_bytes(sizes: Iterable[int]) -> int:
-    """The allocator's allocated bytes once every tensor of ``sizes`` (bytes, in the order
-    they are created) is alive, on an allocator that holds no free block at the start."""
-    free: list[int] = []  # the large pool's free blocks, sorted
-    total = 0
-    for size in sizes:
-        block = _rounded(size)
-        if block <= SMALL_SIZE:
-            total += block  # the small pool splits down to 512 B: the rounded size
+@dataclass(frozen=True)
+class Temporary:
+    """A tensor a load creates and frees later in the sequence (``Release`` with its key)."""
+
+    size: int
+    key: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """The point where the ``Temporary`` of this key is freed."""
+
+    key: str
+
+
+Step = int | Temporary | Release
+
+
+@dataclass(eq=False)
+class _Block:
+    segment: int
+    offset: int
+    size: int
+    free: bool
+
+
+def allocated_bytes(steps: Iterable[Step]) -> int:
+    """The allocator's allocated bytes at the end of ``steps``: each int a tensor that stays
+    (bytes, in the order they are created), each ``Temporary`` one freed at its ``Release``,
+    on an allocator that holds no free block at the start."""
+    pool = _LargePool()
+    small = 0  # the small pool splits down to 512 B: the rounded sizes
+    live: dict[str, _Block | int] = {}
+    for step in steps:
+        if isinstance(step, Release):
+            held = live.pop(step.key)
+            if isinstance(held, int):
+                small -= held
+            else:
+                pool.release(held)
             continue
-        at = bisect.bisect_left(free, block)
-        found = free.pop(at) if at < len(free) else _segment(block)
-        if found - block > SMALL_SIZE:
-            bisect.insort(free, found - block)
-            total += block
+        size = _rounded(step if isinstance(step, int) else step.size)
+        block: _Block | int = size if size <= SMALL_SIZE else pool.allocate(size)
+        if isinstance(block, int):
+            small += block
+        if isinstance(step, Temporary):
+            live[step.key] = block
+    return small + pool.allocated
+
+
+class _LargePool:
+    """The large pool's segments, each a run of blocks by offset, and its free blocks."""
+
+    def __init__(self) -> None:
+        self.segments: list[list[_Block]] = []
+        self.free: set[_Block] = set()
+        self.allocated = 0
+
+    def allocate(self, size: int) -> _Block:
+        """The best-fitting free block (a fresh segment where none fits), split where more
+        than 1 MiB would remain."""
+        fits = [b for b in self.free if b.size >= size]
+        if fits:
+            found = min(fits, key=lambda b: (b.size, b.segment, b.offset))
+            self.free.remove(found)
         else:
-            total += found
-    return total
+            found = _Block(len(self.segments), 0, _segment(size), True)
+            self.segments.append([found])
+        blocks = self.segments[found.segment]
+        if found.size - size > SMALL_SIZE:
+            rest = _Block(found.segment, found.offset + size, found.size - size, True)
+            blocks.insert(blocks.index(found) + 1, rest)
+            self.free.add(rest)
+            found.size = size
+        found.free = False
+        self.allocated += found.size
+        return found
+
+    def release(self, block: _Block) -> None:
+        """Free a block, merged with the free blocks beside it in its segment."""
+        self.allocated -= block.size
+        blocks = self.segments[block.segment]
+        block.free = True
+        at = blocks.index(block)
+        if at + 1 < len(blocks) and blocks[at + 1].free:
+            after = blocks.pop(at + 1)
+            self.free.discard(after)
+            block.size += after.size
+        if at > 0 and blocks[at - 1].free:
+            before = blocks[at - 1]
+            self.free.discard(before)
+            before.size += blocks.pop(at).size
+            block = before
+        self.free.add(block)

@@ -47,7 +47,7 @@ from fakplan.engines.packed_weights import (
     wna16_storage,
 )
 from fakplan.engines.rank_weights import VOCAB_PAD, RankWeights
-from fakplan.engines.torch_allocator import allocated_bytes
+from fakplan.engines.torch_allocator import Release, Step, Temporary, allocated_bytes
 from fakplan.geometry.params import (
     DENSE_FAMILIES,
     MOE_FAMILIES,
@@ -945,7 +945,7 @@ def gemma_rank_weights(
         return None
     factor = float(scaling.get("factor") or 1.0) if kind == "linear" else 1.0
     global_positions = int(positions * factor)
-    sizes: list[int] = []
+    sizes: list[Step] = []
     parts: list[str] = []
     vision = cfg.get("vision_config")
     if isinstance(vision, dict):
@@ -960,16 +960,17 @@ def gemma_rank_weights(
     sizes.append(rows * hidden * size)
     for index in range(layers):
         sizes += [hidden * (q + 2 * k) * size, q * hidden * size]
-        if index == 0:
-            sizes.append(positions * head_dim * size)  # the local layers' rope
-        if index == pattern - 1 and gemma3:
-            sizes.append(global_positions * head_dim * size)  # the global layers' rope
+        if index == 0:  # the local layers' rope
+            sizes += rotary_cache_steps(positions, head_dim, size, "local")
+        if index == pattern - 1 and gemma3:  # the global layers' rope
+            linear = factor if kind == "linear" else None
+            sizes += rotary_cache_steps(positions, head_dim, size, "global", linear)
         if gemma3:
             sizes += [head_dim * size, head_dim * size]  # q_norm, k_norm
         sizes += [2 * share * hidden * size, share * hidden * size]  # gate_up, down
         sizes += [hidden * size] * 4
     sizes.append(hidden * size)
-    total = sum(sizes)
+    total = sum(step for step in sizes if isinstance(step, int))
     ropes = (
         f"rotary caches {positions:,} (local) and {global_positions:,} ({kind} x{factor:g}, "
         f"global) x {head_dim}"
@@ -990,6 +991,35 @@ def gemma_rank_weights(
         f"{derivation}; as CUDA's caching allocator counts it, {blocks:,} B ({blocks - total:,} B "
         "of blocks left whole, c10/cuda/CUDACachingAllocator.cpp)",
     )
+
+
+def rotary_cache_steps(
+    positions: int, rotary_dim: int, size: int, key: str, factor: float | None = None
+) -> list[Step]:
+    """A rotary cache as vLLM builds it on the device, with the float32 temporaries the
+    allocator sees freed: the inverse frequencies, the positions, freqs, cos and sin, their
+    concatenation, then the cache in the model dtype (rotary_embedding/base.py
+    ``_compute_cos_sin_cache`` and ``__init__``, 0.21.0). ``factor``: a linear scaling's,
+    whose positions are divided by it in a second tensor and whose caches are
+    concatenated once more (linear_scaling_rope.py, 0.21.0)."""
+    half = rotary_dim // 2
+    count = int(positions * factor) if factor is not None else positions
+    steps: list[Step] = [Temporary(half * 4, f"{key}.inv_freq"), Temporary(count * 4, f"{key}.t")]
+    if factor is not None:  # t = t / scaling_factor: a new tensor, the first one freed
+        steps += [Temporary(count * 4, f"{key}.t_scaled"), Release(f"{key}.t")]
+    temporaries = ["inv_freq", "t_scaled" if factor is not None else "t"]
+    for name in ("freqs", "cos", "sin"):
+        steps.append(Temporary(count * half * 4, f"{key}.{name}"))
+        temporaries.append(name)
+    steps.append(Temporary(count * rotary_dim * 4, f"{key}.cache"))
+    returned = f"{key}.cache"
+    if factor is not None:  # torch.cat(cache_list): one more float32 copy is returned
+        steps.append(Temporary(count * rotary_dim * 4, f"{key}.caches"))
+        temporaries.append("cache")
+        returned = f"{key}.caches"
+    steps += [Release(f"{key}.{name}") for name in temporaries]
+    steps += [count * rotary_dim * size, Release(returned)]  # cache.to(dtype), kept
+    return steps
 
 
 def _siglip(

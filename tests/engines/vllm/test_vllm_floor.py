@@ -844,3 +844,25 @@ def test_the_v2_runners_non_torch_at_tp_2_is_borrowed_from_v1_and_says_so() -> N
     )  # fmt: skip
     assert isinstance(at_tp1, VllmFloor) and at_tp1.non_torch == NON_TORCH_V2_MEASURED["tp1"]
     assert "borrowed" not in at_tp1.non_torch_derivation
+
+
+def test_the_counted_weights_meet_every_print_but_two_0_2x_loads() -> None:
+    """The weights are the one term derived to the byte: every boot whose weights fakplan
+    counts prints them within its rounding (0.005 GiB), but two 0.2x loads that keep more
+    than the count, not read (docs/vllm-memory.md): prof-027 (0.27.1 at TP 4, 0.8-11.5 MB
+    beyond, where C is measured and W only logged) and prof-036 (0.26.0 W8A8, beyond the V2
+    load residue's top). gemma-3-12b (prof-034) missed by 6-17 MB while the allocator model
+    left its rotary caches' float32 temporaries out: freed, they hold the next layers'
+    gate_up tensors without the 1 MiB spare a fresh segment leaves."""
+    from tests.support.floor_corpus import HALF_CENTI_GIB, rows
+
+    seen, missed = 0, []
+    for found in rows():
+        floor, printed = found.found, found.printed["weights"]
+        if isinstance(floor, Unknown) or printed is None:
+            continue
+        seen += 1
+        low, high = floor.weights.bytes, floor.weights.top
+        if not (low <= printed + HALF_CENTI_GIB and printed - HALF_CENTI_GIB <= high):
+            missed.append(found.case["id"])
+    assert seen >= 49 and missed == ["prof-027", "prof-036"]
