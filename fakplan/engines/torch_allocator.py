@@ -63,7 +63,6 @@ class _Block:
     segment: int
     offset: int
     size: int
-    free: bool
 
 
 def allocated_bytes(steps: Iterable[Step]) -> int:
@@ -106,15 +105,14 @@ class _LargePool:
             found = min(fits, key=lambda b: (b.size, b.segment, b.offset))
             self.free.remove(found)
         else:
-            found = _Block(len(self.segments), 0, _segment(size), True)
+            found = _Block(len(self.segments), 0, _segment(size))
             self.segments.append([found])
         blocks = self.segments[found.segment]
         if found.size - size > SMALL_SIZE:
-            rest = _Block(found.segment, found.offset + size, found.size - size, True)
+            rest = _Block(found.segment, found.offset + size, found.size - size)
             blocks.insert(blocks.index(found) + 1, rest)
             self.free.add(rest)
             found.size = size
-        found.free = False
         self.allocated += found.size
         return found
 
@@ -122,15 +120,13 @@ class _LargePool:
         """Free a block, merged with the free blocks beside it in its segment."""
         self.allocated -= block.size
         blocks = self.segments[block.segment]
-        block.free = True
         at = blocks.index(block)
-        if at + 1 < len(blocks) and blocks[at + 1].free:
+        if at + 1 < len(blocks) and blocks[at + 1] in self.free:
             after = blocks.pop(at + 1)
-            self.free.discard(after)
+            self.free.remove(after)
             block.size += after.size
-        if at > 0 and blocks[at - 1].free:
+        if at > 0 and blocks[at - 1] in self.free:
             before = blocks[at - 1]
-            self.free.discard(before)
             before.size += blocks.pop(at).size
             block = before
         self.free.add(block)

@@ -122,6 +122,13 @@ def as_checkpoint(config: dict[str, Any], case: dict[str, Any]) -> dict[str, Any
     return config
 
 
+def case_config(case: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The architecture and text model's config a case names (its checkpoint's changes on)."""
+    geometry = load_geometry(str(PUBLIC / "configs" / str(case["config"]) / "config.json"))
+    assert geometry.text_config is not None
+    return geometry.architecture, as_checkpoint(dict(geometry.text_config), case)
+
+
 def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknown:
     if not case.get("config"):
         return Unknown("no published config")
@@ -138,12 +145,10 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
         return Unknown(f"a {quantization} checkpoint: its quantization_config is not at hand")
     dtype = re.search(r"dtype=torch\.(\w+)", text)
     served = DTYPES.get(dtype[1], dtype[1]) if dtype else "bf16"
-    geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
+    architecture, text = case_config(case)
     card = _card(case)
-    assert geometry.text_config is not None
-    text = as_checkpoint(dict(geometry.text_config), case)
     found = [
-        _floor(case, text, geometry.architecture, launch, card, total, float(utilization),
+        _floor(case, text, architecture, launch, card, total, float(utilization),
                served=served, quantization=quantization)
         for total in totals
     ]  # fmt: skip
@@ -598,10 +603,10 @@ def pp_fit(fitted: list[FloorRow]) -> tuple[tuple[int, int], int]:
     exceeded fakplan's forward estimate + cuBLAS, each boot's excess scaled to
     FORWARD_EXCESS_STATE (8,192 tokens x 4,096 wide) as ``forward_excess`` scales it back."""
     from fakplan.engines.vllm.floor import (
-        CUBLAS_WORKSPACE,
         FORWARD_EXCESS_STATE,
         _forward_estimate,
         _moe_workspace,
+        cublas_workspace,
     )
 
     non_torch: list[float] = []
@@ -609,14 +614,13 @@ def pp_fit(fitted: list[FloorRow]) -> tuple[tuple[int, int], int]:
     for row in fitted:
         non_torch += stage_prints(row, r"non-torch forward increase memory: ([\d.]+)GiB").values()
         first = stage_prints(row, r"torch peak memory increase: ([\d.]+)GiB")[0]
-        geometry = load_geometry(str(PUBLIC / "configs" / row.case["config"] / "config.json"))
+        architecture, text = case_config(row.case)
         launch = row.case.get("launch") or {}
         tokens, tp = _int(launch.get("max_num_batched_tokens"), 8192), _int(launch.get("tp"), 1)
-        assert geometry.text_config is not None
-        text = as_checkpoint(dict(geometry.text_config), row.case)
-        moe = _moe_workspace(text, geometry.architecture, tp, tokens)
-        forward, _ = _forward_estimate(text, tp, tokens, moe, geometry.architecture)
-        over = round((first + 0.005) * GIB) - forward - CUBLAS_WORKSPACE
+        moe = _moe_workspace(text, architecture, tp, tokens)
+        forward, _ = _forward_estimate(text, tp, tokens, moe, architecture)
+        cublas = cublas_workspace(_card(row.case).get("capability"))[1]
+        over = round((first + 0.005) * GIB) - forward - cublas
         state = tokens * int(text["hidden_size"])
         excess = max(excess, over * FORWARD_EXCESS_STATE // state)
     span = (round((min(non_torch) - 0.005) * GIB), round((max(non_torch) + 0.005) * GIB))
@@ -649,7 +653,7 @@ def v2_peak_excess_fit(fitted: list[FloorRow]) -> int:
         if isinstance(found, Unknown) or found.runner != "v2" or printed is None:
             continue
         tokens = _int((row.case.get("launch") or {}).get("max_num_batched_tokens"), 8192)
-        text = _text_config(row)
+        text = case_config(row.case)[1]
         margin = v2_peak_excess(text, tokens).bytes
         beyond = printed + HALF_CENTI_GIB - (found.activation_span[1] - margin)
         state = tokens * int(text["hidden_size"])
@@ -671,13 +675,6 @@ def v2_peak_fit_set() -> list[FloorRow]:
         and row.printed["activation"] is not None
         and runner_of(row) == "v2"
     ]
-
-
-def _text_config(row: FloorRow) -> dict[str, Any]:
-    """The text model's config the row was predicted from (its checkpoint's changes on)."""
-    geometry = load_geometry(str(PUBLIC / "configs" / str(row.case["config"]) / "config.json"))
-    assert geometry.text_config is not None
-    return as_checkpoint(dict(geometry.text_config), row.case)
 
 
 def tp_key(row: FloorRow) -> str:

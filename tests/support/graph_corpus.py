@@ -20,8 +20,8 @@ import yaml
 
 from fakplan.engines.vllm.floor import capture_sizes, graph_estimate
 from fakplan.engines.weights import MLA_FAMILIES
-from fakplan.geometry import load_geometry
 from fakplan.units import GIB, printed_interval
+from tests.support.floor_corpus import case_config
 from tests.support.paths import DATA
 
 GRAPHS = DATA / "public" / "graphs"
@@ -88,14 +88,8 @@ def _geometry(case: dict[str, Any]) -> tuple[int | None, int | None, bool]:
     (most check boots' are not)."""
     if not case.get("config"):
         return None, None, False
-    geometry = load_geometry(str(DATA / "public" / "configs" / case["config"] / "config.json"))
-    text = geometry.text_config
-    assert text is not None
-    return (
-        int(text["hidden_size"]),
-        int(text["num_hidden_layers"]),
-        geometry.architecture in MLA_FAMILIES,
-    )
+    architecture, text = case_config(case)
+    return int(text["hidden_size"]), int(text["num_hidden_layers"]), architecture in MLA_FAMILIES
 
 
 def fit_modes(log: Path) -> dict[str, tuple[float, int, float]]:

@@ -98,6 +98,7 @@ from fakplan.kv import KvQuery
 from fakplan.sizing import bytes_span
 
 GIB = 1 << 30
+MIB = 1 << 20
 # torch's default cuBLAS workspace, allocated through the caching allocator on a handle's
 # first use (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize):
 # ":4096:2:16:8" (8,519,680 B), 32 MiB on compute capability 9.0 (pytorch PR 89027, 2022);
@@ -247,7 +248,7 @@ PER_GRAPH_FLOOR_MIB = 1
 # printed a 522 MiB first capture and 0.37 MiB a layer). At TP 2 and 4 the per-layer costs
 # scatter (Llama-3.1-8B at TP 2: 26 MiB a PIECEWISE graph over 32 layers, Llama-3.3-70B 20
 # over 80): not scaled. Refitted by tests/engines/vllm/test_vllm_graphs.
-GRAPH_PER_LAYER_TOP = {"tp1": (-(-6 * (1 << 20) // 28), 8 * (1 << 20) // 32)}  # FULL, PW: B
+GRAPH_PER_LAYER_TOP = {"tp1": (-(-6 * MIB // 28), 8 * MIB // 32)}  # FULL, PIECEWISE: B
 GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA = {"tp1": 328}
 # From 0.27 the memory consumed since the init snapshot less the weights ("Actual usage is
 # C GiB for consumed memory (weights + non-torch)" less "Model loading took W GiB"): non-torch
@@ -293,7 +294,6 @@ V2_GRAPHS_BORROWED = (
     "graphs by capturing them (PIECEWISE in full, FULL from its two largest; "
     "v1/worker/gpu/cudagraph_utils.py, 0.33.0) and no public boot of it prints its estimate yet"
 )
-MIB = 1 << 20
 READ = ((0, 17), (0, 33))  # the releases whose terms were all read
 CONSUMED_ERA = (0, 27)  # non-KV = C + H (utils/mem_utils.py memory_profiling, 0.27.1)
 EXTENSIBLE_KV_CACHE = (0, 34)  # config/cache.py enable_extensible_kv_cache, default on
@@ -499,9 +499,9 @@ def graph_estimate(
         full_low = pw_low = PER_GRAPH_FLOOR_MIB
     # the tops in bytes: the fit's, or per layer where the model's layers scale them
     first_top, full_top, pw_top = first_high * MIB, full_high * MIB, pw_high * MIB
-    scaled = layers is not None and not mla and key in GRAPH_PER_LAYER_TOP
-    if scaled:
-        assert layers is not None
+    scaled = False
+    if layers is not None and not mla and key in GRAPH_PER_LAYER_TOP:
+        scaled = True
         full_per_layer, pw_per_layer = GRAPH_PER_LAYER_TOP[key]
         # the per-layer tops stand on their own: a model with more layers than the fit's
         # largest (62) may take more than the fit's per-graph top

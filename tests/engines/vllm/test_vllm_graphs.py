@@ -24,7 +24,6 @@ from fakplan.engines.vllm.floor import (
     vllm_floor,
 )
 from fakplan.engines.vllm.runner import ModelTraits, default_runner
-from fakplan.geometry import load_geometry
 from fakplan.units import GIB, printed_interval
 from tests.support.graph_corpus import (
     COUNTS,
@@ -112,7 +111,7 @@ def _fit_boots() -> list[tuple[str, str, dict[str, Any], bool]]:
     """Each fit boot at PP 1 that prints its per-mode costs: (id, log text, the text config
     it ran, whether the model has MLA), from tests/data/public/profiler/cases.yaml."""
     from fakplan.engines.weights import MLA_FAMILIES
-    from tests.support.floor_corpus import as_checkpoint
+    from tests.support.floor_corpus import case_config
 
     cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     out = []
@@ -121,10 +120,8 @@ def _fit_boots() -> list[tuple[str, str, dict[str, Any], bool]]:
         text = log.read_text(encoding="utf-8")
         if not fit_modes(log) or "pipeline_parallel_size=1" not in text:
             continue
-        geometry = load_geometry(str(PUBLIC / "configs" / case["config"] / "config.json"))
-        assert geometry.text_config is not None
-        config = as_checkpoint(dict(geometry.text_config), case)
-        out.append((case["id"], text, config, geometry.architecture in MLA_FAMILIES))
+        architecture, config = case_config(case)
+        out.append((case["id"], text, config, architecture in MLA_FAMILIES))
     return out
 
 
@@ -241,19 +238,11 @@ def test_a_model_narrower_than_the_fit_takes_vllms_per_graph_floor() -> None:
 def test_the_least_hidden_size_is_the_fit_sets() -> None:
     """GRAPH_FIT_LEAST_HIDDEN, per TP: the least hidden size among the fit boots that print
     their per-mode costs at PP 1 (their configs in tests/data/public/configs)."""
-    cases = yaml.safe_load((PROFILER / "cases.yaml").read_text(encoding="utf-8"))["cases"]
     least: dict[str, int] = {}
-    for case in cases:
-        log = PROFILER / case["log"]
-        text = log.read_text(encoding="utf-8")
-        if not fit_modes(log) or "pipeline_parallel_size=1" not in text:
-            continue
-        tp = text.split("tensor_parallel_size=")[1].split(",")[0]
-        config = PUBLIC / "configs" / case["config"] / "config.json"
-        geometry = load_geometry(str(config))
-        assert geometry.text_config is not None
-        hidden = int(geometry.text_config["hidden_size"])
-        least[f"tp{tp}"] = min(least.get(f"tp{tp}", hidden), hidden)
+    for _, text, config, _ in _fit_boots():
+        key = "tp" + text.split("tensor_parallel_size=")[1].split(",")[0]
+        hidden = int(config["hidden_size"])
+        least[key] = min(least.get(key, hidden), hidden)
     assert least == GRAPH_FIT_LEAST_HIDDEN
 
 
