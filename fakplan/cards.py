@@ -24,6 +24,14 @@ GB = 10**9
 # where each row's compute capability comes from (major.minor, as torch.cuda reports it)
 CUDA_CAPABILITIES = "https://developer.nvidia.com/cuda-gpus"
 CAPABILITY_PATTERN = r"^[1-9][0-9]?\.[0-9]$"  # major.minor, "9.0", "12.1"
+# torch's device properties of an H200 and a B200, printed in one file:
+# "_CudaDeviceProperties(name='NVIDIA H200', major=9, minor=0, total_memory=143156MB,
+# multi_processor_count=132, ..." and "(name='NVIDIA B200', major=10, minor=0,
+# total_memory=182642MB, multi_processor_count=148, ..."
+ACHATBOT_DEVICE_PROPERTIES = (
+    "https://github.com/ai-bot-pro/achatbot/blob/859e21612de769164d8d1802d794ef8f87ace3c8/"
+    "deploy/modal/src/llm/vllm/vlm/skywork_r1v.py"
+)
 
 
 @dataclass(frozen=True)
@@ -249,11 +257,11 @@ CARDS: tuple[CardSku, ...] = (
         bandwidth=4800 * GB,
         tflops={"bf16": 989, "fp8": 1979, "int8": 1979},
         dense_from_sparse=True,
-        sms=None,
+        sms=132,
         capability="9.0",
         link="nvlink",
         nvml_names=("NVIDIA H200",),
-        sources=("https://www.nvidia.com/en-us/data-center/h200/",),
+        sources=("https://www.nvidia.com/en-us/data-center/h200/", ACHATBOT_DEVICE_PROPERTIES),
         checked="partial",
     ),
     CardSku(
@@ -264,13 +272,14 @@ CARDS: tuple[CardSku, ...] = (
         bandwidth=7700 * GB,
         tflops={"bf16": 2250, "fp8": 4500, "int8": 4500, "fp4": 9000},
         dense_from_sparse=True,
-        sms=None,
+        sms=148,
         capability="10.0",
         link="nvlink",
         nvml_names=("NVIDIA B200",),
         sources=(
             "https://www.nvidia.com/en-us/data-center/hgx/",
             "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+            ACHATBOT_DEVICE_PROPERTIES,
         ),
         checked="verified",
     ),

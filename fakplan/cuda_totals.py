@@ -59,6 +59,11 @@ LLM_D_PLANNER = (
     "qwen-qwen3-30b-a3b--h100-80gb--tp1pp1dp1--8192.log"
 )
 
+PRIME_RL = (
+    "https://github.com/Jackmin801/prime-rl-hardfork/blob/"
+    "a0837f4366b3806bd912aa4386d99d51d9cbe6dc/benchmarks/baselines"
+)
+
 CUDA_TOTALS: tuple[CudaTotal, ...] = (
     CudaTotal(
         "H100-SXM-80GB",
@@ -228,6 +233,38 @@ CUDA_TOTALS += (
                 "GPU 0 has a total capacity of 93.00 GiB of which 1.08 GiB is free.",
                 "https://github.com/ali-vilab/VACE/issues/56 (torch's OOM in a comment of "
                 '2025-05-16; "an H100 NVL 94GB VRAM (RunPod)")',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "H200-SXM-141GB",
+        (
+            CudaPrint(
+                "139.80 GiB",
+                "GPU 5 has a total capacity of 139.80 GiB of which 35.64 GiB is free.",
+                f"{PRIME_RL}/benchmark-8xh200-Qwen--Qwen3-30B-A3B-Instruct-2507-sft-full-8gpu-"
+                "Recompute-flash_attention_2-65536.json (torch's OOM in a prime-rl benchmark "
+                'record of 2026-01-13 whose "device_name" is "NVIDIA H200", NVML\'s name of '
+                "the SXM card)",
+            ),
+            CudaPrint(
+                "139.81 GiB",
+                "GPU 0 has a total capacity of 139.81 GiB of which 92.12 MiB is free.",
+                "https://github.com/sungwon-chae/arxiv_confi/blob/"
+                "fbebdca71dee60a37592d09fc2b75733d0b1a70d/etu_logging.md (torch's OOM; the "
+                'same run prints "GPU 0: NVIDIA H200 (139.8 GB)")',
+            ),
+        ),
+    ),
+    CudaTotal(
+        "B200",
+        (
+            CudaPrint(
+                "178.36 GiB",
+                "GPU 7 has a total capacity of 178.36 GiB of which 96.12 MiB is free.",
+                f"{PRIME_RL}/benchmark-8xb200-PrimeIntellect--INTELLECT-3-rl-full-8gpu-"
+                "Recompute-flash_attention_2-16384.json (torch's OOM in a prime-rl benchmark "
+                'record of 2026-01-13 whose "device_name" is "NVIDIA B200")',
             ),
         ),
     ),

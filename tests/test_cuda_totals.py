@@ -180,3 +180,49 @@ def test_an_a100_takes_vllm_serves_small_batch_defaults() -> None:
     stated = pool("--max-num-seqs", "256", "--max-num-batched-tokens", "2048")
     assert pool() == stated
     assert pool("--max-num-seqs", "1024", "--max-num-batched-tokens", "8192") != stated
+
+
+def test_an_h200_and_a_b200_hold_the_totals_and_sms_torch_prints_for_them() -> None:
+    """Issue 31's outside check tried H200 boots, which fakplan could not size without
+    --card-total. torch's device properties of each card, kept with the OOM prints, are a
+    third reading: their total (in MiB, which torch floors) lies inside the span of the
+    prints, and their SM count is the card table's."""
+    for sku, log, capability in (
+        ("H200-SXM-141GB", "h200.log", "9.0"),
+        ("B200", "b200.log", "10.0"),
+    ):
+        text = (TOTALS / log).read_text(encoding="utf-8")
+        found = re.search(
+            r"major=(\d+), minor=(\d+), total_memory=(\d+)MB, multi_processor_count=(\d+)", text
+        )
+        assert found is not None, log
+        major, minor, mib, sms = (int(g) for g in found.groups())
+        total = cuda_total(sku)
+        card = card_sku(sku)
+        assert total is not None and card is not None
+        low, high = total.interval
+        assert low <= mib << 20 and (mib + 1) << 20 <= high, (sku, mib, low, high)
+        assert card.sms == sms and card.capability == f"{major}.{minor}" == capability
+
+
+def test_kv_card_sku_sizes_an_h200_pool_over_both_of_its_prints() -> None:
+    """The H200's public prints differ by their last digit (139.80, 139.81 GiB): --card-sku
+    gives the pool at the least total's low end and at the most total's high end, as the two
+    totals stated one at a time do, on a 0.2x release as on 0.19."""
+    config = str(PUBLIC / "configs" / "meta-llama--Llama-3.1-70B-Instruct" / "config.json")
+
+    def pool(*args: str) -> list[int]:
+        result = CliRunner().invoke(
+            main,
+            ["kv", config, "--engine-version", "0.25.0", "--tp", "2", "--max-model-len",
+             "32768", "--gpu-memory-utilization", "0.9", *args, "--json"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return list(json.loads(result.output)["sizing"]["pool_range"])
+
+    by_sku = pool("--card-sku", "H200-SXM-141GB")
+    card = ("--card-sms", "132", "--card-capability", "9.0")
+    least = pool("--card-total", "139.80 GiB", *card)
+    most = pool("--card-total", "139.81 GiB", *card)
+    assert by_sku == [least[0], most[1]]
+    assert least[0] < most[0] and least[1] < most[1]
