@@ -1099,6 +1099,13 @@ def linear_storage(
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
         # awq_marlin unless the user asks for another method (--quantization gptq or awq
         # keeps that method's own kernel)
+        if quantization == UNIFIED_AWQ and method == "awq":
+            if model_type not in DENSE_FAMILIES:
+                return (
+                    f"an AWQ {model_type} checkpoint under {UNIFIED_AWQ}: 0.26's "
+                    "AutoAWQMoEMethod is not compared with awq_marlin's experts"
+                )
+            return found
         if quantization not in (None, f"{method}_marlin", "marlin") and not (
             quantization == method and method == "compressed-tensors"
         ):
@@ -1179,6 +1186,15 @@ def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
         return f"an fp8 checkpoint whose weight_block_size is {block!r}, not [n, k]"
     n, k = block
     return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k), fp8=True)
+
+
+# vLLM 0.26 folds awq, awq_marlin and auto_awq into one AutoAWQConfig and prints
+# quantization=auto_awq for an AWQ checkpoint. Its linear method (AutoAWQMarlinLinearMethod,
+# quantization/auto_awq.py, 0.26.0) is 0.19's AWQMarlinLinearMethod renamed: the same
+# create_weights, _convert_awq_to_standard_format and choose_mp_linear_kernel (the same
+# kernels in the same order), so a dense model's layers are held as awq_marlin held them.
+# 0.26's AutoGPTQ linear method is a new class, and is not read.
+UNIFIED_AWQ = "auto_awq"
 
 
 def checkpoint_storage(

@@ -367,3 +367,42 @@ def test_a_layer_no_read_kernel_takes_is_said_so() -> None:
     undated = {k: v for k, v in _config(GPTQ).items() if k != "torch_dtype"}
     assert vllm_rank_weights(undated, "llama", capability="9.0") is None
     assert "--dtype" in weights_refusal(undated, "llama", None, 1, 1, "9.0")
+
+
+def test_0_26s_auto_awq_holds_a_dense_model_as_awq_marlin_did() -> None:
+    """vLLM 0.26 prints quantization=auto_awq for an AWQ checkpoint (one AutoAWQConfig for
+    awq, awq_marlin and auto_awq): its linear method is 0.19's AWQMarlinLinearMethod
+    renamed, so a dense model's weights are the same bytes; a mixture of experts under it is
+    refused (0.26's AutoAWQMoEMethod is not compared)."""
+    same = _bytes(AWQ, capability="8.6", sms=84, quantization="auto_awq")
+    assert same == _bytes(AWQ, capability="8.6", sms=84, quantization="awq_marlin")
+    assert same == _bytes(AWQ, capability="8.6", sms=84)
+    moe = _config(AWQ, "Qwen--Qwen3-30B-A3B")
+    assert vllm_rank_weights(moe, "qwen3_moe", quantization="auto_awq", capability="8.6") is None
+    said = weights_refusal(moe, "qwen3_moe", "auto_awq", 1, 1, "8.6")
+    assert "AutoAWQMoEMethod" in said
+
+
+def test_prof_037s_checkpoint_size_is_the_rebuilt_awq_scheme() -> None:
+    """prof-037's quantization_config is rebuilt (AutoAWQ's defaults). Its log prints the
+    checkpoint's size, which the scheme decides: per linear layer K x N / 2 B of packed
+    int4 weights, K x N / 256 of packed zero points and K x N / 64 of fp16 scales (one per
+    128 inputs); the fp16 embedding, lm_head and 65 norms beside them."""
+    import re
+
+    import yaml
+
+    case = next(
+        c
+        for c in yaml.safe_load((PUBLIC / "profiler" / "cases.yaml").read_text())["cases"]
+        if c["id"] == "prof-037"
+    )
+    scheme = case["quantization_config"]
+    assert (scheme["bits"], scheme["group_size"], scheme["zero_point"]) == (4, 128, True)
+    kn = 32 * sum(k * n for k, n in LINEARS)
+    assert kn == 6_979_321_856
+    stored = kn // 2 + kn // 256 + kn // 64 + 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2
+    log = (PUBLIC / "profiler" / "prof-037.log").read_text(encoding="utf-8")
+    (printed,) = re.findall(r"Checkpoint size: ([\d.]+) GiB", log)
+    assert round(stored / GIB, 2) == float(printed)
+    assert round((stored - kn // 256) / GIB, 2) != float(printed)  # no zero points: 5.31
