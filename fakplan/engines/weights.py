@@ -1099,11 +1099,12 @@ def linear_storage(
         # GPTQMarlinConfig / AWQMarlinConfig.override_quantization_method: gptq_marlin or
         # awq_marlin unless the user asks for another method (--quantization gptq or awq
         # keeps that method's own kernel)
-        if quantization == UNIFIED_AWQ and method == "awq":
+        if quantization is not None and UNIFIED_METHODS.get(quantization) == method:
             if model_type not in DENSE_FAMILIES:
                 return (
-                    f"an AWQ {model_type} checkpoint under {UNIFIED_AWQ}: 0.26's "
-                    "AutoAWQMoEMethod is not compared with awq_marlin's experts"
+                    f"{article(found.text)} {found.text} {model_type} checkpoint under "
+                    f"{quantization}: 0.26's mixture-of-experts method for it (a backend "
+                    "select_wna16_moe_backend chooses) is not read"
                 )
             return found
         if quantization not in (None, f"{method}_marlin", "marlin") and not (
@@ -1188,13 +1189,15 @@ def _fp8_storage(scheme: dict[str, Any]) -> LinearStorage | str:
     return LinearStorage(8, "block", text=f"fp8 checkpoint, {n}x{k} blocks", block=(n, k), fp8=True)
 
 
-# vLLM 0.26 folds awq, awq_marlin and auto_awq into one AutoAWQConfig and prints
-# quantization=auto_awq for an AWQ checkpoint. Its linear method (AutoAWQMarlinLinearMethod,
-# quantization/auto_awq.py, 0.26.0) is 0.19's AWQMarlinLinearMethod renamed: the same
-# create_weights, _convert_awq_to_standard_format and choose_mp_linear_kernel (the same
-# kernels in the same order), so a dense model's layers are held as awq_marlin held them.
-# 0.26's AutoGPTQ linear method is a new class, and is not read.
-UNIFIED_AWQ = "auto_awq"
+# vLLM 0.26 folds awq, awq_marlin and auto_awq into one AutoAWQConfig, and gptq,
+# gptq_marlin and auto_gptq into one AutoGPTQConfig, and prints quantization=auto_awq or
+# auto_gptq for such a checkpoint. Their linear methods (AutoAWQMarlinLinearMethod,
+# AutoGPTQLinearMethod: quantization/auto_awq.py, auto_gptq.py, 0.26.0) are 0.19's
+# AWQMarlinLinearMethod and GPTQMarlinLinearMethod renamed, line for line (the same
+# choose_mp_linear_kernel, its kernels in the same order), so a dense model's layers are
+# held as awq_marlin and gptq_marlin held them. Their mixture-of-experts methods are new
+# (a backend chosen by select_wna16_moe_backend), and are not read.
+UNIFIED_METHODS = {"auto_awq": "awq", "auto_gptq": "gptq"}
 
 
 def checkpoint_storage(

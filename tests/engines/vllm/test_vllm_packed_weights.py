@@ -369,25 +369,36 @@ def test_a_layer_no_read_kernel_takes_is_said_so() -> None:
     assert "--dtype" in weights_refusal(undated, "llama", None, 1, 1, "9.0")
 
 
-def test_0_26s_auto_awq_holds_a_dense_model_as_awq_marlin_did() -> None:
-    """vLLM 0.26 prints quantization=auto_awq for an AWQ checkpoint (one AutoAWQConfig for
-    awq, awq_marlin and auto_awq): its linear method is 0.19's AWQMarlinLinearMethod
-    renamed, so a dense model's weights are the same bytes; a mixture of experts under it is
-    refused (0.26's AutoAWQMoEMethod is not compared)."""
-    same = _bytes(AWQ, capability="8.6", sms=84, quantization="auto_awq")
-    assert same == _bytes(AWQ, capability="8.6", sms=84, quantization="awq_marlin")
-    assert same == _bytes(AWQ, capability="8.6", sms=84)
-    moe = _config(AWQ, "Qwen--Qwen3-30B-A3B")
-    assert vllm_rank_weights(moe, "qwen3_moe", quantization="auto_awq", capability="8.6") is None
-    said = weights_refusal(moe, "qwen3_moe", "auto_awq", 1, 1, "8.6")
-    assert "AutoAWQMoEMethod" in said
+@pytest.mark.parametrize(("scheme", "unified"), [(AWQ, "auto_awq"), (GPTQ, "auto_gptq")])
+def test_0_26s_unified_methods_hold_a_dense_model_as_the_marlin_ones_did(
+    scheme: dict[str, Any], unified: str
+) -> None:
+    """vLLM 0.26 prints quantization=auto_awq or auto_gptq for an AWQ or GPTQ checkpoint
+    (one config each for the method, its _marlin and its auto_ name): the linear methods
+    are 0.19's Marlin ones renamed, so a dense model's weights are the same bytes; a
+    mixture of experts under them is refused (0.26's experts method is new); the other
+    method's name is still not this checkpoint's."""
+    method = scheme["quant_method"]
+    same = _bytes(scheme, capability="8.6", sms=84, quantization=unified)
+    assert same == _bytes(scheme, capability="8.6", sms=84, quantization=f"{method}_marlin")
+    assert same == _bytes(scheme, capability="8.6", sms=84)
+    moe = _config(scheme, "Qwen--Qwen3-30B-A3B")
+    assert vllm_rank_weights(moe, "qwen3_moe", quantization=unified, capability="8.6") is None
+    assert "select_wna16_moe_backend" in weights_refusal(moe, "qwen3_moe", unified, 1, 1, "8.6")
+    other = "auto_gptq" if unified == "auto_awq" else "auto_awq"
+    assert vllm_rank_weights(_config(scheme), "llama", quantization=other) is None
 
 
-def test_prof_037s_checkpoint_size_is_the_rebuilt_awq_scheme() -> None:
-    """prof-037's quantization_config is rebuilt (AutoAWQ's defaults). Its log prints the
-    checkpoint's size, which the scheme decides: per linear layer K x N / 2 B of packed
-    int4 weights, K x N / 256 of packed zero points and K x N / 64 of fp16 scales (one per
-    128 inputs); the fp16 embedding, lm_head and 65 norms beside them."""
+@pytest.mark.parametrize(("case_id", "g_idx"), [("prof-037", False), ("prof-038", True)])
+def test_the_0_26_a40_checkpoints_sizes_are_their_rebuilt_schemes(
+    case_id: str, g_idx: bool
+) -> None:
+    """prof-037's (AWQ) and prof-038's (GPTQ) quantization_config are rebuilt. Each log
+    prints the checkpoint's size, which the scheme decides: per linear layer K x N / 2 B of
+    packed int4 weights, K x N / 256 of packed int32 zero points and K x N / 64 of fp16
+    scales (one per 128 inputs), and for GPTQ each layer's g_idx of K int32 (q, k, v, gate
+    and up read 4,096 inputs, o 4,096, down 14,336); the fp16 embedding, lm_head and 65
+    norms beside them."""
     import re
 
     import yaml
@@ -395,14 +406,17 @@ def test_prof_037s_checkpoint_size_is_the_rebuilt_awq_scheme() -> None:
     case = next(
         c
         for c in yaml.safe_load((PUBLIC / "profiler" / "cases.yaml").read_text())["cases"]
-        if c["id"] == "prof-037"
+        if c["id"] == case_id
     )
     scheme = case["quantization_config"]
-    assert (scheme["bits"], scheme["group_size"], scheme["zero_point"]) == (4, 128, True)
+    assert (scheme["bits"], scheme["group_size"]) == (4, 128)
     kn = 32 * sum(k * n for k, n in LINEARS)
     assert kn == 6_979_321_856
-    stored = kn // 2 + kn // 256 + kn // 64 + 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2
-    log = (PUBLIC / "profiler" / "prof-037.log").read_text(encoding="utf-8")
+    zeros = kn // 256
+    stored = kn // 2 + zeros + kn // 64 + 2 * 128_256 * 4096 * 2 + 65 * 4096 * 2
+    stored += 32 * (6 * 4096 + 14_336) * 4 if g_idx else 0
+    log = (PUBLIC / "profiler" / f"{case_id}.log").read_text(encoding="utf-8")
     (printed,) = re.findall(r"Checkpoint size: ([\d.]+) GiB", log)
     assert round(stored / GIB, 2) == float(printed)
-    assert round((stored - kn // 256) / GIB, 2) != float(printed)  # no zero points: 5.31
+    if not g_idx:  # AWQ without zero points would print 5.31
+        assert round((stored - zeros) / GIB, 2) != float(printed)
