@@ -220,6 +220,19 @@ CUDA_TOTALS += (
         ),
     ),
     CudaTotal(
+        "A40",
+        (
+            CudaPrint(
+                "44.43 GiB",
+                "Free memory on device (44.17/44.43 GiB) on startup.",
+                "https://github.com/vireshkoli/LLM-Inference-Optimization/blob/"
+                "1425eb749091cdaf89313e4a32f700bc322e68e7/results/logs/vllm-bf16.startup.log "
+                "(vLLM 0.26.0's memory summary; the repository's tests name the card: "
+                '"running Llama-3.1-8B on the target A40"; tests/data/public/profiler/prof-035)',
+            ),
+        ),
+    ),
+    CudaTotal(
         "H100-NVL-94GB",
         (
             CudaPrint(

@@ -226,3 +226,27 @@ def test_kv_card_sku_sizes_an_h200_pool_over_both_of_its_prints() -> None:
     most = pool("--card-total", "139.81 GiB", *card)
     assert by_sku == [least[0], most[1]]
     assert least[0] < most[0] and least[1] < most[1]
+
+
+def test_kv_card_sku_a40_sizes_prof_035s_pool() -> None:
+    """--card-sku A40 is the 44.43 GiB vLLM 0.26.0 printed on one (with the A40's 84 SMs
+    and compute capability 8.6), and the pool prof-035 printed there (Llama-3.1-8B, the V2
+    runner, 2,048 batched tokens) lies in the interval it gives."""
+
+    def kv(*args: str) -> Any:
+        result = CliRunner().invoke(
+            main,
+            ["kv", str(LLAMA_8B), "--engine-version", "0.26.0", "--max-model-len", "4096",
+             "--max-num-seqs", "256", "--gpu-memory-utilization", "0.9", *args, "--json"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["sizing"]
+
+    by_sku = kv("--card-sku", "A40")
+    stated = kv("--card-total", "44.43 GiB", "--card-sms", "84", "--card-capability", "8.6")
+    assert by_sku["pool_range"] == stated["pool_range"]
+    log = (PROFILER / "prof-035.log").read_text(encoding="utf-8")
+    (printed,) = re.findall(r"Available KV cache memory: ([\d.]+ GiB)", log)
+    p_low, _, p_high = printed_interval(printed)
+    pool_low, pool_high = by_sku["pool_range"]
+    assert pool_low <= p_high and p_low <= pool_high
