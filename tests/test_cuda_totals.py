@@ -130,6 +130,7 @@ def test_a_shape_whose_card_has_no_plain_print_must_state_its_total(tmp_path: Pa
         ("RTX-4090", "23.68 GiB: https://github.com/zai-org/CogVideo/issues/36"),
         ("A100-SXM4-80GB", "79.25 GiB: https://github.com/vllm-project/vllm/issues/20581"),
         ("H100-PCIE-80GB", "no public log fakplan holds prints an H100-PCIE-80GB's"),
+        ("H200-SXM-141GB", "139.81 GiB: https://github.com/sungwon-chae/arxiv_confi"),
     ):
         path = _llama(tmp_path, card=f"{{sku: {sku}}}")
         result = CliRunner().invoke(main, ["plan", str(path)])
