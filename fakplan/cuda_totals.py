@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 from fakplan.units import printed_interval
 
+# where a print was made, as --card-platform and a boot case's platform name it
+PLATFORMS = ("linux", "wsl2", "windows")
+
 
 @dataclass(frozen=True)
 class CudaPrint:
@@ -44,6 +47,20 @@ class CudaTotal:
         card.total where it names only the card), or None."""
         figures = {p.printed for p in self.prints if not p.setting}
         return figures.pop() if len(figures) == 1 else None
+
+    def on(self, platform: str) -> CudaTotal | None:
+        """The prints made on ``platform`` (PLATFORMS), or None where no print was:
+        "linux" takes those made without a setting of their own (WSL2 and Windows print
+        a total of their own for the same card)."""
+        wanted = platform.casefold()
+        if wanted not in PLATFORMS:
+            raise ValueError(f"{platform!r}: one of {', '.join(PLATFORMS)}")
+        kept = tuple(
+            p
+            for p in self.prints
+            if (not p.setting if wanted == "linux" else p.setting.casefold().startswith(wanted))
+        )
+        return CudaTotal(self.sku, kept) if kept else None
 
     def sentence(self) -> str:
         """What the prints say, for a derivation: each figure with where it was printed."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -251,3 +252,50 @@ def test_kv_card_sku_a40_sizes_prof_035s_pool() -> None:
     p_low, _, p_high = printed_interval(printed)
     pool_low, pool_high = by_sku["pool_range"]
     assert pool_low <= p_high and p_low <= pool_high
+
+
+def test_a_cards_prints_on_one_platform() -> None:
+    """An RTX 4090 prints 23.64-23.68 GiB on Linux and 23.99 under WSL2; an RTX 3090 24.00
+    under Windows: CudaTotal.on keeps the prints made there ("linux": those without a
+    setting of their own), or None where none was."""
+    rtx_4090 = cuda_total("RTX-4090")
+    rtx_3090 = cuda_total("RTX-3090")
+    assert rtx_4090 is not None and rtx_3090 is not None
+    linux, wsl2 = rtx_4090.on("linux"), rtx_4090.on("WSL2")
+    assert linux is not None and wsl2 is not None
+    assert linux.interval == (printed_interval("23.64 GiB")[0], printed_interval("23.68 GiB")[2])
+    assert wsl2.interval == (printed_interval("23.99 GiB")[0], printed_interval("23.99 GiB")[2])
+    assert rtx_4090.on("windows") is None
+    windows = rtx_3090.on("windows")
+    assert windows is not None and {p.printed for p in windows.prints} == {"24.00 GiB"}
+    with pytest.raises(ValueError, match="linux"):
+        rtx_4090.on("macos")
+
+
+def test_kv_card_platform_picks_among_the_skus_prints() -> None:
+    """--card-platform linux sizes an RTX 4090's pool over its Linux prints only, inside
+    the span every print gives; a platform no print was made on, or the option without
+    --card-sku, is one line and exit 2."""
+    config = str(PUBLIC / "configs" / "Qwen--Qwen2.5-7B-Instruct" / "config.json")
+    args = ["kv", config, "--engine-version", "0.24.0", "--max-model-len", "2048",
+            "--gpu-memory-utilization", "0.85", "--card-sku", "RTX-4090"]  # fmt: skip
+
+    def sizing(*more: str) -> Any:
+        result = CliRunner().invoke(main, [*args, *more, "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["sizing"]
+
+    every, linux = sizing(), sizing("--card-platform", "linux")
+    assert linux["card_total_range"] == [
+        printed_interval("23.64 GiB")[0],
+        printed_interval("23.68 GiB")[2],
+    ]
+    assert every["pool_range"][0] == linux["pool_range"][0]
+    assert linux["pool_range"][1] < every["pool_range"][1]
+    for bad in (
+        [*args, "--card-platform", "windows"],
+        ["kv", config, "--card-platform", "linux"],
+    ):
+        result = CliRunner().invoke(main, bad)
+        assert result.exit_code == 2
+        assert len(result.output.strip().splitlines()) == 1, result.output

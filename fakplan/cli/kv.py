@@ -15,7 +15,7 @@ from rich.text import Text
 from fakplan.cards import CAPABILITY_PATTERN, card_sku, unknown_sku
 from fakplan.cli import FiniteRange, speculative_config
 from fakplan.contract import exact_number
-from fakplan.cuda_totals import CUDA_TOTALS, cuda_total
+from fakplan.cuda_totals import CUDA_TOTALS, PLATFORMS, cuda_total
 from fakplan.engines import (
     DEFAULT_ENGINE,
     ENGINES,
@@ -214,6 +214,14 @@ FRACTION = FiniteRange(min=0, max=1, min_open=True)
     "them all where they differ).",
 )
 @click.option(
+    "--card-platform",
+    type=click.Choice(PLATFORMS, case_sensitive=False),
+    default=None,
+    help="Where the card runs, for --card-sku's total: linux takes the prints made without "
+    "a setting of their own (WSL2 and Windows report a total of their own for the same "
+    "card); unset, the span of every print.",
+)
+@click.option(
     "--card-capability",
     "capability",
     default=None,
@@ -240,6 +248,7 @@ def kv(
     card_total: str | None,
     card_sms: int,
     card_sku: str | None,
+    card_platform: str | None,
     revision: str | None,
     **query: Any,
 ) -> None:
@@ -267,6 +276,11 @@ def kv(
         raise click.UsageError(
             "give MODEL (a GGUF path, an HF folder or config.json, a Hugging Face id, or a "
             "catalog id)"
+        )
+    if card_platform is not None and (card_sku is None or card_total is not None):
+        raise click.UsageError(
+            "--card-platform picks among the totals public logs print for --card-sku; "
+            "give --card-sku without --card-total"
         )
     if card_sku is not None:
         card_sms = _from_card_table(card_sku, card_sms, query)
@@ -311,7 +325,7 @@ def kv(
             raise click.UsageError(f"give --pool or {given}, not both")
         stated_seqs = click.get_current_context().get_parameter_source("max_num_seqs")
         seqs = query["max_num_seqs"] if stated_seqs == ParameterSource.COMMANDLINE else None
-        total = _card_total(card_total, card_sku)
+        total = _card_total(card_total, card_sku, card_platform)
         sizing = _pool_report(kv_query, fractions, total, card_sms, seqs)
         interval = sizing.pool_interval
     result = None
@@ -386,9 +400,12 @@ def _option(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _card_total(card_total: str | None, sku: str | None) -> tuple[int, int, str] | None:
+def _card_total(
+    card_total: str | None, sku: str | None, platform: str | None = None
+) -> tuple[int, int, str] | None:
     """The card's total as an interval, with what it came from: --card-total as the
-    interval its digits allow, else the CUDA total public logs print for --card-sku."""
+    interval its digits allow, else the CUDA total public logs print for --card-sku (on
+    --card-platform, where given)."""
     if card_total is not None:
         try:
             low, _, high = printed_interval(card_total)
@@ -398,6 +415,15 @@ def _card_total(card_total: str | None, sku: str | None) -> tuple[int, int, str]
     found = None if sku is None else cuda_total(sku)
     if found is None:
         return None
+    if platform is not None:
+        every = found
+        found = found.on(platform)
+        if found is None:
+            raise click.BadParameter(
+                f"no public print of an {every.sku}'s CUDA total was made on {platform} "
+                f"({every.sentence()}); give --card-total",
+                param_hint="'--card-platform'",
+            )
     low, high = found.interval
     return low, high, f"--card-sku {found.sku}: {found.sentence()}"
 

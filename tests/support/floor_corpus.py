@@ -161,10 +161,13 @@ def _predict(case: dict[str, Any], ledger: Any, text: str) -> VllmFloor | Unknow
 
 def _totals(case: dict[str, Any], printed: int | None) -> tuple[int, ...] | None:
     """The CUDA totals to predict at: the one the log prints, else both ends of what public
-    logs print for the card the case names (``sku``; fakplan's cuda_totals), else None."""
+    logs print for the card the case names (``sku``; fakplan's cuda_totals) on the platform
+    it names (``platform``, as fakplan kv --card-platform), else None."""
     if printed is not None:
         return (printed,)
     found = cuda_total(str(case["sku"])) if case.get("sku") else None
+    if found is not None and case.get("platform"):
+        found = found.on(str(case["platform"]))
     return None if found is None else found.interval
 
 
