@@ -416,14 +416,14 @@ def _card_total(
     if found is None:
         return None
     if platform is not None:
-        every = found
-        found = found.on(platform)
-        if found is None:
+        there = found.on(platform)
+        if there is None:
             raise click.BadParameter(
-                f"no public print of an {every.sku}'s CUDA total was made on {platform} "
-                f"({every.sentence()}); give --card-total",
+                f"no public print of an {found.sku}'s CUDA total was made on {platform} "
+                f"({found.sentence()}); give --card-total",
                 param_hint="'--card-platform'",
             )
+        found = there
     low, high = found.interval
     return low, high, f"--card-sku {found.sku}: {found.sentence()}"
 
