@@ -262,6 +262,21 @@ GRAPH_FIRST_CAPTURE_TOP_WITHOUT_MLA = {"tp1": 328}
 CONSUMED_BEYOND_WEIGHTS_MEASURED = {
     "tp1": (round(0.22 * GIB), round(0.57 * GIB)),
 }
+# A Gated DeltaNet or Mamba-2 hybrid's: its scan kernels (FLA's Triton) load beside the
+# text model's, and no config gives what they take. Two public boots of 27B Gated DeltaNet
+# hybrids at TP 1 measure it: the ~0.28 build's above (an exl3 checkpoint, 0.23 GiB) and
+# 0.27.1 on an RTX PRO 6000 (an NVFP4 checkpoint with an MTP drafter: 22.37 - 20.75 = 1.62
+# GiB; pctablet505/servedeck tests/fixtures/qwen_server-20260827-183107.log at bd900dff).
+# The range runs from the least any 0.27+ boot printed to that top, each +- the prints'
+# 0.005 GiB: in sample, both boots (a third hybrid boot would check it).
+HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED = {
+    "tp1": (round(0.22 * GIB), round(1.63 * GIB)),
+}
+HYBRID_CONSUMED_SOURCE = (
+    "measured in two public boots of 27B Gated DeltaNet hybrids at TP 1 (a ~0.28 build, "
+    "exl3: 0.23 GiB; vLLM 0.27.1 with an MTP drafter, NVFP4: 1.62 GiB; printed consumed "
+    "memory less printed weights), its low end the least any 0.27+ boot printed"
+)
 CONSUMED_TP_GROWTH_BORROWED = (
     "borrowed: no public 0.27+ boot at TP > 1 was fitted, so the TP 1 range is widened up "
     "to what the 0.19.0 H100 boots' non-torch memory grew from TP 1 to this TP (what the "
@@ -308,26 +323,26 @@ GRAPHS_SUBTRACTED = (0, 20)  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults
 NON_TORCH_UNREAD = ("granite",)
 
 
-def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
+def consumed_beyond_weights(tp: int, *, scan: bool = False) -> tuple[int, int, str] | None:
     """From 0.27, the memory a worker consumes beyond its weights at this TP, as a range and
-    whence: measured at TP 1; at a TP the 0.19.0 boots measure non-torch memory for, the TP
-    1 range with its top raised by the most that grew over TP 1 there (borrowed, and said
-    so); None elsewhere."""
+    whence: measured at TP 1 (``scan``: a Gated DeltaNet or Mamba-2 hybrid's, measured on
+    its own boots); at a TP the 0.19.0 boots measure non-torch memory for, the TP 1 range
+    with its top raised by the most that grew over TP 1 there (borrowed, and said so); None
+    elsewhere."""
     key = f"tp{tp}"
-    if key in CONSUMED_BEYOND_WEIGHTS_MEASURED:
-        low, high = CONSUMED_BEYOND_WEIGHTS_MEASURED[key]
-        return (
-            low,
-            high,
-            (
-                f"measured in public vLLM 0.27.1 boots at TP {tp}, its low end in a ~0.28 "
-                f"build's (printed consumed memory less printed weights): {low:,}..{high:,} B "
-                "(no config gives it)"
-            ),
+    measured = HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED if scan else CONSUMED_BEYOND_WEIGHTS_MEASURED
+    if key in measured:
+        low, high = measured[key]
+        source = (
+            HYBRID_CONSUMED_SOURCE
+            if scan
+            else f"measured in public vLLM 0.27.1 boots at TP {tp}, its low end in a ~0.28 "
+            "build's (printed consumed memory less printed weights)"
         )
+        return low, high, f"{source}: {low:,}..{high:,} B (no config gives it)"
     if key not in NON_TORCH_MEASURED:
         return None
-    base_low, base_high = CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"]
+    base_low, base_high = measured["tp1"]
     one_low = NON_TORCH_MEASURED["tp1"][0]
     at_high = NON_TORCH_MEASURED[key][1]
     growth = at_high - one_low
@@ -336,7 +351,8 @@ def consumed_beyond_weights(tp: int) -> tuple[int, int, str] | None:
         base_low,
         high,
         (
-            f"the TP 1 range measured in public 0.27.1 and ~0.28 boots {base_low:,}..{base_high:,} B, "
+            f"the TP 1 range measured in public 0.27.1 and ~0.28 boots"
+            f"{' of hybrids' if scan else ''} {base_low:,}..{base_high:,} B, "
             f"its top raised by the most the 0.19.0 H100 boots' non-torch memory grew from TP 1 "
             f"to TP {tp} ({at_high:,} B less {one_low:,} B = {growth:,} B) = "
             f"{base_low:,}..{high:,} B; {CONSUMED_TP_GROWTH_BORROWED}"
@@ -607,6 +623,7 @@ def _peak_unread(
     model_type: str,
     language_model_only: bool,
     capability: str | None = None,
+    consumed_era: bool = False,
 ) -> str:
     """Why the profiling run's terms are not derived for this model ('' where they are):
     its peak, or for a family in ``NON_TORCH_UNREAD`` its non-torch memory. Served
@@ -637,18 +654,19 @@ def _peak_unread(
             "unquantized DeepSeek mixture of experts only (a quantized checkpoint's fused-MoE "
             "workspaces depend on the kernel vLLM picks for the card)"
         )
-    if model_type in (*GDN_FAMILIES, *MAMBA_FAMILIES):
+    if model_type in (*GDN_FAMILIES, *MAMBA_FAMILIES) and not consumed_era:
         # their layers skip the scan in the profiling run (no attention metadata: "V1 profile
         # run", qwen3_next.py 0.17.0, mamba/gdn_linear_attn.py 0.19.0,
         # mamba/gdn/qwen_gdn_linear_attn.py 0.33.0, mamba_mixer2.py), so the peak is a
-        # decoder's; what no boot gives is their memory outside torch
+        # decoder's; before 0.27 no boot gives their memory outside torch (from 0.27 two
+        # hybrid boots measure what a worker consumes beyond its weights)
         return (
             "a Gated DeltaNet or Mamba-2 hybrid's layers skip their scan in the profiling run "
-            "(no attention metadata), so its peak is a decoder's, but its memory outside "
-            "torch is not measured: its scan kernels (FLA's Triton) load beside it, and a "
-            "public 0.27.1 boot of a 27B Gated DeltaNet hybrid (with an MTP drafter) consumed "
-            "1.62 GiB beyond its weights, against 0.22-0.57 GiB for the text models measured "
-            "(docs/vllm-memory.md)"
+            "(no attention metadata), so its peak is a decoder's, but before 0.27 its memory "
+            "outside torch is not measured: its scan kernels (FLA's Triton) load beside it, "
+            "and a public 0.27.1 boot of a 27B Gated DeltaNet hybrid (with an MTP drafter) "
+            "consumed 1.62 GiB beyond its weights, against 0.22-0.57 GiB for the text models "
+            "measured; from 0.27 the hybrids' measured range answers (docs/vllm-memory.md)"
         )
     if model_type in NON_TORCH_UNREAD:
         return (
@@ -1133,7 +1151,8 @@ def vllm_floor(
     key = f"tp{tp}"
     release = parse_version(version)[:2]
     consumed_era = release >= CONSUMED_ERA
-    consumed = consumed_beyond_weights(tp) if consumed_era else None
+    scan = model_type in (*GDN_FAMILIES, *MAMBA_FAMILIES)
+    consumed = consumed_beyond_weights(tp, scan=scan) if consumed_era else None
     if consumed_era and consumed is None:
         return _unknown(
             f"TP {tp}: no public boot measures the memory a 0.27+ worker consumes beyond its "
@@ -1142,7 +1161,7 @@ def vllm_floor(
         )
     if not consumed_era and key not in NON_TORCH_MEASURED:
         return _unknown(f"TP {tp}: no public boot measures vLLM's non-torch memory there", weights)
-    unread_peak = _peak_unread(text, model_type, language_model_only, capability)
+    unread_peak = _peak_unread(text, model_type, language_model_only, capability, consumed_era)
     if unread_peak:
         return _unknown(
             f"{model_type}: weights counted ({bytes_span(weights.bytes, weights.high)} per "
@@ -1268,7 +1287,7 @@ def vllm_floor(
                 graph_text = f"{V2_GRAPHS_BORROWED} ({choice.why}): {graph_text}"
     non_torch_text = ""
     if consumed is not None:
-        low, high = consumed[:2]
+        low, high, non_torch_text = consumed
     elif pp != 1:
         low, high = NON_TORCH_PP_MEASURED[key]
     elif choice.runner == "v2":

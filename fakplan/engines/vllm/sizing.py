@@ -262,9 +262,11 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
 
 
 def _consumed_derivation(found: VllmFloor, tp: int) -> str:
-    measured = consumed_beyond_weights(tp)
-    assert measured is not None  # the floor is predicted only where it is
-    text = measured[2]
+    text = found.non_torch_derivation
+    if not text:
+        measured = consumed_beyond_weights(tp)
+        assert measured is not None  # the floor is predicted only where it is
+        text = measured[2]
     kept = [t for t in (found.persistent, found.inputs_embeds) if t is not None]
     if kept:
         low, high = found.non_torch

@@ -644,6 +644,46 @@ def test_a_gated_deltanet_hybrid_is_unknown_for_its_memory_outside_torch() -> No
     assert "skip their scan" in found.reason and "1.62 GiB" in found.reason
 
 
+def test_from_0_27_a_gated_deltanet_hybrid_takes_the_hybrids_measured_range() -> None:
+    """From 0.27 vLLM prints what a worker consumed beyond its weights, and two public
+    27B Gated DeltaNet hybrid boots measure it at TP 1: 10.47 - 10.24 = 0.23 GiB (a ~0.28
+    build, exl3) and 22.37 - 20.75 = 1.62 GiB (0.27.1, NVFP4 with an MTP drafter), each
+    +- the two prints' 0.005 GiB, from the least any 0.27+ boot printed (0.22). Qwen3-Next
+    at TP 1 takes that range where a text model takes 0.22-0.57; before 0.27 it stays
+    unknown."""
+    from fakplan.engines.vllm.floor import (
+        CONSUMED_BEYOND_WEIGHTS_MEASURED,
+        HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED,
+        consumed_beyond_weights,
+    )
+
+    low = min(printed_interval("10.47 GiB")[0] - printed_interval("10.24 GiB")[2], 0.22 * GIB)
+    high = printed_interval("22.37 GiB")[2] - printed_interval("20.75 GiB")[0]
+    assert HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"] == (round(low), round(high))
+    assert (
+        CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"][0]
+        == HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"][0]
+    )
+    config = _config("Qwen--Qwen3-Next-80B-A3B-Instruct")
+
+    def floor(version: str) -> VllmFloor | Unknown:
+        return vllm_floor(
+            config, "qwen3_next", version=version, tp=1, pp=1, card_total=round(139.8 * GIB),
+            utilization=0.9, batched_tokens=8192, max_num_seqs=1024, sms=132,
+            capability="9.0", hybrid=True,
+        )  # fmt: skip
+
+    assert isinstance(floor("0.26.0"), Unknown)
+    found = floor("0.27.1")
+    assert isinstance(found, VllmFloor)
+    kept = found.persistent.bytes if found.persistent is not None else 0
+    hybrid_low, hybrid_high = HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED["tp1"]
+    assert found.non_torch == (hybrid_low + kept, hybrid_high + kept)
+    assert "Gated DeltaNet hybrids" in found.non_torch_derivation
+    text_only = consumed_beyond_weights(1)
+    assert text_only is not None and text_only[1] < hybrid_high
+
+
 @pytest.mark.parametrize(
     ("folder", "hybrid"),
     [
