@@ -400,7 +400,8 @@ class VllmFloor:
     graph_in_activation: tuple[int, int] | None = None
     # PP > 1: why the last stage's pool is the one the engine keeps ('' at PP 1)
     stages: str = ""
-    # where the non-torch range comes from, where not the V1 runner's 0.19.0 boots ('')
+    # whence the non-torch range (from 0.27 the consumed range) came: '' where it is the
+    # V1 runner's 0.19.0 boots' (0.17-0.26)
     non_torch_derivation: str = ""
 
     @property

@@ -25,7 +25,6 @@ from fakplan.engines.vllm.floor import (
     REDUNDANCY,
     Unknown,
     VllmFloor,
-    consumed_beyond_weights,
     floor_for,
 )
 from fakplan.engines.vllm.rules import DOWNCAST, RELEASES
@@ -249,7 +248,7 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
             "runner buffers, allocator slack)",
             low,
             high,
-            _consumed_derivation(found, tp),
+            _consumed_derivation(found),
             measured=True,
         )
     where = f"TP {tp}" + (" x PP > 1 (every stage of the PP 2 fit set)" if found.stages else "")
@@ -261,12 +260,10 @@ def _measured_term(found: VllmFloor, tp: int) -> SizedTerm:
                      text, measured=True)  # fmt: skip
 
 
-def _consumed_derivation(found: VllmFloor, tp: int) -> str:
+def _consumed_derivation(found: VllmFloor) -> str:
+    """Whence the floor's consumed range came (its own derivation), with what the run left
+    allocated folded in."""
     text = found.non_torch_derivation
-    if not text:
-        measured = consumed_beyond_weights(tp)
-        assert measured is not None  # the floor is predicted only where it is
-        text = measured[2]
     kept = [t for t in (found.persistent, found.inputs_embeds) if t is not None]
     if kept:
         low, high = found.non_torch
