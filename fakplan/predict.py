@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fakplan.figures import Figures
-from fakplan.units import GIB, KIB, MIB, UNITS, human
+from fakplan.units import GIB, KIB, MIB, UNITS, human, human_pair
 
 if TYPE_CHECKING:
     from fakplan.rate_plan import RatesRecord
@@ -421,6 +421,14 @@ def _boundary(path: str, f: Figures) -> Prediction:
     )
 
 
+def _amount(low: int, high: int) -> str:
+    """One figure, or a range where part of it is measured ("15,348..15,359 MiB")."""
+    if low == high:
+        return human(low)
+    shown = human_pair(low, high)
+    return f"{shown[0].rsplit(' ', 1)[0]}..{shown[1]}"
+
+
 def _weights(path: str, f: Figures) -> Prediction:
     """The weights the boot loads fit their half of the pair (or, where the engine sizes
     the pool, are what fakplan counted, within the tolerance)."""
@@ -430,7 +438,7 @@ def _weights(path: str, f: Figures) -> Prediction:
         return _ledger_bytes(
             path,
             WEIGHTS,
-            f"the boot loads {human(term.low)} of weights per rank (± {pct:g} %)",
+            f"the boot loads {_amount(term.low, term.high)} of weights per rank (± {pct:g} %)",
             term.low,
             _widened(term.low, term.high, pct),
             term.derivation,

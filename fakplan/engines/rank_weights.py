@@ -15,11 +15,13 @@ def round_up(value: int, multiple: int) -> int:
 @dataclass(frozen=True)
 class RankWeights:
     """``bytes`` with its derivation; ``high``: the top of an interval where the caching
-    allocator's reuse of freed blocks decides the rest (None: exact)."""
+    allocator's reuse of freed blocks or a measured load residue decides the rest (None:
+    exact); ``measured``: part of it is read from public boots, not derived."""
 
     bytes: int
     derivation: str
     high: int | None = None
+    measured: bool = False
 
     @property
     def top(self) -> int:

@@ -473,36 +473,49 @@ def v2_non_torch_fit_set() -> list[FloorRow]:
     return [row for row in _profile_era_non_torch() if runner_of(row) == "v2"]
 
 
-def v2_load_fit_set() -> list[FloorRow]:
-    """The boots V2_LOAD_RESIDUE_MEASURED is fitted on: every V2 boot of a release read
-    before 0.27 at TP 1 and PP 1 that prints its weights, of an unquantized checkpoint (the
-    quantized ones check it)."""
-    from fakplan.engines.vllm.floor import CONSUMED_ERA, READ
+def load_kind(row: FloorRow) -> str | None:
+    """Which of floor.LOAD_RESIDUE_MEASURED's ranges the row's load takes: the V2 runner's
+    before 0.27, every other load from 0.20; None before 0.20 (0.19.0 printed the count)."""
+    from fakplan.engines.vllm.floor import CONSUMED_ERA, GRAPHS_SUBTRACTED
+
+    if _release_of(row) < GRAPHS_SUBTRACTED:
+        return None
+    if runner_of(row) == "v2" and _release_of(row) < CONSUMED_ERA:
+        return "v2-profile-era"
+    return "from-0.20"
+
+
+def load_fit_set(kind: str) -> list[FloorRow]:
+    """The boots LOAD_RESIDUE_MEASURED[kind] is fitted on: every boot of a release read that
+    takes that range, at PP 1, prints its weights and whose weights fakplan counts."""
+    from fakplan.engines.vllm.floor import READ
 
     return [
         row
         for row in rows()
-        if READ[0] <= _release_of(row) < CONSUMED_ERA
+        if _release_of(row) <= READ[1]
         and pp_of(row) == 1
-        and tp_key(row) == "tp1"
+        and load_kind(row) == kind
         and row.printed["weights"] is not None
-        and runner_of(row) == "v2"
-        and _feature(row.case, row.log) != "quantized"
+        and not isinstance(row.found, Unknown)
     ]
 
 
-def v2_load_residue_fit(fitted: list[FloorRow]) -> tuple[int, int]:
+def load_residue_fit(fitted: list[FloorRow], kind: str) -> tuple[int, int]:
     """What the printed weights (each end of their rounding) went beyond fakplan's count of
-    the checkpoint, lowest to highest over ``fitted``."""
-    from fakplan.engines.vllm.floor import V2_LOAD_RESIDUE_MEASURED
+    the checkpoint, lowest (no lower than 0) to highest over ``fitted``."""
+    spans = [load_beyond_count(row, kind) for row in fitted]
+    return max(0, min(s[0] for s in spans)), max(s[1] for s in spans)
 
-    spans = []
-    for row in fitted:
-        found, printed = row.found, row.printed["weights"]
-        assert not isinstance(found, Unknown) and printed is not None
-        counted = found.weights.bytes - V2_LOAD_RESIDUE_MEASURED[0]  # the count alone
-        spans.append((printed - HALF_CENTI_GIB - counted, printed + HALF_CENTI_GIB - counted))
-    return min(s[0] for s in spans), max(s[1] for s in spans)
+
+def load_beyond_count(row: FloorRow, kind: str) -> tuple[int, int]:
+    """What the row's printed weights, each end of their rounding, hold beyond the count."""
+    from fakplan.engines.vllm.floor import LOAD_RESIDUE_MEASURED
+
+    found, printed = row.found, row.printed["weights"]
+    assert not isinstance(found, Unknown) and printed is not None
+    counted = found.weights.bytes - LOAD_RESIDUE_MEASURED[kind][0]  # the count alone
+    return printed - HALF_CENTI_GIB - counted, printed + HALF_CENTI_GIB - counted
 
 
 def _profile_era_non_torch() -> list[FloorRow]:

@@ -17,7 +17,8 @@ on one PP stage, for 0.17 to 0.33:
   the activation peak below, widened for the V2 runner by what its public boots printed
   beyond fakplan's estimate (``V2_PEAK_EXCESS_MEASURED``, scaled; before 0.27 too, where the
   V2 runner's non-torch memory has a range of its own, ``NON_TORCH_V2_MEASURED``, and its
-  weights a measured load residue beyond the count, ``V2_LOAD_RESIDUE_MEASURED``);
+  weights a measured load residue beyond the count, ``LOAD_RESIDUE_MEASURED``, as from 0.20
+  on either runner);
 
 - the CUDA-graph estimate G is printed from 0.18 and subtracted from 0.20
   (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 there, envs.py), where graphs are
@@ -150,17 +151,32 @@ NON_TORCH_V2_BORROWED = (
     "borrowed: no public V2 boot before 0.27 measures it at this TP, so the V1 runner's range "
     "there is taken, its low end lowered by what the V2 boots printed below V1's at TP 1"
 )
-# What the V2 runner's "Model loading took" printed beyond fakplan's count of the checkpoint
-# and its rotary caches before 0.27, where it is the pool's W: 15.0 GiB printed against
-# 16,094,076,928 B counted, each end of the print's rounding (prof-035: 0.26.0, an A40,
-# Llama-3.1-8B in bf16). The fit set is every V2 boot of the profile era at TP 1 and PP 1 of an
-# unquantized checkpoint that prints its weights (floor_corpus.v2_load_fit_set); the quantized
-# one (prof-036, W8A8) checks it. What 0.26 allocates there is not read: the V1 runner's load
-# (0.19.0, the same checkpoints on an H100) printed fakplan's count
-V2_LOAD_RESIDUE_MEASURED = (
-    round(14.995 * GIB) - 16_094_076_928,
-    round(15.005 * GIB) - 16_094_076_928,
-)
+# What "Model loading took" printed beyond fakplan's count of the checkpoint and its rotary
+# caches from 0.20, per kind of load; 0.19.0 printed the count (every boot of its corpus, on an
+# H100). Each range is its fit set's lowest to highest of what the print's rounding allows
+# beyond the count, the low end no lower than 0 (the counted tensors are allocated); each is
+# scored with every boot's checkpoint left out (tests/engines/vllm/test_vllm_floor.py). What
+# these releases allocate there is not read: DeviceMemoryProfiler is allocated bytes after
+# the load less before, as in 0.19 (utils/mem_utils.py, 0.26.0 and 0.27.1).
+_HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
+LOAD_RESIDUE_MEASURED = {
+    # the V2 runner before 0.27, where the load is the pool's W: every V2 boot of the
+    # profile era at TP 1 and PP 1 that prints its weights (floor_corpus.load_fit_set):
+    # prof-035 ... prof-038 (0.26.0, an A40, Llama-3.1-8B in bf16, W8A8, AWQ and GPTQ). The
+    # least is the bf16 boot's (15.0 GiB printed, 16,094,076,928 B counted), the most the
+    # W8A8 boot's (8.52 GiB printed, 9,120,260,096 B counted)
+    "v2-profile-era": (
+        round(15.0 * GIB) - _HALF_CENTI_GIB - 16_094_076_928,
+        round(8.52 * GIB) + _HALF_CENTI_GIB - 9_120_260_096,
+    ),
+    # every other load from 0.20 (the V1 runner; the V2 runner from 0.27, where W is logged
+    # and the consumed memory C holds it): every such boot that prints its weights, prof-020,
+    # prof-021 (0.27.1, V2, an RTX 4090), graphs-007 (0.24.0, V1, an RTX 4090) and prof-027
+    # (0.27.1, V1 at TP 4, RTX PRO 6000). The least is below the count (0.93 GiB printed,
+    # 994,670,592 B counted), so 0; the most is prof-027's (55.19 GiB printed,
+    # 59,253,666,816 B counted a rank)
+    "from-0.20": (0, round(55.19 * GIB) + _HALF_CENTI_GIB - 59_253_666_816),
+}
 # At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
 # PP 2 boots (floor_corpus.pp_fit_set), and the PP 4 boot of the same source (prof-028) checks it
@@ -929,15 +945,21 @@ def v2_peak_excess(text: dict[str, Any], batched_tokens: int) -> Term:
     )
 
 
-def v2_load_residue(weights: RankWeights) -> RankWeights:
-    """The V2 runner's weights before 0.27: the count plus what its public boot's load
-    printed beyond it (``V2_LOAD_RESIDUE_MEASURED``), a range."""
-    low, high = V2_LOAD_RESIDUE_MEASURED
+def load_residue(weights: RankWeights, kind: str) -> RankWeights:
+    """The weights a load of ``kind`` printed from 0.20: the count plus what the public boots'
+    loads printed beyond it (``LOAD_RESIDUE_MEASURED``), a range."""
+    low, high = LOAD_RESIDUE_MEASURED[kind]
+    fitted = {
+        "v2-profile-era": "the V2 runner before 0.27: prof-035 ... prof-038, vLLM 0.26.0 on an A40",
+        "from-0.20": "from 0.20 otherwise: prof-020, prof-021, prof-027 (0.27.1), graphs-007 "
+        "(0.24.0)",
+    }[kind]
     return RankWeights(
         weights.bytes + low,
-        f"{weights.derivation} + {low:,}..{high:,} B the V2 runner's load printed beyond the "
-        "count in a public boot (prof-035: vLLM 0.26.0, an A40, bf16; not read)",
+        f"{weights.derivation} + {low:,}..{high:,} B public loads printed beyond the count "
+        f"({fitted}; not read)",
         high=weights.top + high,
+        measured=True,
     )
 
 
@@ -1191,7 +1213,9 @@ def vllm_floor(
     else:
         choice = RunnerChoice("v1", f"V1 before 0.20 ({RUNNER_ENV} unset)")
     if choice.runner == "v2" and not consumed_era:
-        weights = v2_load_residue(weights)
+        weights = load_residue(weights, "v2-profile-era")
+    elif release >= GRAPHS_SUBTRACTED:
+        weights = load_residue(weights, "from-0.20")
     requested = math.ceil(card_total * utilization)
     request = Term(requested, f"ceil({card_total:,} B x {utilization}) = {requested:,} B")
     activation_high = None

@@ -80,7 +80,7 @@ def vllm_sizing(
     a_low, a_high = found.activation_span
     terms = (
         SizedTerm("weights", "the weights one rank loads", found.weights.bytes,
-                  found.weights.top, found.weights.derivation),
+                  found.weights.top, found.weights.derivation, measured=found.weights.measured),
         _activation_term(found, a_low, a_high),
         _measured_term(found, query.tp),
         *_graph_terms(found),

@@ -95,6 +95,27 @@ def test_the_plan_plans_against_the_low_end_of_the_predicted_pool(tmp_path: Path
     assert plan.pair_bytes == plan.weights_budget_bytes + plan.kv_budget_bytes
 
 
+def test_from_0_20_the_weights_carry_the_measured_load_residue(tmp_path: Path) -> None:
+    """0.19.0 loads print fakplan's count, so its weights are one figure; from 0.20 the plan
+    adds the residue public loads printed beyond the count (0 to what prof-027's 55.19 GiB
+    allows beyond its 59,253,666,816 B counted), marks the term measured, and the weights
+    prediction states the range."""
+    gib = 1 << 30
+    counted = 16_094_076_928  # Llama-3.1-8B in bf16 and its rotary cache (prof-001)
+    residue = round(55.19 * gib) + gib // 200 - 59_253_666_816
+    for version, top, measured in (("0.19.0", counted, False), ("0.27.1", counted + residue, True)):
+        folder = tmp_path / version
+        folder.mkdir()
+        plan = compile_plan(load_shape(_llama(folder, fraction=0.9, version=version)))
+        assert plan.engine_sizing is not None
+        weights = next(t for t in plan.engine_sizing.terms if t.id == "weights")
+        assert (weights.low_bytes, weights.high_bytes, weights.measured) == (
+            counted, top, measured,
+        )  # fmt: skip
+        claim = next(p.claim for p in plan.predictions if p.id == "weights")
+        assert ("15,349..15,359 MiB" in claim) == measured, claim
+
+
 def test_verify_holds_against_the_boot_it_describes(tmp_path: Path) -> None:
     verdicts = _verdicts(_llama(tmp_path), PROFILER / "prof-001.log")
     assert {k: v.status for k, v in verdicts.items() if k in SIZED_IDS} == dict.fromkeys(
