@@ -825,3 +825,147 @@ def held_out_table() -> str:
         _summary("fitted without the boot's model (held out)", held),
     ]
     return "\n".join(lines)
+
+
+def load_residue_held_out(kind: str) -> list[tuple[FloorRow, bool]]:
+    """Each boot of LOAD_RESIDUE_MEASURED[kind]'s fit set against the range the other
+    checkpoints (config, model id: a quantization is a checkpoint of its own) give: whether
+    that range reaches what the boot's print allows beyond its count. A boot whose checkpoint
+    is the whole set is left out (nothing else measures it)."""
+    fitted = load_fit_set(kind)
+    out = []
+    for row in fitted:
+        checkpoint = (row.case["config"], row.case["model"])
+        others = [o for o in fitted if (o.case["config"], o.case["model"]) != checkpoint]
+        if not others:
+            continue
+        low, high = load_residue_fit(others, kind)
+        beyond_low, beyond_high = load_beyond_count(row, kind)
+        out.append((row, low <= beyond_high and beyond_low <= high))
+    return out
+
+
+def _ids(fitted: list[FloorRow]) -> str:
+    ids = sorted((row.case["id"] for row in fitted), key=lambda i: (len(i.split("-")[0]), i))
+    return ", ".join(ids)
+
+
+def _mb_span(span: tuple[int, int]) -> str:
+    return f"{span[0] / 1e6:.1f}–{span[1] / 1e6:.1f} MB"
+
+
+def _held(pairs: list[bool], how: str) -> str:
+    return f"{sum(pairs)} of {len(pairs)} held, {how}" if pairs else "none: in sample"
+
+
+def _pool_inside(row: FloorRow) -> bool:
+    found, pool = row.found, row.printed["pool"]
+    return (
+        not isinstance(found, Unknown)
+        and pool is not None
+        and found.pool[0] <= pool + HALF_CENTI_GIB
+        and pool - HALF_CENTI_GIB <= found.pool[1]
+    )
+
+
+def measured_constants_table() -> str:
+    """Every measured constant of the engine-sized vLLM pool: its value, the boots it is
+    fitted on (by its rule, never a list of ids) and the boots that check it."""
+    from fakplan.engines.vllm.floor import (
+        CONSUMED_BEYOND_WEIGHTS_MEASURED,
+        CONSUMED_ERA,
+        FORWARD_EXCESS_MEASURED,
+        LOAD_RESIDUE_MEASURED,
+        NON_TORCH_MEASURED,
+        NON_TORCH_PP_MEASURED,
+        NON_TORCH_V2_MEASURED,
+        READ,
+        V2_PEAK_EXCESS_MEASURED,
+    )
+    from tests.support.graph_corpus import check_rows
+
+    def gib(span: tuple[int, int]) -> str:
+        return f"{span[0] / GIB:.3f}–{span[1] / GIB:.3f} GiB"
+
+    lines = [
+        "| constant | value | fitted on | checked by |",
+        "|---|---|---|---|",
+    ]
+    v1 = fit_set()
+    held = [h.inside for h in held_out() if h.pool is not None]
+    lines.append(
+        "| `NON_TORCH_MEASURED` (V1 runner, 0.17–0.26) | "
+        + "; ".join(f"TP {k[2:]}: {gib(v)}" for k, v in NON_TORCH_MEASURED.items())
+        + f" | {len(v1)} boots of 0.17–0.26 at PP 1 that print it "
+        f"({len({r.case['config'] for r in v1})} configs) | "
+        + _held(held, "each model left out (the held-out table below)")
+        + " |"
+    )
+    lines.append(
+        f"| `NON_TORCH_V2_MEASURED` (V2 runner before 0.27) | TP 1: "
+        f"{gib(NON_TORCH_V2_MEASURED['tp1'])} | {_ids(v2_non_torch_fit_set())} | "
+        "none: in sample |"
+    )
+    for kind, what in (
+        ("v2-profile-era", "V2 runner before 0.27"),
+        ("from-0.20", "every other load from 0.20"),
+    ):
+        lines.append(
+            f'| `LOAD_RESIDUE_MEASURED["{kind}"]` ({what}) | '
+            f"{_mb_span(LOAD_RESIDUE_MEASURED[kind])} | {_ids(load_fit_set(kind))} | "
+            + _held(
+                [inside for _, inside in load_residue_held_out(kind)], "each checkpoint left out"
+            )
+            + " |"
+        )
+    pp_fitted = pp_fit_set()
+    deeper = [
+        row for row in rows() if pp_of(row) > 2 and READ[0] <= _release_of(row) < CONSUMED_ERA
+    ]
+    lines.append(
+        "| `NON_TORCH_PP_MEASURED`, `FORWARD_EXCESS_MEASURED` (PP > 1) | "
+        f"TP 1: {gib(NON_TORCH_PP_MEASURED['tp1'])}; {FORWARD_EXCESS_MEASURED / GIB:.3f} GiB "
+        f"at 8,192 × 4,096 | {_ids(pp_fitted)} | "
+        + (
+            f"{sum(_pool_inside(r) for r in deeper)} of {len(deeper)} held, boots at more "
+            f"stages ({_ids(deeper)})"
+            if deeper
+            else "none: in sample"
+        )
+        + " |"
+    )
+    graphs = check_rows()
+    unseen = [r.held for r in graphs if not r.in_sample]
+    widened = [r.case["id"] for r in graphs if r.in_sample]
+    lines.append(
+        "| `GRAPH_ESTIMATE_MEASURED` (the V1 runner's CUDA-graph estimate) | by TP, in "
+        "docs/vllm-memory.md | the 0.19.0 H100 boots' DEBUG lines | "
+        + _held(unseen, "the CUDA-graph check set's boots it did not see (0.20–0.24)")
+        + (f"; {', '.join(widened)} widened it (in sample)" if widened else "")
+        + " |"
+    )
+    consumed = consumed_fit_set()
+    wider = [
+        row
+        for row in rows()
+        if _release_of(row) >= CONSUMED_ERA
+        and tp_key(row) != "tp1"
+        and row.printed["pool"] is not None
+    ]
+    lines.append(
+        "| `CONSUMED_BEYOND_WEIGHTS_MEASURED` (0.27+) | TP 1: "
+        f"{gib(CONSUMED_BEYOND_WEIGHTS_MEASURED['tp1'])} | {_ids(consumed)} (and one "
+        "source build's boot outside the suite) | in sample at TP 1; "
+        + (
+            f"{sum(_pool_inside(r) for r in wider)} of {len(wider)} held at TP > 1, through "
+            f"the borrowed growth ({_ids(wider)})"
+            if wider
+            else "no boot at TP > 1"
+        )
+        + " |"
+    )
+    lines.append(
+        f"| `V2_PEAK_EXCESS_MEASURED` (V2 runner) | {V2_PEAK_EXCESS_MEASURED / GIB:.3f} GiB at "
+        f"2,048 × 4,096 | {_ids(v2_peak_fit_set())} | none: in sample |"
+    )
+    return "\n".join(lines)
