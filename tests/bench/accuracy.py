@@ -135,9 +135,10 @@ def graphs_block() -> str:
 
 
 def coverage_block() -> str:
-    from tests.support.floor_corpus import coverage_table
+    from tests.support.floor_corpus import coverage_table, measured_constants_summary
 
-    return f"{COVERAGE_START}\n{coverage_table()}\n{COVERAGE_END}"
+    table, summary = coverage_table(), measured_constants_summary()
+    return f"{COVERAGE_START}\n{table}\n\n{summary}\n{COVERAGE_END}"
 
 
 def held_out_block() -> str:

@@ -854,10 +854,6 @@ def _mb_span(span: tuple[int, int]) -> str:
     return f"{span[0] / 1e6:.1f}–{span[1] / 1e6:.1f} MB"
 
 
-def _held(pairs: list[bool], how: str) -> str:
-    return f"{sum(pairs)} of {len(pairs)} held, {how}" if pairs else "none: in sample"
-
-
 def _pool_inside(row: FloorRow) -> bool:
     found, pool = row.found, row.printed["pool"]
     return (
@@ -868,13 +864,32 @@ def _pool_inside(row: FloorRow) -> bool:
     )
 
 
-def measured_constants_table() -> str:
+@dataclass(frozen=True)
+class MeasuredConstant:
+    """One measured constant of the engine-sized vLLM pool, its fit and its check."""
+
+    name: str  # as floor.py spells it, with what it covers
+    value: str
+    fitted: str  # the boots its rule fits it on
+    held: int  # of the boots that check it, how many it held
+    scored: int  # the boots that check it (0: in sample)
+    how: str  # how those boots check it
+    note: str = ""
+
+    @property
+    def check(self) -> str:
+        text = f"{self.held} of {self.scored} held, {self.how}" if self.scored else self.how
+        return f"{text}; {self.note}" if self.note else text
+
+
+def measured_constants() -> list[MeasuredConstant]:
     """Every measured constant of the engine-sized vLLM pool: its value, the boots it is
     fitted on (by its rule, never a list of ids) and the boots that check it."""
     from fakplan.engines.vllm.floor import (
         CONSUMED_BEYOND_WEIGHTS_MEASURED,
         CONSUMED_ERA,
         FORWARD_EXCESS_MEASURED,
+        HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED,
         LOAD_RESIDUE_MEASURED,
         NON_TORCH_MEASURED,
         NON_TORCH_PP_MEASURED,
@@ -887,64 +902,73 @@ def measured_constants_table() -> str:
     def gib(span: tuple[int, int]) -> str:
         return f"{span[0] / GIB:.3f}–{span[1] / GIB:.3f} GiB"
 
-    lines = [
-        "| constant | value | fitted on | checked by |",
-        "|---|---|---|---|",
-    ]
+    out = []
     v1 = fit_set()
     held = [h.inside for h in held_out() if h.pool is not None]
-    lines.append(
-        "| `NON_TORCH_MEASURED` (V1 runner, 0.17–0.26) | "
-        + "; ".join(f"TP {k[2:]}: {gib(v)}" for k, v in NON_TORCH_MEASURED.items())
-        + f" | {len(v1)} boots of 0.17–0.26 at PP 1 that print it "
-        f"({len({r.case['config'] for r in v1})} configs) | "
-        + _held(held, "each model left out (the held-out table below)")
-        + " |"
+    out.append(
+        MeasuredConstant(
+            "`NON_TORCH_MEASURED` (V1 runner, 0.17–0.26)",
+            "; ".join(f"TP {k[2:]}: {gib(v)}" for k, v in NON_TORCH_MEASURED.items()),
+            f"{len(v1)} boots of 0.17–0.26 at PP 1 that print it "
+            f"({len({r.case['config'] for r in v1})} configs)",
+            sum(held),
+            len(held),
+            "each model left out (the held-out table below)",
+        )
     )
-    lines.append(
-        f"| `NON_TORCH_V2_MEASURED` (V2 runner before 0.27) | TP 1: "
-        f"{gib(NON_TORCH_V2_MEASURED['tp1'])} | {_ids(v2_non_torch_fit_set())} | "
-        "none: in sample |"
+    out.append(
+        MeasuredConstant(
+            "`NON_TORCH_V2_MEASURED` (V2 runner before 0.27)",
+            f"TP 1: {gib(NON_TORCH_V2_MEASURED['tp1'])}",
+            _ids(v2_non_torch_fit_set()),
+            0,
+            0,
+            "in sample",
+        )
     )
     for kind, what in (
         ("v2-profile-era", "V2 runner before 0.27"),
         ("from-0.20", "every other load from 0.20"),
     ):
-        lines.append(
-            f'| `LOAD_RESIDUE_MEASURED["{kind}"]` ({what}) | '
-            f"{_mb_span(LOAD_RESIDUE_MEASURED[kind])} | {_ids(load_fit_set(kind))} | "
-            + _held(
-                [inside for _, inside in load_residue_held_out(kind)], "each checkpoint left out"
+        scored = [inside for _, inside in load_residue_held_out(kind)]
+        out.append(
+            MeasuredConstant(
+                f'`LOAD_RESIDUE_MEASURED["{kind}"]` ({what})',
+                _mb_span(LOAD_RESIDUE_MEASURED[kind]),
+                _ids(load_fit_set(kind)),
+                sum(scored),
+                len(scored),
+                "each checkpoint left out",
             )
-            + " |"
         )
-    pp_fitted = pp_fit_set()
     deeper = [
         row for row in rows() if pp_of(row) > 2 and READ[0] <= _release_of(row) < CONSUMED_ERA
     ]
-    lines.append(
-        "| `NON_TORCH_PP_MEASURED`, `FORWARD_EXCESS_MEASURED` (PP > 1) | "
-        f"TP 1: {gib(NON_TORCH_PP_MEASURED['tp1'])}; {FORWARD_EXCESS_MEASURED / GIB:.3f} GiB "
-        f"at 8,192 × 4,096 | {_ids(pp_fitted)} | "
-        + (
-            f"{sum(_pool_inside(r) for r in deeper)} of {len(deeper)} held, boots at more "
-            f"stages ({_ids(deeper)})"
-            if deeper
-            else "none: in sample"
+    out.append(
+        MeasuredConstant(
+            "`NON_TORCH_PP_MEASURED`, `FORWARD_EXCESS_MEASURED` (PP > 1)",
+            f"TP 1: {gib(NON_TORCH_PP_MEASURED['tp1'])}; {FORWARD_EXCESS_MEASURED / GIB:.3f} "
+            "GiB at 8,192 × 4,096",
+            _ids(pp_fit_set()),
+            sum(_pool_inside(r) for r in deeper),
+            len(deeper),
+            f"boots at more stages ({_ids(deeper)})" if deeper else "in sample",
         )
-        + " |"
     )
     graphs = check_rows()
     unseen = [r.held for r in graphs if not r.in_sample]
     widened = [r.case["id"] for r in graphs if r.in_sample]
-    lines.append(
-        "| `GRAPH_ESTIMATE_MEASURED` (the V1 runner's CUDA-graph estimate) | by TP, in "
-        "docs/vllm-memory.md | the 0.19.0 H100 boots' DEBUG lines | "
-        + _held(unseen, "the CUDA-graph check set's boots it did not see (0.20–0.24)")
-        + (f"; {', '.join(widened)} widened it (in sample)" if widened else "")
-        + " |"
+    out.append(
+        MeasuredConstant(
+            "`GRAPH_ESTIMATE_MEASURED` (the V1 runner's CUDA-graph estimate)",
+            "by TP, in docs/vllm-memory.md",
+            "the 0.19.0 H100 boots' DEBUG lines",
+            sum(unseen),
+            len(unseen),
+            "the CUDA-graph check set's boots it did not see (0.20–0.24)",
+            f"{', '.join(widened)} widened it (in sample)" if widened else "",
+        )
     )
-    consumed = consumed_fit_set()
     wider = [
         row
         for row in rows()
@@ -952,20 +976,61 @@ def measured_constants_table() -> str:
         and tp_key(row) != "tp1"
         and row.printed["pool"] is not None
     ]
-    lines.append(
-        "| `CONSUMED_BEYOND_WEIGHTS_MEASURED` (0.27+) | TP 1: "
-        f"{gib(CONSUMED_BEYOND_WEIGHTS_MEASURED['tp1'])} | {_ids(consumed)} (and one "
-        "source build's boot outside the suite) | in sample at TP 1; "
-        + (
-            f"{sum(_pool_inside(r) for r in wider)} of {len(wider)} held at TP > 1, through "
-            f"the borrowed growth ({_ids(wider)})"
+    out.append(
+        MeasuredConstant(
+            "`CONSUMED_BEYOND_WEIGHTS_MEASURED` (0.27+)",
+            f"TP 1: {gib(CONSUMED_BEYOND_WEIGHTS_MEASURED['tp1'])}",
+            f"{_ids(consumed_fit_set())} (and one source build's boot outside the suite)",
+            sum(_pool_inside(r) for r in wider),
+            len(wider),
+            f"at TP > 1 through the borrowed growth ({_ids(wider)}); in sample at TP 1"
             if wider
-            else "no boot at TP > 1"
+            else "in sample",
         )
-        + " |"
     )
-    lines.append(
-        f"| `V2_PEAK_EXCESS_MEASURED` (V2 runner) | {V2_PEAK_EXCESS_MEASURED / GIB:.3f} GiB at "
-        f"2,048 × 4,096 | {_ids(v2_peak_fit_set())} | none: in sample |"
+    out.append(
+        MeasuredConstant(
+            "`HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED` (0.27+, Gated DeltaNet or Mamba-2)",
+            f"TP 1: {gib(HYBRID_CONSUMED_BEYOND_WEIGHTS_MEASURED['tp1'])}",
+            "two public boots of 27B hybrids outside this corpus (floor.py names them)",
+            0,
+            0,
+            "in sample",
+        )
     )
+    out.append(
+        MeasuredConstant(
+            "`V2_PEAK_EXCESS_MEASURED` (V2 runner)",
+            f"{V2_PEAK_EXCESS_MEASURED / GIB:.3f} GiB at 2,048 × 4,096",
+            _ids(v2_peak_fit_set()),
+            0,
+            0,
+            "in sample",
+        )
+    )
+    return out
+
+
+def measured_constants_table() -> str:
+    lines = [
+        "| constant | value | fitted on | checked by |",
+        "|---|---|---|---|",
+    ]
+    for c in measured_constants():
+        lines.append(f"| {c.name} | {c.value} | {c.fitted} | {c.check} |")
     return "\n".join(lines)
+
+
+def measured_constants_summary() -> str:
+    """One sentence for README: how many measured constants a boot they did not see checks."""
+    found = measured_constants()
+    checked = [c for c in found if c.scored]
+    in_sample = [c.name.split(" (")[0] for c in found if not c.scored]
+    held = sum(c.held for c in checked)
+    scored = sum(c.scored for c in checked)
+    return (
+        f"Of the pool's {len(found)} measured constants, {len(checked)} are checked on boots "
+        f"they did not see ({held} of {scored} such checks held) and {len(in_sample)} are in "
+        f"sample ({', '.join(in_sample)}): "
+        "[fit and check kept apart](docs/arithmetic.md#fit-and-check-kept-apart)."
+    )

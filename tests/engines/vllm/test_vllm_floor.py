@@ -945,3 +945,21 @@ def test_the_counted_weights_meet_every_print() -> None:
         if not (low <= printed + HALF_CENTI_GIB and printed - HALF_CENTI_GIB <= high):
             missed.append(found.case["id"])
     assert seen >= 51 and missed == []
+
+
+def test_every_measured_constant_is_in_the_fit_and_check_table() -> None:
+    """Every constant floor.py measures from public boots (named ``*_MEASURED``) is a row of
+    the generated fit-and-check table, or, for the predicted ceiling's two, named beside it
+    in docs/arithmetic.md; a new one cannot ship without saying what fits and checks it."""
+    import fakplan.engines.vllm.floor as floor
+    from tests.support.floor_corpus import measured_constants
+    from tests.support.paths import ROOT
+
+    measured = {name for name in vars(floor) if name.endswith("_MEASURED")}
+    named = {part.strip("` ") for c in measured_constants() for part in
+             c.name.split(" (")[0].split(",")}  # fmt: skip
+    named = {n.split("[")[0] for n in named}
+    beside = (ROOT / "docs" / "arithmetic.md").read_text(encoding="utf-8")
+    ceiling = {"CONTEXT_MEASURED", "GRAPHS_MEASURED"}
+    assert all(f"`{name}`" in beside for name in ceiling)
+    assert measured == named | ceiling
