@@ -34,7 +34,7 @@ from fakplan.probes import (
 from fakplan.probes.api import Server
 from fakplan.probes.calibrate import Sizer
 from tests.support.paths import ROOT
-from tests.support.realserver import EOS_ID, N_CTX, RunningServer
+from tests.support.realserver import EOS_ID, N_CTX, RunningServer, log_mark, ran_out_of_cells
 
 KEY = "sk-probe-test-5f3a9c0e1d7b"
 
@@ -358,6 +358,7 @@ def test_probe_suite_options_do_not_clash() -> None:
 
 def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_path: Path) -> None:
     shape = tiny_shape(tmp_path, llama_server)
+    mark = log_mark(llama_server)
     done = _suite(
         "--probe-url",
         llama_server.url,
@@ -379,6 +380,8 @@ def test_probe_suite_against_the_real_server(llama_server: RunningServer, tmp_pa
     expected = "FAILED" if unserved else "PASSED"
     assert outcomes.pop("test_predictions_held[probe boundary]") == expected, done.stdout
     assert outcomes.pop("test_predictions_held[probe decode]") in {"PASSED", "FAILED"}
+    if "FAILED" in outcomes.values() and ran_out_of_cells(llama_server, mark):
+        pytest.xfail("llama-cpp-python ran out of KV cells during the suite: " + done.stdout[-300:])
     assert sorted(outcomes.items()) == [
         (f"test_probe_ran[{probe}]", "PASSED")
         for probe in ("boundary", "calibrate", "decode", "kv", "prefill")

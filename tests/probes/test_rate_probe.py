@@ -9,7 +9,6 @@ against the figure it measured, and a deliberately wrong bandwidth, either way, 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fakplan.cli import main
-from tests.support.realserver import N_CTX, RunningServer
+from tests.support.realserver import N_CTX, RunningServer, log_mark, ran_out_of_cells
 
 
 def _shape(folder: Path, server: RunningServer, bandwidth: str) -> Path:
@@ -74,28 +73,17 @@ def test_a_wrong_bandwidth_kills_the_decode_prediction(
     assert recorded["status"] == "killed"
 
 
-def _wrapper_out_of_cells(server: RunningServer) -> bool:
-    """The server logged llama.cpp's "no KV slot" error (its traceback lands after the cut
-    stream, so the log is read for a few seconds)."""
-    for _ in range(50):
-        if "llama_decode returned 1" in server.log.read_text(errors="replace"):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_decode_load_closes_the_every_slot_prediction(
     llama_server: RunningServer, tmp_path: Path
 ) -> None:
     """Every slot (here the one) decoding from a prompt that fills its window: the probe's
     per-session figure closes "decode-tps", killed by the wrong bandwidth as above."""
     shape = _shape(tmp_path, llama_server, "1 KB/s")
+    mark = log_mark(llama_server)
     _, doc = _compile_and_probe(shape, llama_server, tmp_path / "out", "decode-load")
     outcome = doc["probes"]["decode-load"]
-    if outcome["status"] != "ok" and _wrapper_out_of_cells(llama_server):
-        # llama-cpp-python 0.3.36 leaves KV cells of earlier requests taken, so a prompt near
-        # the window finds no slot for its first generated token; the probe reports the cut
-        # stream correctly, and the wrapper's fault is not the probe's
+    if outcome["status"] != "ok" and ran_out_of_cells(llama_server, mark):
+        # the probe reports the cut stream correctly; the wrapper's fault is not the probe's
         pytest.xfail(f"llama-cpp-python ran out of KV cells: {outcome['error']}")
     assert outcome["status"] == "ok", outcome
     measured = doc["probes"]["decode-load"]["result"]

@@ -35,6 +35,25 @@ class RunningServer:
     process: subprocess.Popen[bytes]
 
 
+def log_mark(server: RunningServer) -> int:
+    """How much of the server's log is written now: ``ran_out_of_cells`` reads past it."""
+    return server.log.stat().st_size if server.log.exists() else 0
+
+
+def ran_out_of_cells(server: RunningServer, since: int = 0) -> bool:
+    """The server logged llama.cpp's "no KV slot" error after ``since`` (its traceback lands
+    after the cut stream, so the log is read for a few seconds). llama-cpp-python 0.3.36
+    leaves KV cells of earlier requests taken, so a prompt near the window can find no slot
+    for its first generated token: the wrapper's fault, not a probe's."""
+    for _ in range(50):
+        with server.log.open("rb") as log:
+            log.seek(since)
+            if b"llama_decode returned 1" in log.read():
+                return True
+        time.sleep(0.1)
+    return False
+
+
 def have_llama_cpp() -> bool:
     try:
         import llama_cpp  # noqa: F401
