@@ -24,7 +24,7 @@ import yaml
 from fakplan.cards import card_sku
 from fakplan.cuda_totals import cuda_total
 from fakplan.engines import parse_ledger
-from fakplan.engines.vllm.floor import Unknown, VllmFloor, vllm_floor
+from fakplan.engines.vllm.floor import LoadKind, Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
 from fakplan.geometry.params import MOE_FAMILIES
 from fakplan.units import GIB
@@ -473,7 +473,7 @@ def v2_non_torch_fit_set() -> list[FloorRow]:
     return [row for row in _profile_era_non_torch() if runner_of(row) == "v2"]
 
 
-def load_kind(row: FloorRow) -> str | None:
+def load_kind(row: FloorRow) -> LoadKind | None:
     """Which of floor.LOAD_RESIDUE_MEASURED's ranges the row's load takes: the V2 runner's
     before 0.27, every other load from 0.20; None before 0.20 (0.19.0 printed the count)."""
     from fakplan.engines.vllm.floor import CONSUMED_ERA, GRAPHS_SUBTRACTED
@@ -485,7 +485,7 @@ def load_kind(row: FloorRow) -> str | None:
     return "from-0.20"
 
 
-def load_fit_set(kind: str) -> list[FloorRow]:
+def load_fit_set(kind: LoadKind) -> list[FloorRow]:
     """The boots LOAD_RESIDUE_MEASURED[kind] is fitted on: every boot of a release read that
     takes that range, at PP 1, prints its weights and whose weights fakplan counts."""
     from fakplan.engines.vllm.floor import READ
@@ -501,14 +501,14 @@ def load_fit_set(kind: str) -> list[FloorRow]:
     ]
 
 
-def load_residue_fit(fitted: list[FloorRow], kind: str) -> tuple[int, int]:
+def load_residue_fit(fitted: list[FloorRow], kind: LoadKind) -> tuple[int, int]:
     """What the printed weights (each end of their rounding) went beyond fakplan's count of
     the checkpoint, lowest (no lower than 0) to highest over ``fitted``."""
     spans = [load_beyond_count(row, kind) for row in fitted]
     return max(0, min(s[0] for s in spans)), max(s[1] for s in spans)
 
 
-def load_beyond_count(row: FloorRow, kind: str) -> tuple[int, int]:
+def load_beyond_count(row: FloorRow, kind: LoadKind) -> tuple[int, int]:
     """What the row's printed weights, each end of their rounding, hold beyond the count."""
     from fakplan.engines.vllm.floor import LOAD_RESIDUE_MEASURED
 
@@ -827,7 +827,7 @@ def held_out_table() -> str:
     return "\n".join(lines)
 
 
-def load_residue_held_out(kind: str) -> list[tuple[FloorRow, bool]]:
+def load_residue_held_out(kind: LoadKind) -> list[tuple[FloorRow, bool]]:
     """Each boot of LOAD_RESIDUE_MEASURED[kind]'s fit set against the range the other
     checkpoints (config, model id: a quantization is a checkpoint of its own) give: whether
     that range reaches what the boot's print allows beyond its count. A boot whose checkpoint
@@ -926,10 +926,11 @@ def measured_constants() -> list[MeasuredConstant]:
             "in sample",
         )
     )
-    for kind, what in (
+    kinds: tuple[tuple[LoadKind, str], ...] = (
         ("v2-profile-era", "V2 runner before 0.27"),
         ("from-0.20", "every other load from 0.20"),
-    ):
+    )
+    for kind, what in kinds:
         scored = [inside for _, inside in load_residue_held_out(kind)]
         out.append(
             MeasuredConstant(

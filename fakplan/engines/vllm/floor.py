@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fakplan.engines.gemma4_weights import GEMMA4_FAMILIES
 from fakplan.engines.packed_weights import capability_number
@@ -159,7 +159,8 @@ NON_TORCH_V2_BORROWED = (
 # these releases allocate there is not read: DeviceMemoryProfiler is allocated bytes after
 # the load less before, as in 0.19 (utils/mem_utils.py, 0.26.0 and 0.27.1).
 _HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
-LOAD_RESIDUE_MEASURED = {
+LoadKind = Literal["v2-profile-era", "from-0.20"]
+LOAD_RESIDUE_MEASURED: dict[LoadKind, tuple[int, int]] = {
     # the V2 runner before 0.27, where the load is the pool's W: every V2 boot of the
     # profile era at TP 1 and PP 1 that prints its weights (floor_corpus.load_fit_set):
     # prof-035 ... prof-038 (0.26.0, an A40, Llama-3.1-8B in bf16, W8A8, AWQ and GPTQ). The
@@ -176,6 +177,10 @@ LOAD_RESIDUE_MEASURED = {
     # 994,670,592 B counted), so 0; the most is prof-027's (55.19 GiB printed,
     # 59,253,666,816 B counted a rank)
     "from-0.20": (0, round(55.19 * GIB) + _HALF_CENTI_GIB - 59_253_666_816),
+}
+LOAD_RESIDUE_FIT_SETS: dict[LoadKind, str] = {
+    "v2-profile-era": "the V2 runner before 0.27: prof-035 ... prof-038, vLLM 0.26.0 on an A40",
+    "from-0.20": "from 0.20 otherwise: prof-020, prof-021, prof-027 (0.27.1), graphs-007 (0.24.0)",
 }
 # At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
@@ -945,15 +950,11 @@ def v2_peak_excess(text: dict[str, Any], batched_tokens: int) -> Term:
     )
 
 
-def load_residue(weights: RankWeights, kind: str) -> RankWeights:
+def load_residue(weights: RankWeights, kind: LoadKind) -> RankWeights:
     """The weights a load of ``kind`` printed from 0.20: the count plus what the public boots'
     loads printed beyond it (``LOAD_RESIDUE_MEASURED``), a range."""
     low, high = LOAD_RESIDUE_MEASURED[kind]
-    fitted = {
-        "v2-profile-era": "the V2 runner before 0.27: prof-035 ... prof-038, vLLM 0.26.0 on an A40",
-        "from-0.20": "from 0.20 otherwise: prof-020, prof-021, prof-027 (0.27.1), graphs-007 "
-        "(0.24.0)",
-    }[kind]
+    fitted = LOAD_RESIDUE_FIT_SETS[kind]
     return RankWeights(
         weights.bytes + low,
         f"{weights.derivation} + {low:,}..{high:,} B public loads printed beyond the count "
