@@ -27,6 +27,7 @@ from fakplan.engines import parse_ledger
 from fakplan.engines.vllm.floor import LoadKind, Unknown, VllmFloor, vllm_floor
 from fakplan.geometry import load_geometry
 from fakplan.geometry.params import MOE_FAMILIES
+from fakplan.ledger.patterns import IN_GIB
 from fakplan.units import GIB
 from tests.support.paths import DATA
 
@@ -102,7 +103,19 @@ def _row(case: dict[str, Any], log: Path) -> FloorRow:
         "consumed": ledger.consumed_bytes,
         "total": ledger.total_gpu_bytes,
     }
-    return FloorRow(case, log, printed, _predict(case, ledger, log.read_text(encoding="utf-8")))
+    text = log.read_text(encoding="utf-8")
+    for term, line in (case.get("transcribed") or {}).items():
+        printed[term] = _transcribed(case, term, line, text, printed[term])
+    return FloorRow(case, log, printed, _predict(case, ledger, text))
+
+
+def _transcribed(case: dict[str, Any], term: str, line: str, text: str, read: int | None) -> int:
+    """A figure the ledger cannot read because the case's author retyped its line (cases.yaml
+    ``transcribed``: the line as the log holds it): its GiB as the ledger would take them."""
+    quoted = re.search(r"(?P<gib>[0-9]+\.[0-9]+) GiB", line)
+    if term != "weights" or line not in text or quoted is None or read is not None:
+        raise ValueError(f"{case['id']}: transcribed {term} is not an unread line of its log")
+    return IN_GIB(quoted["gib"]).value
 
 
 def as_checkpoint(config: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:

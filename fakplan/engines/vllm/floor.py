@@ -171,17 +171,19 @@ LOAD_RESIDUE_MEASURED: dict[LoadKind, tuple[int, int]] = {
     ),
     # every other load from 0.20 (the V1 runner; the V2 runner from 0.27, where W is logged
     # and the consumed memory C holds it): every such boot that prints its weights, prof-020,
-    # prof-021 (0.27.1, V2, an RTX 4090), graphs-007 (0.24.0, V1, an RTX 4090) and prof-027
-    # (0.27.1, V1 at TP 4, RTX PRO 6000). The least is below the count (0.93 GiB printed,
-    # 994,670,592 B counted), so 0; the most is prof-027's (55.19 GiB printed,
-    # 59,253,666,816 B counted a rank). Not in it, and above its top: graphs-008 (0.24.0, V1,
-    # Qwen2.5-7B-Instruct), whose author transcribed "Model loading took: 14.29 GiB", 39.0-49.7
-    # MB beyond the count, a form the ledger does not read (docs/vllm-memory.md)
-    "from-0.20": (0, round(55.19 * GIB) + _HALF_CENTI_GIB - 59_253_666_816),
+    # prof-021 (0.27.1, V2, an RTX 4090), graphs-007, graphs-008 (0.24.0, V1, an RTX 4090)
+    # and prof-027 (0.27.1, V1 at TP 4, RTX PRO 6000). The least is below the count (0.93 GiB
+    # printed, 994,670,592 B counted), so 0; the most is graphs-008's (Qwen2.5-7B-Instruct:
+    # 14.29 GiB printed, its author's transcription "Model loading took: 14.29 GiB", which
+    # the corpus reads from cases.yaml's ``transcribed``; 15,299,390,464 B counted), which
+    # no other boot of the set reaches: the next most is prof-027's, 11.5 MB
+    "from-0.20": (0, round(14.29 * GIB) + _HALF_CENTI_GIB - 15_299_390_464),
 }
 LOAD_RESIDUE_FIT_SETS: dict[LoadKind, str] = {
     "v2-profile-era": "the V2 runner before 0.27: prof-035 ... prof-038, vLLM 0.26.0 on an A40",
-    "from-0.20": "from 0.20 otherwise: prof-020, prof-021, prof-027 (0.27.1), graphs-007 (0.24.0)",
+    "from-0.20": (
+        "from 0.20 otherwise: prof-020, prof-021, prof-027 (0.27.1), graphs-007, graphs-008 (0.24.0)"
+    ),
 }
 # At PP > 1 (TP 1), every stage of the fit set's boots printed 0.07 GiB of non-torch memory
 # (prof-004: Llama-3.1-8B at PP 2, 0.19.0, H100), +- the print's 0.005 GiB; the fit set is the
