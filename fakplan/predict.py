@@ -422,7 +422,7 @@ def _boundary(path: str, f: Figures) -> Prediction:
 
 
 def _amount(low: int, high: int) -> str:
-    """One figure, or a range where part of it is measured ("15,348..15,359 MiB")."""
+    """One figure, or a range where part of it is measured ("15,349..15,396 MiB")."""
     if low == high:
         return human(low)
     shown = human_pair(low, high)

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,13 @@ import yaml
 from fakplan.cards import card_sku
 from fakplan.cuda_totals import cuda_total
 from fakplan.engines import parse_ledger
-from fakplan.engines.vllm.floor import LoadKind, Unknown, VllmFloor, vllm_floor
+from fakplan.engines.vllm.floor import (
+    HALF_CENTI_GIB,
+    LoadKind,
+    Unknown,
+    VllmFloor,
+    vllm_floor,
+)
 from fakplan.geometry import load_geometry
 from fakplan.geometry.params import MOE_FAMILIES
 from fakplan.ledger.patterns import IN_GIB
@@ -84,7 +91,14 @@ def _cases() -> list[tuple[dict[str, Any], Path]]:
 
 
 def rows() -> list[FloorRow]:
-    return [_row(case, log) for case, log in _cases()]
+    """Every boot's row. Predicted once a process: the fit sets, held-out scores and tables
+    each walk the whole corpus, and nothing they read changes within a run."""
+    return list(_all_rows())
+
+
+@cache
+def _all_rows() -> tuple[FloorRow, ...]:
+    return tuple(_row(case, log) for case, log in _cases())
 
 
 def row(case_id: str) -> FloorRow:
@@ -593,9 +607,6 @@ def consumed_fit_set() -> list[FloorRow]:
     ]
 
 
-HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
-
-
 # At PP > 1 (issue 31 item 3): every stage's non-torch memory (floor.NON_TORCH_PP_MEASURED)
 # and what a first stage's forward printed beyond fakplan's estimate
 # (floor.FORWARD_EXCESS_MEASURED) are fitted on the PP 2 boots of the releases whose
@@ -869,12 +880,9 @@ def _mb_span(span: tuple[int, int]) -> str:
 
 def _pool_inside(row: FloorRow) -> bool:
     found, pool = row.found, row.printed["pool"]
-    return (
-        not isinstance(found, Unknown)
-        and pool is not None
-        and found.pool[0] <= pool + HALF_CENTI_GIB
-        and pool - HALF_CENTI_GIB <= found.pool[1]
-    )
+    if isinstance(found, Unknown) or pool is None:
+        return False
+    return _overlaps(found.pool, (pool - HALF_CENTI_GIB, pool + HALF_CENTI_GIB))
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ NON_TORCH_V2_BORROWED = (
 # scored with every boot's checkpoint left out (tests/engines/vllm/test_vllm_floor.py). What
 # these releases allocate there is not read: DeviceMemoryProfiler is allocated bytes after
 # the load less before, as in 0.19 (utils/mem_utils.py, 0.26.0 and 0.27.1).
-_HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
+HALF_CENTI_GIB = GIB // 200  # half the last digit of a figure printed to 0.01 GiB
 LoadKind = Literal["v2-profile-era", "from-0.20"]
 LOAD_RESIDUE_MEASURED: dict[LoadKind, tuple[int, int]] = {
     # the V2 runner before 0.27, where the load is the pool's W: every V2 boot of the
@@ -166,8 +166,8 @@ LOAD_RESIDUE_MEASURED: dict[LoadKind, tuple[int, int]] = {
     # least is the bf16 boot's (15.0 GiB printed, 16,094,076,928 B counted), the most the
     # W8A8 boot's (8.52 GiB printed, 9,120,260,096 B counted)
     "v2-profile-era": (
-        round(15.0 * GIB) - _HALF_CENTI_GIB - 16_094_076_928,
-        round(8.52 * GIB) + _HALF_CENTI_GIB - 9_120_260_096,
+        round(15.0 * GIB) - HALF_CENTI_GIB - 16_094_076_928,
+        round(8.52 * GIB) + HALF_CENTI_GIB - 9_120_260_096,
     ),
     # every other load from 0.20 (the V1 runner; the V2 runner from 0.27, where W is logged
     # and the consumed memory C holds it): every such boot that prints its weights, prof-020,
@@ -177,7 +177,7 @@ LOAD_RESIDUE_MEASURED: dict[LoadKind, tuple[int, int]] = {
     # 14.29 GiB printed, its author's transcription "Model loading took: 14.29 GiB", which
     # the corpus reads from cases.yaml's ``transcribed``; 15,299,390,464 B counted), which
     # no other boot of the set reaches: the next most is prof-027's, 11.5 MB
-    "from-0.20": (0, round(14.29 * GIB) + _HALF_CENTI_GIB - 15_299_390_464),
+    "from-0.20": (0, round(14.29 * GIB) + HALF_CENTI_GIB - 15_299_390_464),
 }
 LOAD_RESIDUE_FIT_SETS: dict[LoadKind, str] = {
     "v2-profile-era": "the V2 runner before 0.27: prof-035 ... prof-038, vLLM 0.26.0 on an A40",
